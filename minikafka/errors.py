@@ -1,0 +1,118 @@
+"""The exception hierarchy: every error minikafka raises derives from MinikafkaError.
+
+Payload validation errors are pydantic's own ``ValidationError`` (as in minikafka);
+everything else is one of the classes below. Several also derive from the builtin
+that minikafka raised for the same condition (``ValueError``, ``KeyError``), so code
+written against minikafka keeps catching them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class MinikafkaError(Exception):
+    """Base class for every minikafka error."""
+
+
+class InvalidNameError(MinikafkaError, ValueError):
+    """A topic, field or consumer name cannot be used as an SQL identifier."""
+
+
+class SchemaMismatchError(MinikafkaError):
+    """A topic exists with a different schema, model type mapping or dedup fields."""
+
+
+class UnsupportedTypeError(MinikafkaError, TypeError):
+    """A model field has a type the ledger cannot store exactly."""
+
+
+class DuplicateMessageError(MinikafkaError):
+    """A message violates its topic's dedup constraint.
+
+    Attributes:
+        topic: the topic name.
+        key: the dedup field values of the offending message (or None if unknown).
+        row: index of the offending row in a bulk call (or None).
+    """
+
+    def __init__(self, message: str, *, topic: str, key: dict | None = None, row: int | None = None):
+        super().__init__(message)
+        self.topic = topic
+        self.key = key
+        self.row = row
+
+
+class InvalidRecordError(MinikafkaError, ValueError):
+    """A validated payload still cannot be stored (NaN float, int beyond 64 bits, ...)."""
+
+
+class TopicNotFoundError(MinikafkaError, KeyError):
+    """A topic name is not known to the Source."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class ConsumerNotFoundError(MinikafkaError, KeyError):
+    """A consumer name is not registered on the topic."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownStatusError(MinikafkaError, ValueError):
+    """A status other than 'new' or 'handled' was asked for."""
+
+
+class SourceClosedError(MinikafkaError):
+    """The Source was closed; open a new one."""
+
+
+class WrongThreadError(MinikafkaError):
+    """A Source was used from a thread other than the one that opened it."""
+
+
+class LedgerError(MinikafkaError):
+    """The SQLite file cannot be opened or used (missing directory, locked, too old)."""
+
+
+class MigrationError(MinikafkaError):
+    """A topic migration failed; nothing was changed."""
+
+
+class PipelineError(MinikafkaError):
+    """A pipeline is misconfigured (no target, wrong topic, bad strategy)."""
+
+
+class PipelineCycleError(PipelineError, ValueError):
+    """The pipeline DAG contains a cycle (message names it)."""
+
+
+@dataclass(frozen=True)
+class FanOutFailure:
+    """One sibling transform that failed for one source row during a best_effort run."""
+
+    record_id: int
+    source: str
+    target: str | None
+    exception: BaseException
+
+
+class FanOutError(MinikafkaError):
+    """Raised at the end of a best_effort run if any sibling raised.
+
+    Successful sibling writes are kept; source rows with any failed sibling stay
+    ``new`` so a corrected run retries them.
+
+    Attributes:
+        failures: list of FanOutFailure, in the order they happened.
+    """
+
+    def __init__(self, failures: list[FanOutFailure]):
+        self.failures: list[FanOutFailure] = list(failures)
+        lines = [f"{len(self.failures)} sibling failure(s) during best_effort run"]
+        for f in self.failures:
+            arrow = f"{f.source} -> {f.target}" if f.target is not None else f.source
+            lines.append(f"  record={f.record_id} {arrow}: {type(f.exception).__name__}: {f.exception}")
+        super().__init__("\n".join(lines))

@@ -1,0 +1,56 @@
+"""Validation and quoting of every name that becomes an SQL identifier."""
+
+from __future__ import annotations
+
+import re
+
+from .errors import InvalidNameError
+
+# Topic names may carry dots and dashes ("rss.items"); they never start with "_" so they
+# cannot collide with the ledger's own tables, which all start with "_minikafka".
+TOPIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,127}$")
+# Field names are Python identifiers that do not start with "_" (reserved for metadata).
+FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
+CONSUMER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+
+
+def quote_identifier(name: str) -> str:
+    """Quote ``name`` for use as an SQLite identifier (doubling embedded quotes).
+
+    Raises:
+        InvalidNameError: if the name is empty or holds a NUL character.
+    """
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise InvalidNameError(f"invalid SQL identifier: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _check(pattern: re.Pattern[str], kind: str, name: object, rule: str) -> str:
+    if not isinstance(name, str) or not pattern.match(name):
+        raise InvalidNameError(f"invalid {kind} name {name!r}: {rule}")
+    return name
+
+
+def validate_topic_name(name: object) -> str:
+    """Return ``name`` if it is a valid topic name, else raise InvalidNameError."""
+    return _check(
+        TOPIC_NAME, "topic", name,
+        "use 1-128 characters: letters, digits, '_', '.', '-', starting with a letter",
+    )
+
+
+def validate_field_name(name: object, *, model: str = "") -> str:
+    """Return ``name`` if it is a valid column name for a model field."""
+    where = f" on model {model}" if model else ""
+    return _check(
+        FIELD_NAME, f"field{where}", name,
+        "use 1-128 characters: letters, digits and '_', starting with a letter",
+    )
+
+
+def validate_consumer_name(name: object) -> str:
+    """Return ``name`` if it is a valid consumer name."""
+    return _check(
+        CONSUMER_NAME, "consumer", name,
+        "use 1-128 characters: letters, digits, '_', '.', ':', '-', starting with a letter or digit",
+    )

@@ -1,0 +1,292 @@
+"""A topic's table layout: its columns, dedup fields, DDL, and row encoding/decoding."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+from pydantic import BaseModel
+
+from .columns import META_COLUMNS, ColumnSpec, check_int_range, column_from_description, columns_for_model
+from .errors import DuplicateMessageError, InvalidRecordError, SchemaMismatchError
+from .identifiers import quote_identifier, validate_topic_name
+
+META_SELECT = ", ".join(quote_identifier(c) for c in META_COLUMNS)
+N_META = len(META_COLUMNS)
+
+
+def _strip_docs(node: Any) -> Any:
+    """Drop titles and descriptions: renaming a class or editing a docstring is compatible."""
+    if isinstance(node, dict):
+        return {
+            k: _strip_docs(v)
+            for k, v in node.items()
+            if not (k in ("title", "description") and isinstance(v, str))
+        }
+    if isinstance(node, list):
+        return [_strip_docs(v) for v in node]
+    return node
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+@dataclass
+class TopicLayout:
+    """Everything the ledger knows about how one topic is stored."""
+
+    name: str
+    columns: list[ColumnSpec]
+    dedup: tuple[str, ...]
+    json_schema: dict = field(default_factory=dict)
+    model: type[BaseModel] | None = None
+
+    @classmethod
+    def for_model(cls, name: str, model: type[BaseModel], dedup) -> TopicLayout:
+        """Build and check the layout of ``model`` under topic ``name``.
+
+        Raises:
+            InvalidNameError, UnsupportedTypeError: bad topic/field names or types.
+            SchemaMismatchError: a dedup field the model lacks.
+        """
+        validate_topic_name(name)
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"model for topic {name!r} must be a pydantic BaseModel class, got {model!r}")
+        columns = columns_for_model(model)
+        dedup_fields = normalise_dedup(name, model, dedup)
+        return cls(name, columns, dedup_fields, model.model_json_schema(), model)
+
+    @classmethod
+    def from_catalog(cls, row: sqlite3.Row | tuple) -> TopicLayout:
+        name, schema, columns, dedup = row
+        cols = [column_from_description(d) for d in json.loads(columns)]
+        return cls(name, cols, tuple(json.loads(dedup)), json.loads(schema), None)
+
+    # -- identity ---------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        body = {
+            "columns": [c.describe() for c in self.columns],
+            "schema": _strip_docs(self.json_schema),
+        }
+        return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+    def describe_columns(self) -> str:
+        return canonical_json([c.describe() for c in self.columns])
+
+    def mismatch(self, stored: TopicLayout, stored_fingerprint: str) -> str | None:
+        """Explain why this layout cannot reopen ``stored`` (None when compatible)."""
+        if sorted(stored.dedup) != sorted(self.dedup):
+            return f"dedup fields differ: stored {stored.dedup!r}, given {self.dedup!r}"
+        if stored_fingerprint == self.fingerprint:
+            return None
+        old = {c.name: c.describe() for c in stored.columns}
+        new = {c.name: c.describe() for c in self.columns}
+        diffs = [f"field {n!r} removed" for n in old if n not in new]
+        diffs += [f"field {n!r} added" for n in new if n not in old]
+        for n in old.keys() & new.keys():
+            if old[n] != new[n]:
+                changed = sorted(k for k in old[n] if old[n][k] != new[n].get(k))
+                diffs.append(f"field {n!r} changed ({', '.join(changed)})")
+        return "; ".join(sorted(diffs)) or "model JSON schema differs (constraints or defaults)"
+
+    # -- SQL --------------------------------------------------------------------
+    @property
+    def table(self) -> str:
+        return quote_identifier(self.name)
+
+    @property
+    def field_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> ColumnSpec:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def ddl(self, table_name: str | None = None) -> list[str]:
+        """CREATE TABLE and its indexes (optionally under another table name)."""
+        base = table_name or self.name
+        t = quote_identifier(base)
+        cols = [
+            '"_id" INTEGER PRIMARY KEY AUTOINCREMENT',
+            '"_created_at" TEXT NOT NULL',
+            "\"_status\" TEXT NOT NULL DEFAULT 'new' CHECK (\"_status\" IN ('new', 'handled'))",
+            '"_handled_at" TEXT',
+            '"_parent_id" INTEGER',
+            '"_parent_topic" TEXT',
+            '"_run_id" TEXT',
+        ] + [c.ddl() for c in self.columns]
+        statements = [f"CREATE TABLE {t} (\n  " + ",\n  ".join(cols) + "\n) STRICT"]
+        statements.append(self.new_index_ddl(base))
+        if self.dedup:
+            statements.append(self.dedup_index_ddl(base))
+        return statements
+
+    def new_index_ddl(self, base: str) -> str:
+        # keeps "read what is new" proportional to the new rows, not to history
+        return (
+            f"CREATE INDEX {quote_identifier(base + '__new')} ON {quote_identifier(base)} (\"_id\") "
+            "WHERE \"_status\" = 'new'"
+        )
+
+    def dedup_index_ddl(self, base: str) -> str:
+        # NULL is a value for dedup (as in minikafka's hash): map it to a blob no field holds
+        parts = []
+        for name in self.dedup:
+            q = quote_identifier(name)
+            parts.append(f"ifnull({q}, x'00')" if self.column(name).nullable else q)
+        return (
+            f"CREATE UNIQUE INDEX {quote_identifier(base + '__dedup')} ON {quote_identifier(base)} "
+            f"({', '.join(parts)})"
+        )
+
+    def insert_sql(self, *, lineage: bool = False, ignore_duplicates: bool = False) -> str:
+        names = self.field_names + ["_created_at", "_status"]
+        if lineage:
+            names += ["_parent_id", "_parent_topic", "_run_id"]
+        cols = ", ".join(quote_identifier(n) for n in names)
+        marks = ", ".join("?" for _ in names)
+        tail = " ON CONFLICT DO NOTHING" if ignore_duplicates else ""
+        return f"INSERT INTO {self.table} ({cols}) VALUES ({marks}){tail}"
+
+    def select_sql(self) -> str:
+        fields = ", ".join(quote_identifier(n) for n in self.field_names)
+        return f"SELECT {META_SELECT}, {fields} FROM {self.table}"
+
+    # -- values -----------------------------------------------------------------
+    def encoder(self):
+        """A function model -> list of column values, in field order."""
+        names = self.field_names
+        getter = attrgetter(*names)
+        single = len(names) == 1
+        steps = [(i, c.name, c.encode) for i, c in enumerate(self.columns) if c.encode]
+        topic = self.name
+
+        def encode(instance) -> tuple:
+            values = getter(instance)
+            if single:
+                values = (values,)
+            if not steps:
+                return values
+            values = list(values)
+            for i, name, fn in steps:
+                v = values[i]
+                if v is not None:
+                    try:
+                        values[i] = fn(v)
+                    except InvalidRecordError as exc:
+                        raise InvalidRecordError(f"topic {topic!r}, field {name!r}: {exc}") from None
+            return tuple(values)
+
+        return encode
+
+    def decoder(self):
+        """A function SQL row (meta columns first) -> dict of field values."""
+        names = self.field_names
+        steps = [(i, c.decode) for i, c in enumerate(self.columns) if c.decode]
+
+        def decode(row) -> dict:
+            values = list(row[N_META:])
+            for i, fn in steps:
+                v = values[i]
+                if v is not None:
+                    values[i] = fn(v)
+            return dict(zip(names, values))
+
+        return decode
+
+    def explain_write_error(
+        self, exc: Exception, rows: list, *, conn: sqlite3.Connection | None = None,
+        existing_upto: int | None = None, row_offset: int = 0,
+    ) -> Exception:
+        """Turn an SQLite error on insert into a clear minikafka error naming row and field.
+
+        ``conn`` is used to find which row's dedup key already existed in the topic,
+        among ids up to ``existing_upto`` (rows stored before this write).
+        """
+        if isinstance(exc, OverflowError):
+            for r, values in enumerate(rows):
+                for col, v in zip(self.columns, values):
+                    if isinstance(v, int) and not isinstance(v, bool):
+                        try:
+                            check_int_range(v, col.name)
+                        except InvalidRecordError as bad:
+                            return InvalidRecordError(f"topic {self.name!r}, row {r + row_offset}: {bad}")
+            return InvalidRecordError(f"topic {self.name!r}: {exc}")
+        code = getattr(exc, "sqlite_errorname", "")
+        if code in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY") and self.dedup:
+            where = self._find_duplicate(rows, conn, existing_upto)
+            if where is not None:
+                r, key, inside = where
+                origin = "earlier in the same batch" if inside else "already in the topic"
+                return DuplicateMessageError(
+                    f"duplicate message for topic {self.name!r} (row {r + row_offset}): dedup key "
+                    f"{key!r} is {origin}",
+                    topic=self.name, key=key, row=r + row_offset,
+                )
+            return DuplicateMessageError(
+                f"duplicate message for topic {self.name!r} on dedup fields {self.dedup!r}",
+                topic=self.name,
+            )
+        if code == "SQLITE_CONSTRAINT_NOTNULL":
+            for r, values in enumerate(rows):
+                for col, v in zip(self.columns, values):
+                    if v is None and not col.nullable:
+                        return InvalidRecordError(
+                            f"topic {self.name!r}, row {r + row_offset}: field {col.name!r} is None "
+                            "but the field is not Optional"
+                        )
+        return InvalidRecordError(f"topic {self.name!r}: cannot store row: {exc}")
+
+    def _find_duplicate(self, rows: list, conn: sqlite3.Connection | None, upto: int | None):
+        idx = [self.field_names.index(n) for n in self.dedup]
+        seen = set()
+        for r, values in enumerate(rows):
+            key = tuple(values[i] for i in idx)
+            if key in seen:
+                return r, dict(zip(self.dedup, key)), True
+            seen.add(key)
+        if conn is not None:
+            sql = self.key_exists_sql()
+            limit = (2**63 - 1) if upto is None else upto
+            for r, values in enumerate(rows):
+                key = tuple(values[i] for i in idx)
+                if conn.execute(sql, (*key, limit)).fetchone():
+                    return r, dict(zip(self.dedup, key)), False
+        return None
+
+    def key_exists_sql(self) -> str:
+        conds = " AND ".join(f"{quote_identifier(n)} IS ?" for n in self.dedup)
+        return f"SELECT \"_id\" FROM {self.table} WHERE {conds} AND \"_id\" <= ? LIMIT 1"
+
+
+def normalise_dedup(topic: str, model: type[BaseModel], dedup) -> tuple[str, ...]:
+    """Check dedup fields exist on the model; return them as a tuple (in given order).
+
+    Raises:
+        SchemaMismatchError: a dedup field is not a model field.
+        ValueError: dedup is not a tuple of distinct field names.
+    """
+    if dedup is None:
+        return ()
+    if isinstance(dedup, str):
+        dedup = (dedup,)
+    fields = tuple(dedup)
+    if not fields:
+        return ()
+    if len(set(fields)) != len(fields):
+        raise ValueError(f"topic {topic!r}: dedup fields must be distinct, got {fields!r}")
+    missing = [f for f in fields if f not in model.model_fields]
+    if missing:
+        raise SchemaMismatchError(
+            f"topic {topic!r}: dedup field(s) {missing!r} are not fields of model {model.__name__} "
+            f"(fields: {list(model.model_fields)!r})"
+        )
+    return fields

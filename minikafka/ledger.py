@@ -1,0 +1,261 @@
+"""The SQLite file: connection settings, the ledger's own tables, and transactions.
+
+Durability: WAL journal with ``synchronous=FULL``, so a transaction that returned
+from COMMIT survives a power cut (NORMAL would keep the database consistent but
+could lose the last commits). Every write transaction is ``BEGIN IMMEDIATE`` so
+writers queue on ``busy_timeout`` instead of failing half-way with SQLITE_BUSY.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import LedgerError, SourceClosedError, WrongThreadError
+from .events import Event, Observer, notify
+
+LEDGER_FORMAT = 1
+MIN_SQLITE = (3, 37, 0)  # STRICT tables
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS _minikafka_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS _minikafka_topics (
+    name TEXT PRIMARY KEY COLLATE NOCASE,
+    model_name TEXT NOT NULL,
+    json_schema TEXT NOT NULL CHECK (json_valid(json_schema)),
+    fingerprint TEXT NOT NULL,
+    columns TEXT NOT NULL CHECK (json_valid(columns)),
+    dedup TEXT NOT NULL CHECK (json_valid(dedup)),
+    created_at TEXT NOT NULL,
+    migrated_at TEXT
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS _minikafka_consumers (
+    id INTEGER PRIMARY KEY,
+    topic TEXT NOT NULL REFERENCES _minikafka_topics(name) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (topic, name)
+) STRICT;
+
+-- Acks of a consumer on rows that are still 'new' for some other consumer. Once every
+-- consumer acked a row its status turns 'handled' and these rows are deleted, so the
+-- table holds the backlog, never the history.
+CREATE TABLE IF NOT EXISTS _minikafka_acks (
+    consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
+    row_id INTEGER NOT NULL,
+    acked_at TEXT NOT NULL,
+    PRIMARY KEY (consumer_id, row_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS _minikafka_acks_by_row ON _minikafka_acks (row_id, consumer_id);
+
+CREATE TABLE IF NOT EXISTS _minikafka_attempts (
+    consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
+    row_id INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    last_error TEXT,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (consumer_id, row_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS _minikafka_runs (
+    run_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    stage TEXT,
+    consumer TEXT,
+    inputs TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(inputs)),
+    outputs TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(outputs)),
+    watermarks TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(watermarks)),
+    rows_in INTEGER NOT NULL DEFAULT 0,
+    rows_out INTEGER NOT NULL DEFAULT 0,
+    rows_duplicate INTEGER NOT NULL DEFAULT 0,
+    rows_failed INTEGER NOT NULL DEFAULT 0,
+    rows_quarantined INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'partial')),
+    error TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    duration_s REAL,
+    quality TEXT CHECK (quality IS NULL OR json_valid(quality)),
+    details TEXT CHECK (details IS NULL OR json_valid(details))
+) STRICT;
+CREATE INDEX IF NOT EXISTS _minikafka_runs_by_stage ON _minikafka_runs (stage, started_at);
+
+CREATE TABLE IF NOT EXISTS _minikafka_quarantine (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    topic TEXT NOT NULL,
+    consumer TEXT,
+    run_id TEXT,
+    row_id INTEGER,
+    payload TEXT,
+    reason TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 1,
+    origin TEXT,
+    created_at TEXT NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS _minikafka_quarantine_by_topic ON _minikafka_quarantine (topic, id);
+"""
+
+
+def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
+    """Open ``path`` with the ledger's settings (autocommit; explicit transactions).
+
+    Raises:
+        LedgerError: the file cannot be opened or SQLite is too old for STRICT tables.
+    """
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise LedgerError(
+            f"SQLite {sqlite3.sqlite_version} is too old: minikafka needs 3.37+ for STRICT tables"
+        )
+    if path != ":memory:":
+        parent = Path(path).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise LedgerError(f"cannot open ledger {path!r}: directory {str(parent)!r} does not exist")
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if path != ":memory:":
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise LedgerError(f"cannot switch {path!r} to WAL journal mode (got {mode})")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot open ledger {path!r}: {exc}") from exc
+    return conn
+
+
+class Ledger:
+    """One SQLite connection, owned by the thread that opened it.
+
+    Transactions nest: the outermost ``atomic()`` is ``BEGIN IMMEDIATE``/``COMMIT``,
+    inner ones are savepoints. Events queued inside a transaction are delivered
+    after the outermost commit and dropped on rollback.
+    """
+
+    def __init__(self, path: str, *, on_event: Observer | None = None, busy_timeout: float = 30.0):
+        self.path = str(path)
+        self.on_event = on_event
+        self._owner = threading.get_ident()
+        self._conn: sqlite3.Connection | None = connect(self.path, busy_timeout=busy_timeout)
+        self._depth = 0
+        self._pending: list[Event] = []
+        self._savepoint_seq = 0
+        self._init_schema()
+
+    def _init_schema(self) -> None:
+        with self.atomic():
+            for statement in _split_statements(SCHEMA):
+                self.conn.execute(statement)
+            self.conn.execute(
+                "INSERT OR IGNORE INTO _minikafka_meta (key, value) VALUES ('format', ?)",
+                (str(LEDGER_FORMAT),),
+            )
+            found = self.conn.execute("SELECT value FROM _minikafka_meta WHERE key = 'format'").fetchone()[0]
+            if int(found) > LEDGER_FORMAT:
+                raise LedgerError(
+                    f"{self.path!r} was written by a newer minikafka (ledger format {found}); upgrade"
+                )
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection, after checking the Source is open and used from its thread."""
+        if self._conn is None:
+            raise SourceClosedError(f"Source {self.path!r} is closed")
+        if threading.get_ident() != self._owner:
+            raise WrongThreadError(
+                f"Source {self.path!r} was opened in another thread; open one Source per thread"
+            )
+        return self._conn
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
+    @contextmanager
+    def atomic(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (or a savepoint when nested).
+
+        Raises:
+            LedgerError: the database stayed locked for longer than busy_timeout.
+        """
+        conn = self.conn
+        if self._depth == 0:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise LedgerError(f"cannot start a write transaction on {self.path!r}: {exc}") from exc
+            self._depth = 1
+            mark = len(self._pending)
+            try:
+                yield conn
+            except BaseException:
+                self._depth = 0
+                del self._pending[mark:]
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._depth = 0
+                del self._pending[mark:]
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise LedgerError(f"commit failed on {self.path!r}: {exc}") from exc
+            self._depth = 0
+            events, self._pending = self._pending, []
+            notify(self.on_event, events)
+            return
+        self._savepoint_seq += 1
+        name = f"mk_sp_{self._savepoint_seq}"
+        mark = len(self._pending)
+        conn.execute(f"SAVEPOINT {name}")
+        self._depth += 1
+        try:
+            yield conn
+        except BaseException:
+            self._depth -= 1
+            del self._pending[mark:]
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        self._depth -= 1
+        conn.execute(f"RELEASE {name}")
+
+    def emit(self, event: Event) -> None:
+        """Queue an event for after the current commit (or deliver now outside one)."""
+        if self.on_event is None:
+            return
+        if self._depth:
+            self._pending.append(event)
+        else:
+            notify(self.on_event, [event])
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+
+def _split_statements(script: str) -> list[str]:
+    statements, buf = [], []
+    for line in script.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        buf.append(line)
+        if line.rstrip().endswith(";"):
+            statements.append("\n".join(buf))
+            buf = []
+    return [s for s in statements if s.strip()]

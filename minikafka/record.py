@@ -1,0 +1,55 @@
+"""Record: one stored message with its metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from .topic import Topic
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+@dataclass(eq=False)
+class Record(Generic[ModelT]):
+    """A message as stored: its offset ``id``, times, status, lineage and ``data``.
+
+    ``status`` is the status the record was read with, as seen by its consumer
+    (``consumer`` is None for the topic-wide view).
+    """
+
+    id: int
+    topic: str
+    created_at: datetime
+    handled_at: datetime | None
+    status: str
+    data: ModelT
+    parent_id: int | None = None
+    parent_topic: str | None = None
+    run_id: str | None = None
+    consumer: str | None = None
+    _topic: Topic | None = field(default=None, repr=False)
+
+    def ack(self) -> None:
+        """Mark this record handled (for its consumer); idempotent.
+
+        Raises:
+            SourceClosedError, WrongThreadError: the Source cannot be used.
+
+        Emits:
+            message_handled, once, when the row is acked.
+        """
+        if self._topic is None:
+            raise RuntimeError("record is detached from its topic")
+        self._topic.set_handled(record=self)
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return (self.topic, self.id, self.data) == (other.topic, other.id, other.data)
+
+    __hash__ = None  # type: ignore[assignment]

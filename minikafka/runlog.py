@@ -1,0 +1,93 @@
+"""The run log: one row per run of anything (pipeline, stage, backfill)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .clock import utc_now
+
+
+def new_run_id(prefix: str = "run") -> str:
+    """A sortable, unique run id: ``<prefix>-YYYYmmddTHHMMSSZ-<8 hex>``."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{prefix}-{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class RunResult:
+    """What one run did; mirrors its row in ``_minikafka_runs``."""
+
+    run_id: str
+    kind: str
+    stage: str | None = None
+    consumer: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    watermarks: dict[str, int] = field(default_factory=dict)
+    rows_in: int = 0
+    rows_out: int = 0
+    rows_duplicate: int = 0
+    rows_failed: int = 0
+    rows_quarantined: int = 0
+    status: str = "running"
+    error: str | None = None
+    started_at: str = field(default_factory=utc_now)
+    finished_at: str | None = None
+    duration_s: float | None = None
+    quality: Any = None
+    details: dict[str, Any] | None = None
+    _t0: float = field(default_factory=time.perf_counter, repr=False)
+
+    def finish(self, status: str, error: str | None = None) -> RunResult:
+        self.status = status
+        self.error = error
+        self.finished_at = utc_now()
+        self.duration_s = round(time.perf_counter() - self._t0, 6)
+        return self
+
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "kind": self.kind, "stage": self.stage, "consumer": self.consumer,
+            "inputs": json.dumps(self.inputs), "outputs": json.dumps(self.outputs),
+            "watermarks": json.dumps(self.watermarks), "rows_in": self.rows_in,
+            "rows_out": self.rows_out, "rows_duplicate": self.rows_duplicate,
+            "rows_failed": self.rows_failed, "rows_quarantined": self.rows_quarantined,
+            "status": self.status, "error": self.error, "started_at": self.started_at,
+            "finished_at": self.finished_at, "duration_s": self.duration_s,
+            "quality": None if self.quality is None else json.dumps(self.quality, default=str),
+            "details": None if self.details is None else json.dumps(self.details, default=str),
+        }
+
+
+COLUMNS = list(RunResult("x", "x").as_row())
+
+
+def write_run_in_current_transaction(conn: sqlite3.Connection, result: RunResult) -> None:
+    """Insert or replace the run's row (inside the caller's transaction)."""
+    row = result.as_row()
+    cols = ", ".join(COLUMNS)
+    marks = ", ".join("?" for _ in COLUMNS)
+    conn.execute(f"INSERT OR REPLACE INTO _minikafka_runs ({cols}) VALUES ({marks})", tuple(row.values()))
+
+
+def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    """Most recent runs first, as dicts with JSON columns decoded."""
+    where, params = ("WHERE stage = ?", (stage,)) if stage else ("", ())
+    cur = conn.execute(
+        f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
+        (*params, limit),
+    )
+    out = []
+    for values in cur.fetchall():
+        row = dict(zip(COLUMNS, values))
+        for key in ("inputs", "outputs", "watermarks", "quality", "details"):
+            if row[key] is not None:
+                row[key] = json.loads(row[key])
+        out.append(row)
+    return out

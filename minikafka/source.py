@@ -1,0 +1,187 @@
+"""Source: one SQLite file (or ":memory:") holding topics, consumers, runs and quarantine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from .clock import utc_now
+from .errors import InvalidNameError, SchemaMismatchError, TopicNotFoundError
+from .events import Event, Observer
+from .identifiers import validate_topic_name
+from .layout import TopicLayout, canonical_json
+from .ledger import Ledger
+from .pipeline import FullPipeline, Pipeline
+from .runlog import read_runs
+from .topic import Topic
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_CATALOG_SELECT = "SELECT name, json_schema, columns, dedup, fingerprint FROM _minikafka_topics WHERE name = ?"
+
+
+class Source:
+    """One SQLite ledger file. Use it as a context manager.
+
+    Args:
+        path: a file path (created if missing; its directory must exist) or ":memory:".
+        on_event: called with an Event after each commit it reports; exceptions
+            raised by it are swallowed.
+        busy_timeout: seconds to wait for another writer before failing.
+
+    Raises:
+        LedgerError: the file cannot be opened as a ledger.
+    """
+
+    def __init__(self, path: str | Path, on_event: Observer | None = None, *, busy_timeout: float = 30.0):
+        self.path = str(path)
+        self._ledger = Ledger(self.path, on_event=on_event, busy_timeout=busy_timeout)
+        self._topics: dict[str, Topic] = {}
+        self._fingerprints: dict[str, str] = {}
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._ledger.closed else "open"
+        return f"Source({self.path!r}, {state})"
+
+    @property
+    def on_event(self) -> Observer | None:
+        return self._ledger.on_event
+
+    @on_event.setter
+    def on_event(self, observer: Observer | None) -> None:
+        self._ledger.on_event = observer
+
+    def close(self) -> None:
+        """Close the connection; later use raises SourceClosedError. Idempotent."""
+        self._ledger.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group several writes (appends, acks) into one transaction; nests as savepoints."""
+        with self._ledger.atomic():
+            yield
+
+    # -- topics -----------------------------------------------------------------
+    def topic(self, name: str, model: type[ModelT], dedup: tuple[str, ...] | list[str] | str | None = None) -> Topic[ModelT]:
+        """Create or reopen the topic ``name`` typed by ``model``.
+
+        Args:
+            name: letters, digits, '_', '.', '-'; starts with a letter.
+            model: a pydantic BaseModel class.
+            dedup: field names whose values must be unique in the topic, or None.
+
+        Returns:
+            The Topic.
+
+        Raises:
+            InvalidNameError: a bad topic or field name.
+            UnsupportedTypeError: a field type the ledger cannot store.
+            SchemaMismatchError: the topic exists with another schema or dedup fields,
+                or a dedup field is not on the model.
+
+        Emits:
+            topic_created, when the topic is new.
+        """
+        layout = TopicLayout.for_model(name, model, dedup)
+        conn = self._ledger.conn
+        row = conn.execute(_CATALOG_SELECT, (name,)).fetchone()
+        if row is None:
+            with self._ledger.atomic() as conn:
+                row = conn.execute(_CATALOG_SELECT, (name,)).fetchone()
+                if row is None:
+                    self._create_in_current_transaction(layout)
+                    return self._bind(layout, layout.fingerprint)
+        self._check_reopen(layout, row)
+        return self._bind(layout, row[4])
+
+    def _check_reopen(self, layout: TopicLayout, row: tuple) -> None:
+        stored_name = row[0]
+        if stored_name != layout.name:
+            raise InvalidNameError(
+                f"topic {layout.name!r} clashes with existing topic {stored_name!r}: "
+                "topic names are case-insensitive"
+            )
+        why = layout.mismatch(TopicLayout.from_catalog(row[:4]), row[4])
+        if why:
+            raise SchemaMismatchError(
+                f"topic {layout.name!r} exists with an incompatible schema or dedup ({why}); "
+                "reopen it with the stored model, or change it with Topic.migrate()"
+            )
+
+    def _create_in_current_transaction(self, layout: TopicLayout) -> None:
+        conn = self._ledger.conn
+        clash = conn.execute(
+            "SELECT name FROM sqlite_schema WHERE lower(name) IN (lower(?), lower(?), lower(?))",
+            (layout.name, layout.name + "__new", layout.name + "__dedup"),
+        ).fetchone()
+        if clash:
+            raise InvalidNameError(f"topic {layout.name!r} clashes with existing table {clash[0]!r}")
+        conn.execute(
+            "INSERT INTO _minikafka_topics (name, model_name, json_schema, fingerprint, columns, dedup, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (layout.name, layout.model.__qualname__, canonical_json(layout.json_schema), layout.fingerprint,
+             layout.describe_columns(), canonical_json(list(layout.dedup)), utc_now()),
+        )
+        for statement in layout.ddl():
+            conn.execute(statement)
+        self._ledger.emit(Event("topic_created", layout.name, None, {"model": layout.model.__qualname__}))
+
+    def _bind(self, layout: TopicLayout, fingerprint: str) -> Topic:
+        topic = Topic(self, layout, fingerprint)
+        self._topics[layout.name] = topic
+        self._fingerprints[layout.name] = fingerprint
+        return topic
+
+    def _registered(self, name: str) -> Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicNotFoundError(
+                f"topic {name!r} is not open on this Source; call source.topic({name!r}, Model) first"
+            )
+        return topic
+
+    def topics(self) -> list[str]:
+        """Names of every topic stored in the file, sorted."""
+        return [r[0] for r in self._ledger.conn.execute("SELECT name FROM _minikafka_topics ORDER BY name")]
+
+    def layout(self, name: str) -> TopicLayout:
+        """The stored layout of a topic (no model class needed): for tools and the CLI.
+
+        Raises:
+            TopicNotFoundError: no such topic in the file.
+        """
+        validate_topic_name(name)
+        row = self._ledger.conn.execute(_CATALOG_SELECT, (name,)).fetchone()
+        if row is None:
+            raise TopicNotFoundError(f"no topic {name!r} in {self.path!r} (topics: {self.topics()!r})")
+        return TopicLayout.from_catalog(row[:4])
+
+    # -- pipelines and runs --------------------------------------------------------
+    def full_pipeline(self, *pipelines: Pipeline, batch_size: int = 1000) -> FullPipeline:
+        """Compose arms (``topic.pipe(fn).to(target)``) into one DAG; call ``.run()``."""
+        return FullPipeline(self, list(pipelines), batch_size=batch_size)
+
+    def runs(self, *, stage: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        """The run log, most recent first."""
+        return read_runs(self._ledger.conn, stage=stage, limit=limit)
+
+    def quarantined(self, topic: str | None = None, *, limit: int = 100) -> list[dict[str, Any]]:
+        """Rows in the quarantine (dead-letter) table, most recent first."""
+        where, params = ("WHERE topic = ?", (topic,)) if topic else ("", ())
+        cur = self._ledger.conn.execute(
+            "SELECT id, topic, consumer, run_id, row_id, payload, reason, attempts, origin, created_at "
+            f"FROM _minikafka_quarantine {where} ORDER BY id DESC LIMIT ?",
+            (*params, limit),
+        )
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]

@@ -1,0 +1,447 @@
+"""Topic: a typed, append-only, schema-enforced ledger table."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel, TypeAdapter
+
+from . import acks
+from .clock import parse_timestamp, utc_now
+from .errors import (
+    MigrationError,
+    MinikafkaError,
+    SchemaMismatchError,
+    UnknownStatusError,
+)
+from .events import Event
+from .identifiers import quote_identifier
+from .layout import META_SELECT, N_META, TopicLayout, canonical_json
+from .record import Record
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
+    from .source import Source
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+NewModelT = TypeVar("NewModelT", bound=BaseModel)
+
+STATUSES = ("new", "handled")
+PAGE = 1000
+
+
+class RecordNotFoundError(MinikafkaError, KeyError):
+    """No row with that id in the topic."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def check_status(status: str | None, *, allow_none: bool = True) -> str | None:
+    if status is None and allow_none:
+        return None
+    if status not in STATUSES:
+        raise UnknownStatusError(f"unknown status {status!r}: use 'new' or 'handled'")
+    return status
+
+
+def check_on_duplicate(value: str) -> bool:
+    if value not in ("raise", "ignore"):
+        raise ValueError(f"on_duplicate must be 'raise' or 'ignore', got {value!r}")
+    return value == "ignore"
+
+
+class Topic(Generic[ModelT]):
+    """A named, typed, append-only log stored as one STRICT table.
+
+    Get one from ``Source.topic(name, Model, dedup=...)``.
+    """
+
+    def __init__(self, source: Source, layout: TopicLayout, fingerprint: str):
+        self.source = source
+        self._layout = layout
+        self._fingerprint = fingerprint
+        self._encode = layout.encoder()
+        self._decode = layout.decoder()
+        self._adapter = TypeAdapter(list[layout.model])  # type: ignore[name-defined]
+
+    # -- identity ---------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._layout.name
+
+    @property
+    def model(self) -> type[ModelT]:
+        return self._layout.model  # type: ignore[return-value]
+
+    @property
+    def dedup(self) -> tuple[str, ...]:
+        return self._layout.dedup
+
+    @property
+    def layout(self) -> TopicLayout:
+        return self._layout
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r}, {self.model.__name__}, dedup={self.dedup!r})"
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        conn = self.source._ledger.conn
+        if self.source._fingerprints.get(self.name) != self._fingerprint:
+            raise SchemaMismatchError(
+                f"topic {self.name!r} was migrated; use the Topic returned by migrate()"
+            )
+        return conn
+
+    def _validate(self, payload: ModelT | dict[str, Any]) -> ModelT:
+        if isinstance(payload, self.model):
+            return payload
+        if isinstance(payload, BaseModel):
+            payload = payload.model_dump()
+        return self.model.model_validate(payload)
+
+    # -- writing ----------------------------------------------------------------
+    def append(self, payload: ModelT | dict[str, Any], *, on_duplicate: str = "raise") -> ModelT | None:
+        """Validate and append one message.
+
+        Args:
+            payload: a model instance or a dict.
+            on_duplicate: "raise" (minikafka's behaviour) or "ignore" (return None).
+
+        Returns:
+            The validated model (None if ignored as a duplicate).
+
+        Raises:
+            pydantic.ValidationError: the payload does not fit the model.
+            DuplicateMessageError: the dedup key is already in the topic.
+            InvalidRecordError: a value SQLite cannot store exactly (NaN, > 64-bit int).
+
+        Emits:
+            message_appended, after the commit.
+        """
+        ignore = check_on_duplicate(on_duplicate)
+        model = self._validate(payload)
+        with self.source._ledger.atomic():
+            row_id = self._insert_one_in_current_transaction(model, ignore_duplicates=ignore)
+        return None if row_id is None else model
+
+    def extend(
+        self, rows: Iterable[ModelT | dict[str, Any]], *, on_duplicate: str = "raise", status: str = "new"
+    ) -> int:
+        """Validate and append many messages in one transaction: all or nothing.
+
+        Args:
+            rows: model instances and/or dicts.
+            on_duplicate: "raise" (nothing is written) or "ignore" (skip duplicates).
+            status: "new", or "handled" for history downstream consumers should skip.
+
+        Returns:
+            The number of rows written.
+
+        Raises:
+            pydantic.ValidationError: a row does not fit the model (its index is in the loc).
+            DuplicateMessageError: a dedup key repeats in ``rows`` or is already stored.
+            InvalidRecordError: a value SQLite cannot store exactly.
+
+        Emits:
+            message_appended per row, after the commit (only when an observer is set).
+        """
+        ignore = check_on_duplicate(on_duplicate)
+        check_status(status, allow_none=False)
+        rows = rows if isinstance(rows, list) else list(rows)
+        models = self._adapter.validate_python(rows)
+        with self.source._ledger.atomic():
+            return self._insert_many_in_current_transaction(models, status=status, ignore_duplicates=ignore)
+
+    def _insert_one_in_current_transaction(
+        self, model: ModelT, *, parent_id: int | None = None, parent_topic: str | None = None,
+        run_id: str | None = None, ignore_duplicates: bool = False,
+    ) -> int | None:
+        """Insert one validated model; returns its id (None when ignored as duplicate)."""
+        conn = self._conn
+        values = self._encode(model)
+        lineage = parent_id is not None or run_id is not None
+        params = (*values, utc_now(), "new") + ((parent_id, parent_topic, run_id) if lineage else ())
+        try:
+            cur = conn.execute(self._layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
+        except (sqlite3.IntegrityError, OverflowError) as exc:
+            raise self._layout.explain_write_error(exc, [values], conn=conn) from None
+        if cur.rowcount == 0:
+            return None
+        row_id = cur.lastrowid
+        self.source._ledger.emit(Event("message_appended", self.name, row_id))
+        return row_id
+
+    def _insert_many_in_current_transaction(
+        self, models: list[ModelT], *, status: str = "new", ignore_duplicates: bool = False,
+        now: str | None = None,
+    ) -> int:
+        conn = self._conn
+        encode = self._encode
+        stamp = (now or utc_now(), status)
+        values = [encode(m) + stamp for m in models]
+        ledger = self.source._ledger
+        before = self.high_watermark()
+        changes = conn.total_changes
+        try:
+            conn.executemany(self._layout.insert_sql(ignore_duplicates=ignore_duplicates), values)
+        except (sqlite3.IntegrityError, OverflowError) as exc:
+            raise self._layout.explain_write_error(exc, values, conn=conn, existing_upto=before) from None
+        written = conn.total_changes - changes
+        if ledger.on_event and written:
+            for (row_id,) in conn.execute(
+                f"SELECT \"_id\" FROM {self._layout.table} WHERE \"_id\" > ? ORDER BY \"_id\"", (before,)
+            ):
+                ledger.emit(Event("message_appended", self.name, row_id))
+        return written
+
+    # -- reading ----------------------------------------------------------------
+    def high_watermark(self) -> int:
+        """The largest id stored (0 for an empty topic)."""
+        row = self._conn.execute(f"SELECT max(\"_id\") FROM {self._layout.table}").fetchone()
+        return row[0] or 0
+
+    def _consumer_id(self, consumer: str | None) -> int | None:
+        if consumer is None:
+            return None
+        return acks.require_consumer(self._conn, self.name, consumer)
+
+    def _status_filter(self, status: str | None, consumer_id: int | None) -> tuple[str, tuple]:
+        if status is None:
+            return "1", ()
+        if status == "new":
+            return acks.pending_filter(consumer_id)
+        return acks.done_filter(consumer_id)
+
+    def _rows(self, status: str | None, consumer: str | None, *, upto: int | None = None) -> Iterator[tuple]:
+        """Rows in id order, read in pages so acks during iteration are safe."""
+        check_status(status)
+        consumer_id = self._consumer_id(consumer)
+        where, params = self._status_filter(status, consumer_id)
+        upto = self.high_watermark() if upto is None else upto
+        sql = (
+            f"{self._layout.select_sql()} WHERE {where} AND \"_id\" > ? AND \"_id\" <= ? "
+            f"ORDER BY \"_id\" LIMIT {PAGE}"
+        )
+        last = 0
+        while True:
+            page = self._conn.execute(sql, (*params, last, upto)).fetchall()
+            if not page:
+                return
+            yield from page
+            last = page[-1][0]
+
+    def _record(self, row: tuple, consumer: str | None, status: str | None = None) -> Record[ModelT]:
+        data = self.model.model_validate(self._decode(row))
+        return Record(
+            id=row[0], topic=self.name, created_at=parse_timestamp(row[1]),
+            handled_at=parse_timestamp(row[3]), status=status or row[2], data=data,
+            parent_id=row[4], parent_topic=row[5], run_id=row[6], consumer=consumer, _topic=self,
+        )
+
+    def _iter(self, status: str, records: bool, as_dict: bool, consumer: str | None):
+        if records and as_dict:
+            raise ValueError("records and as_dict cannot both be True")
+        for row in self._rows(status, consumer):
+            if as_dict:
+                yield self._decode(row)
+            elif records:
+                yield self._record(row, consumer, status if consumer else None)
+            else:
+                yield self.model.model_validate(self._decode(row))
+
+    def iter_new(self, *, records: bool = False, as_dict: bool = False, consumer: str | None = None):
+        """Iterate rows still new (for ``consumer``, or for anyone), oldest first.
+
+        Rows appended after iteration starts are not included (the next call sees them).
+
+        Args:
+            records: yield Record objects (with id, times, ``ack()``).
+            as_dict: yield plain dicts of field values.
+            consumer: a registered consumer name; None for the topic-wide status.
+
+        Raises:
+            ValueError: both records and as_dict.
+            ConsumerNotFoundError: unknown consumer.
+        """
+        return self._iter("new", records, as_dict, consumer)
+
+    def iter_handled(self, *, records: bool = False, as_dict: bool = False, consumer: str | None = None):
+        """Iterate handled rows (acked by ``consumer``, or by every consumer), oldest first."""
+        return self._iter("handled", records, as_dict, consumer)
+
+    def get(self, _id: int) -> Record[ModelT]:
+        """The record with id ``_id``.
+
+        Raises:
+            RecordNotFoundError: no such id.
+        """
+        row = self._conn.execute(f"{self._layout.select_sql()} WHERE \"_id\" = ?", (_id,)).fetchone()
+        if row is None:
+            raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
+        return self._record(row, None)
+
+    def count(self, status: str | None = None, *, consumer: str | None = None) -> int:
+        """Number of rows, optionally only 'new' or 'handled' (for ``consumer``).
+
+        Raises:
+            UnknownStatusError: status is not None, 'new' or 'handled'.
+        """
+        check_status(status)
+        where, params = self._status_filter(status, self._consumer_id(consumer))
+        sql = f"SELECT count(*) FROM {self._layout.table} WHERE {where}"
+        return self._conn.execute(sql, params).fetchone()[0]
+
+    # -- acking -----------------------------------------------------------------
+    def set_handled(self, _id: int | None = None, *, record: Record | None = None, consumer: str | None = None) -> None:
+        """Ack one row (by id or record), for ``consumer`` or for every consumer; idempotent.
+
+        Raises:
+            ValueError: neither _id nor record given.
+            RecordNotFoundError: no such id in this topic.
+
+        Emits:
+            message_handled, after the commit, when the ack changed something.
+        """
+        if record is not None:
+            if record.topic != self.name:
+                raise ValueError(f"record {record.id} belongs to topic {record.topic!r}, not {self.name!r}")
+            _id = record.id
+            consumer = consumer if consumer is not None else record.consumer
+        if _id is None:
+            raise ValueError("set_handled requires _id or record")
+        now = utc_now()
+        with self.source._ledger.atomic() as conn:
+            exists = conn.execute(f"SELECT \"_status\" FROM {self._layout.table} WHERE \"_id\" = ?", (_id,)).fetchone()
+            if exists is None:
+                raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
+            self._ack_in_current_transaction(_id, consumer, now)
+        if record is not None and record.status != "handled":
+            record.status = "handled"
+            record.handled_at = parse_timestamp(now)
+
+    def _ack_in_current_transaction(self, _id: int, consumer: str | None, now: str,
+                                    consumers: list[int] | None = None) -> bool:
+        conn = self._conn
+        consumer_id = None
+        if consumer is not None:
+            consumer_id = acks.register_consumer_in_current_transaction(conn, self.name, consumer, now)
+            if consumers is not None and consumer_id not in consumers:
+                consumers = None
+        before = conn.total_changes
+        handled = acks.ack_in_current_transaction(conn, self.name, _id, consumer_id, now, consumers)
+        if conn.total_changes != before:
+            self.source._ledger.emit(Event(
+                "message_handled", self.name, _id,
+                {"consumer": consumer, "status": "handled" if handled else "new"},
+            ))
+        return handled
+
+    # -- consumers --------------------------------------------------------------
+    def consumer(self, name: str) -> str:
+        """Register a named consumer (idempotent); it starts with every 'new' row pending."""
+        with self.source._ledger.atomic() as conn:
+            acks.register_consumer_in_current_transaction(conn, self.name, name, utc_now())
+        return name
+
+    def consumers(self) -> list[str]:
+        """Names of the consumers registered on this topic."""
+        return acks.consumer_names(self._conn, self.name)
+
+    def replay(self, consumer: str, *, from_id: int | None = None, to_id: int | None = None) -> int:
+        """Make rows ``from_id..to_id`` (inclusive; default all) pending again for one consumer.
+
+        Returns:
+            The number of rows made pending for that consumer.
+
+        Raises:
+            ConsumerNotFoundError: the consumer is not registered.
+        """
+        lo = 0 if from_id is None else from_id
+        hi = 2**63 - 1 if to_id is None else to_id
+        if lo > hi:
+            raise ValueError(f"from_id {from_id} is greater than to_id {to_id}")
+        with self.source._ledger.atomic() as conn:
+            cid = acks.require_consumer(conn, self.name, consumer)
+            return acks.replay_in_current_transaction(conn, self.name, cid, lo, hi, utc_now())
+
+    def drop_consumer(self, name: str) -> None:
+        """Unregister a consumer; rows every remaining consumer acked turn 'handled'."""
+        with self.source._ledger.atomic() as conn:
+            cid = acks.require_consumer(conn, self.name, name)
+            acks.drop_consumer_in_current_transaction(conn, self.name, cid, utc_now())
+
+    # -- composing ----------------------------------------------------------------
+    def pipe(self, fn: Callable[[ModelT], Any], *, consumer: str | None = None) -> Pipeline:
+        """Start a pipeline: ``fn`` applied to each new row; chain ``.to(target).run()``."""
+        from .pipeline import Pipeline
+
+        return Pipeline(self, fn, consumer=consumer)
+
+    def migrate(self, new_model: type[NewModelT], fn: Callable[[ModelT], NewModelT | dict[str, Any]]) -> Topic[NewModelT]:
+        """Rewrite every row under ``new_model`` in one transaction; ids, times, status kept.
+
+        Args:
+            new_model: the new pydantic model; must still have the dedup fields.
+            fn: old model instance -> new model instance or dict.
+
+        Returns:
+            The Topic bound to the new model (this object becomes unusable).
+
+        Raises:
+            SchemaMismatchError: the new model lacks a dedup field.
+            MigrationError: ``fn`` or validation failed on a row; nothing changed.
+        """
+        new_layout = TopicLayout.for_model(self.name, new_model, self.dedup)
+        tmp = self.name + "__migrating"
+        q_tmp = quote_identifier(tmp)
+        encode = new_layout.encoder()
+        meta = META_SELECT
+        cols = ", ".join([meta] + [quote_identifier(n) for n in new_layout.field_names])
+        insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(N_META + len(new_layout.columns)))})"
+        current = None
+        ledger = self.source._ledger
+        try:
+            with ledger.atomic() as conn:
+                conn.execute(new_layout.ddl(tmp)[0])
+                for row in self._rows(None, None):
+                    current = row[0]
+                    out = fn(self.model.model_validate(self._decode(row)))
+                    if isinstance(out, BaseModel) and not isinstance(out, new_model):
+                        out = out.model_dump()
+                    migrated = new_model.model_validate(out)
+                    conn.execute(insert, (*row[:N_META], *encode(migrated)))
+                current = None
+                conn.execute(f"DROP TABLE {self._layout.table}")
+                conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
+                for statement in new_layout.ddl()[1:]:
+                    conn.execute(statement)
+                conn.execute(
+                    "UPDATE _minikafka_topics SET model_name = ?, json_schema = ?, fingerprint = ?, "
+                    "columns = ?, migrated_at = ? WHERE name = ?",
+                    (new_model.__qualname__, canonical_json(new_layout.json_schema), new_layout.fingerprint,
+                     new_layout.describe_columns(), utc_now(), self.name),
+                )
+        except Exception as exc:
+            where = f" at record {current}" if current is not None else ""
+            raise MigrationError(f"migration of topic {self.name!r} failed{where}: {exc}") from exc
+        return self.source._bind(new_layout, new_layout.fingerprint)
+
+    # -- export -----------------------------------------------------------------
+    def to_arrow(self, status: str | None = None, *, consumer: str | None = None):
+        """The topic (or its new/handled rows) as a pyarrow Table, metadata columns first."""
+        from .export import rows_to_arrow
+
+        return rows_to_arrow(self._layout, self._rows(status, consumer), self._decode)
+
+    def to_pandas(self, status: str | None = None, *, consumer: str | None = None):
+        """The topic as a pandas DataFrame (needs pandas: ``pip install minikafka[pandas]``)."""
+        from .export import require
+
+        require("pandas", "pandas")
+        return self.to_arrow(status, consumer=consumer).to_pandas()
+
+
