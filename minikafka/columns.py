@@ -82,6 +82,8 @@ class ColumnSpec:
         if not self.nullable:
             parts.append("NOT NULL")
         check = self.check_sql()
+        if check and self.nullable:
+            check = f"{q} IS NULL OR {check}"
         if check:
             parts.append(f"CHECK ({check})")
         return " ".join(parts)
