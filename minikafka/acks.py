@@ -127,6 +127,29 @@ def ack_in_current_transaction(
     return changed
 
 
+def ack_many_in_current_transaction(
+    conn: sqlite3.Connection, topic: str, row_ids: list[int], consumer_id: int | None, now: str,
+    consumers: list[int],
+) -> None:
+    """Ack many rows for one consumer (None = every consumer); no per-row result."""
+    if consumer_id is not None and len(consumers) > 1:
+        for row_id in row_ids:
+            ack_in_current_transaction(conn, topic, row_id, consumer_id, now, consumers)
+        return
+    table = quote_identifier(topic)
+    conn.executemany(
+        f"UPDATE {table} SET \"_status\" = 'handled', \"_handled_at\" = ? "
+        "WHERE \"_id\" = ? AND \"_status\" = 'new'",
+        [(now, row_id) for row_id in row_ids],
+    )
+    if len(consumers) > 1:
+        marks = ", ".join("?" for _ in consumers)
+        conn.executemany(
+            f"DELETE FROM _minikafka_acks WHERE row_id = ? AND consumer_id IN ({marks})",
+            [(row_id, *consumers) for row_id in row_ids],
+        )
+
+
 def _forget_acks(conn, consumers: list[int], row_id: int) -> None:
     marks = ", ".join("?" for _ in consumers)
     conn.execute(

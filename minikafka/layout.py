@@ -115,7 +115,7 @@ class TopicLayout:
         base = table_name or self.name
         t = quote_identifier(base)
         cols = [
-            '"_id" INTEGER PRIMARY KEY AUTOINCREMENT',
+            '"_id" INTEGER PRIMARY KEY',
             '"_created_at" TEXT NOT NULL',
             "\"_status\" TEXT NOT NULL DEFAULT 'new' CHECK (\"_status\" IN ('new', 'handled'))",
             '"_handled_at" TEXT',
@@ -125,6 +125,7 @@ class TopicLayout:
         ] + [c.ddl() for c in self.columns]
         statements = [f"CREATE TABLE {t} (\n  " + ",\n  ".join(cols) + "\n) STRICT"]
         statements.append(self.new_index_ddl(base))
+        statements.append(self.append_only_ddl(base))
         if self.dedup:
             statements.append(self.dedup_index_ddl(base))
         return statements
@@ -134,6 +135,15 @@ class TopicLayout:
         return (
             f"CREATE INDEX {quote_identifier(base + '__new')} ON {quote_identifier(base)} (\"_id\") "
             "WHERE \"_status\" = 'new'"
+        )
+
+    def append_only_ddl(self, base: str) -> str:
+        # Ids are offsets and must never be reused. SQLite only reuses a rowid after the
+        # row holding the maximum is deleted, so refusing deletes keeps ids monotonic
+        # without AUTOINCREMENT's per-row sqlite_sequence update.
+        return (
+            f"CREATE TRIGGER {quote_identifier(base + '__append_only')} BEFORE DELETE ON {quote_identifier(base)} "
+            f"BEGIN SELECT RAISE(ABORT, 'topic {base} is append-only: rows cannot be deleted'); END"
         )
 
     def dedup_index_ddl(self, base: str) -> str:
@@ -148,6 +158,13 @@ class TopicLayout:
         )
 
     def insert_sql(self, *, lineage: bool = False, ignore_duplicates: bool = False) -> str:
+        key = (lineage, ignore_duplicates)
+        cache = self.__dict__.setdefault("_insert_cache", {})
+        if key not in cache:
+            cache[key] = self._build_insert_sql(lineage, ignore_duplicates)
+        return cache[key]
+
+    def _build_insert_sql(self, lineage: bool, ignore_duplicates: bool) -> str:
         names = self.field_names + ["_created_at", "_status"]
         if lineage:
             names += ["_parent_id", "_parent_topic", "_run_id"]

@@ -147,7 +147,6 @@ class Ledger:
         self._conn: sqlite3.Connection | None = connect(self.path, busy_timeout=busy_timeout)
         self._depth = 0
         self._pending: list[Event] = []
-        self._savepoint_seq = 0
         self._init_schema()
 
     def _init_schema(self) -> None:
@@ -214,8 +213,8 @@ class Ledger:
             events, self._pending = self._pending, []
             notify(self.on_event, events)
             return
-        self._savepoint_seq += 1
-        name = f"mk_sp_{self._savepoint_seq}"
+        # one name per depth keeps the SQL text constant, so sqlite3's statement cache hits
+        name = f"mk_sp_{self._depth}"
         mark = len(self._pending)
         conn.execute(f"SAVEPOINT {name}")
         self._depth += 1

@@ -121,8 +121,8 @@ class Source:
     def _create_in_current_transaction(self, layout: TopicLayout) -> None:
         conn = self._ledger.conn
         clash = conn.execute(
-            "SELECT name FROM sqlite_schema WHERE lower(name) IN (lower(?), lower(?), lower(?))",
-            (layout.name, layout.name + "__new", layout.name + "__dedup"),
+            "SELECT name FROM sqlite_schema WHERE lower(name) IN (lower(?), lower(?), lower(?), lower(?))",
+            (layout.name, layout.name + "__new", layout.name + "__dedup", layout.name + "__append_only"),
         ).fetchone()
         if clash:
             raise InvalidNameError(f"topic {layout.name!r} clashes with existing table {clash[0]!r}")

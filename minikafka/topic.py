@@ -17,6 +17,7 @@ from .errors import (
     UnknownStatusError,
 )
 from .events import Event
+from .gcpause import gc_paused
 from .identifiers import quote_identifier
 from .layout import META_SELECT, N_META, TopicLayout, canonical_json
 from .record import Record
@@ -151,20 +152,21 @@ class Topic(Generic[ModelT]):
         """
         ignore = check_on_duplicate(on_duplicate)
         check_status(status, allow_none=False)
-        rows = rows if isinstance(rows, list) else list(rows)
-        models = self._adapter.validate_python(rows)
-        with self.source._ledger.atomic():
-            return self._insert_many_in_current_transaction(models, status=status, ignore_duplicates=ignore)
+        with gc_paused():
+            rows = rows if isinstance(rows, list) else list(rows)
+            models = self._adapter.validate_python(rows)
+            with self.source._ledger.atomic():
+                return self._insert_many_in_current_transaction(models, status=status, ignore_duplicates=ignore)
 
     def _insert_one_in_current_transaction(
         self, model: ModelT, *, parent_id: int | None = None, parent_topic: str | None = None,
-        run_id: str | None = None, ignore_duplicates: bool = False,
+        run_id: str | None = None, ignore_duplicates: bool = False, now: str | None = None,
     ) -> int | None:
         """Insert one validated model; returns its id (None when ignored as duplicate)."""
         conn = self._conn
         values = self._encode(model)
         lineage = parent_id is not None or run_id is not None
-        params = (*values, utc_now(), "new") + ((parent_id, parent_topic, run_id) if lineage else ())
+        params = (*values, now or utc_now(), "new") + ((parent_id, parent_topic, run_id) if lineage else ())
         try:
             cur = conn.execute(self._layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
         except (sqlite3.IntegrityError, OverflowError) as exc:
@@ -415,7 +417,7 @@ class Topic(Generic[ModelT]):
                     migrated = new_model.model_validate(out)
                     conn.execute(insert, (*row[:N_META], *encode(migrated)))
                 current = None
-                conn.execute(f"DROP TABLE {self._layout.table}")
+                conn.execute(f"DROP TABLE {self._layout.table}")  # drops its trigger and indexes too
                 conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
                 for statement in new_layout.ddl()[1:]:
                     conn.execute(statement)
