@@ -208,3 +208,42 @@ def drop_consumer_in_current_transaction(conn: sqlite3.Connection, topic: str, c
         tuple(remaining),
     )
     return done
+
+
+def ack_upto_in_current_transaction(
+    conn: sqlite3.Connection, topic: str, consumer_id: int, upto: int, now: str, *, exclude: bool = False
+) -> int:
+    """Ack every row still pending for a consumer with ``_id <= upto``, set-based.
+
+    With ``exclude``, ids in ``temp.mk_exclude`` are left pending (rows that failed).
+    Cost grows with the topic's pending rows (partial index), never with its history.
+    Returns the number of rows acked for this consumer.
+    """
+    table = quote_identifier(topic)
+    consumers = consumer_ids(conn, topic)
+    skip = ' AND "_id" NOT IN (SELECT id FROM temp.mk_exclude)' if exclude else ""
+    pending, params = pending_filter(consumer_id)
+    if len(consumers) <= 1:
+        return conn.execute(
+            f"UPDATE {table} SET \"_status\" = 'handled', \"_handled_at\" = ? "
+            f"WHERE \"_status\" = 'new' AND \"_id\" <= ?{skip}",
+            (now, upto),
+        ).rowcount
+    acked = conn.execute(
+        f"INSERT OR IGNORE INTO _minikafka_acks (consumer_id, row_id, acked_at) "
+        f"SELECT ?, \"_id\", ? FROM {table} WHERE {pending} AND \"_id\" <= ?{skip}",
+        (consumer_id, now, *params, upto),
+    ).rowcount
+    marks = ", ".join("?" for _ in consumers)
+    conn.execute(
+        f"UPDATE {table} SET \"_status\" = 'handled', \"_handled_at\" = ? WHERE \"_status\" = 'new' "
+        f"AND \"_id\" <= ? AND (SELECT count(*) FROM _minikafka_acks a WHERE a.row_id = \"_id\" "
+        f"AND a.consumer_id IN ({marks})) = ?",
+        (now, upto, *consumers, len(consumers)),
+    )
+    conn.execute(
+        f"DELETE FROM _minikafka_acks WHERE consumer_id IN ({marks}) AND row_id <= ? AND EXISTS "
+        f"(SELECT 1 FROM {table} t WHERE t.\"_id\" = row_id AND t.\"_status\" = 'handled')",
+        (*consumers, upto),
+    )
+    return acked

@@ -1,0 +1,187 @@
+"""The commit step: one SQLite transaction that makes a stage's work durable, or nothing.
+
+Inside one ``BEGIN IMMEDIATE`` it
+1. inserts each output topic's staged rows, streamed in Arrow batches (driver memory is
+   bounded by one batch), skipping rows whose dedup key the target already holds
+   (``ON CONFLICT DO NOTHING`` on the unique dedup index: an anti-join whose cost grows
+   with the new rows, not with the target's history) and rows ranked as duplicates
+   inside the batch;
+2. records per-row failures (attempts; after ``max_attempts`` the row is quarantined);
+3. acks, for the stage's consumer, exactly the rows that were pending up to the
+   high-watermark taken when the stage started, less the rows that failed;
+4. writes the run record, which is the commit marker.
+
+A crash before COMMIT leaves the ledger as it was (the inputs are still pending and a
+re-run recomputes them); after COMMIT the inputs are acked and a re-run finds nothing.
+No Spark here: the staged batches can come from Spark, a backfill, or a test.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import acks
+from .clock import utc_now
+from .errors import InvalidRecordError, MinikafkaError
+from .identifiers import quote_identifier
+from .layout import TopicLayout
+from .runlog import RunResult, write_run_in_current_transaction
+from .source import Source
+
+PARENT = "_parent_id"
+PARENT_TOPIC = "_parent_topic"
+RANK = "_mk_rank"
+
+
+class ConcurrentRunError(MinikafkaError):
+    """Another run of the same consumer committed while this one was running."""
+
+
+@dataclass
+class StagedOutput:
+    """Rows for one output topic, in storage form, as Arrow record batches.
+
+    Each batch holds the topic's field columns and optionally ``_parent_id``,
+    ``_parent_topic`` (lineage) and ``_mk_rank`` (rows with rank > 1 are duplicates
+    inside the batch and are skipped).
+    """
+
+    layout: TopicLayout
+    batches: Iterable[Any]
+
+
+@dataclass
+class InputState:
+    """One consumed topic: its high-watermark and the rows expected pending at commit."""
+
+    topic: str
+    upto: int
+    pending: int
+    failures: dict[int, str] = field(default_factory=dict)
+
+
+def commit_stage(source: Source, run: RunResult, *, consumer: str, inputs: list[InputState],
+                 outputs: list[StagedOutput], max_attempts: int | None = None,
+                 default_parent_topic: str | None = None) -> RunResult:
+    """Commit a stage's outputs and acks in one transaction; fill in ``run``'s counts.
+
+    Raises:
+        ConcurrentRunError: the consumer's pending rows changed since the stage started.
+        InvalidRecordError: a staged row cannot be stored (names topic, row and field).
+    """
+    ledger = source._ledger
+    now = utc_now()
+    with ledger.atomic() as conn:
+        consumer_ids = {}
+        for state in inputs:
+            cid = acks.register_consumer_in_current_transaction(conn, state.topic, consumer, now)
+            consumer_ids[state.topic] = cid
+            where, params = acks.pending_filter(cid)
+            still = conn.execute(
+                f'SELECT count(*) FROM {quote_identifier(state.topic)} WHERE {where} AND "_id" <= ?',
+                (*params, state.upto),
+            ).fetchone()[0]
+            if still != state.pending:
+                raise ConcurrentRunError(
+                    f"topic {state.topic!r}: {state.pending - still} of the {state.pending} rows read by consumer "
+                    f"{consumer!r} were acked by another run meanwhile; nothing was committed, re-run the stage"
+                )
+        for output in outputs:
+            _insert_output(conn, output, run, now, default_parent_topic)
+        for state in inputs:
+            _settle_input(conn, source, state, consumer_ids[state.topic], consumer, run, now, max_attempts)
+        if run.rows_failed:
+            run.finish("partial", f"{run.rows_failed} row(s) failed and stay pending for a retry")
+        elif run.status == "running":
+            run.finish("succeeded")
+        write_run_in_current_transaction(conn, run)
+    return run
+
+
+def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResult, now: str,
+                   default_parent_topic: str | None) -> None:
+    layout = output.layout
+    sql = layout.insert_sql(lineage=True, ignore_duplicates=bool(layout.dedup))
+    names = layout.field_names
+    offset = 0
+    for batch in output.batches:
+        n = batch.num_rows
+        if n == 0:
+            continue
+        cols = [batch.column(name).to_pylist() for name in names]
+        schema_names = batch.schema.names
+        parents = batch.column(PARENT).to_pylist() if PARENT in schema_names else [None] * n
+        parent_topics = (batch.column(PARENT_TOPIC).to_pylist() if PARENT_TOPIC in schema_names
+                         else [default_parent_topic if p is not None else None for p in parents])
+        ranks = batch.column(RANK).to_pylist() if RANK in schema_names else None
+        run_id = run.run_id
+        rows = []
+        for i, values in enumerate(zip(*cols)):
+            if ranks is not None and ranks[i] > 1:
+                run.rows_duplicate += 1
+                continue
+            rows.append((*values, now, "new", parents[i], parent_topics[i], run_id))
+        before = conn.total_changes
+        try:
+            conn.executemany(sql, rows)
+        except (sqlite3.IntegrityError, OverflowError) as exc:
+            raise _explain(layout, exc, rows, offset) from None
+        written = conn.total_changes - before
+        run.rows_out += written
+        run.rows_duplicate += len(rows) - written
+        offset += n
+
+
+def _explain(layout: TopicLayout, exc: Exception, rows: list[tuple], offset: int) -> Exception:
+    values = [r[: len(layout.columns)] for r in rows]
+    err = layout.explain_write_error(exc, values, row_offset=offset)
+    if isinstance(err, InvalidRecordError):
+        return InvalidRecordError(f"{err} (output row of the stage; nothing was committed)")
+    return err
+
+
+def _settle_input(conn: sqlite3.Connection, source: Source, state: InputState, consumer_id: int, consumer: str,
+                  run: RunResult, now: str, max_attempts: int | None) -> None:
+    keep_pending: list[int] = []
+    for row_id, error in state.failures.items():
+        attempts = conn.execute(
+            "INSERT INTO _minikafka_attempts (consumer_id, row_id, attempts, last_error, updated_at) "
+            "VALUES (?, ?, 1, ?, ?) ON CONFLICT (consumer_id, row_id) DO UPDATE SET "
+            "attempts = attempts + 1, last_error = excluded.last_error, updated_at = excluded.updated_at "
+            "RETURNING attempts",
+            (consumer_id, row_id, error, now),
+        ).fetchone()[0]
+        if max_attempts is not None and attempts >= max_attempts:
+            payload = _row_payload(conn, source, state.topic, row_id)
+            conn.execute(
+                "INSERT INTO _minikafka_quarantine (topic, consumer, run_id, row_id, payload, reason, attempts, "
+                "origin, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (state.topic, consumer, run.run_id, row_id, payload, error, attempts, "stage", now),
+            )
+            conn.execute("DELETE FROM _minikafka_attempts WHERE consumer_id = ? AND row_id = ?", (consumer_id, row_id))
+            run.rows_quarantined += 1
+        else:
+            keep_pending.append(row_id)
+            run.rows_failed += 1
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS mk_exclude (id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.mk_exclude")
+    if keep_pending:
+        conn.executemany("INSERT INTO temp.mk_exclude (id) VALUES (?)", [(i,) for i in keep_pending])
+    acks.ack_upto_in_current_transaction(conn, state.topic, consumer_id, state.upto, now, exclude=bool(keep_pending))
+    conn.execute(
+        "DELETE FROM _minikafka_attempts WHERE consumer_id = ? AND row_id <= ? AND row_id NOT IN "
+        "(SELECT id FROM temp.mk_exclude)",
+        (consumer_id, state.upto),
+    )
+
+
+def _row_payload(conn: sqlite3.Connection, source: Source, topic: str, row_id: int) -> str | None:
+    layout = source.layout(topic)
+    row = conn.execute(f"{layout.select_sql()} WHERE \"_id\" = ?", (row_id,)).fetchone()
+    if row is None:
+        return None
+    return json.dumps(layout.decoder()(row), default=str, ensure_ascii=False)

@@ -1,0 +1,103 @@
+"""Read a topic as a DataFrame over JDBC: exact types, bounded by a high-watermark."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .. import acks
+from ..identifiers import quote_identifier
+from ..layout import META_SELECT, TopicLayout
+from ..source import Source
+from .types import custom_schema, to_model_columns
+
+ROWS_PER_PARTITION = 250_000
+WHICH = ("new", "handled", "all")
+
+
+@dataclass(frozen=True)
+class ReadBounds:
+    """What a read covers: ids in (0, upto], status filter, and how many rows match."""
+
+    topic: str
+    upto: int
+    lowest: int
+    rows: int
+    where: str
+
+
+def jdbc_url(path: str) -> str:
+    return "jdbc:sqlite:" + os.path.abspath(path)
+
+
+def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", consumer: str | None = None,
+                upto: int | None = None) -> ReadBounds:
+    """Fix the set of rows a read returns (taken when a stage starts).
+
+    The WHERE clause only holds integers the ledger produced (watermark, consumer id),
+    never user text.
+    """
+    if which not in WHICH:
+        raise ValueError(f"which must be one of {WHICH}, got {which!r}")
+    conn = source._ledger.conn
+    consumer_id = acks.require_consumer(conn, layout.name, consumer) if consumer else None
+    table = quote_identifier(layout.name)
+    if upto is None:
+        upto = conn.execute(f'SELECT max("_id") FROM {table}').fetchone()[0] or 0
+    upto = int(upto)
+    if which == "new":
+        cond, params = acks.pending_filter(consumer_id)
+    elif which == "handled":
+        cond, params = acks.done_filter(consumer_id)
+    else:
+        cond, params = "1", ()
+    lowest, rows = conn.execute(
+        f'SELECT min("_id"), count(*) FROM {table} WHERE {cond} AND "_id" <= ?', (*params, upto)
+    ).fetchone()
+    if params:
+        cond = cond.replace("?", str(int(params[0])))
+    return ReadBounds(layout.name, upto, int(lowest or 0), int(rows), f'{cond} AND "_id" <= {upto}')
+
+
+def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = "new",
+               consumer: str | None = None, upto: int | None = None, bounds: ReadBounds | None = None,
+               partitions: int | None = None):
+    """The topic's rows as a DataFrame with model types and metadata columns.
+
+    Args:
+        spark: the SparkSession (from ``build_session``).
+        source: the open Source of the ledger file (not ":memory:": the JVM reads the file).
+        topic: a topic name or layout.
+        which: "new" (pending for ``consumer``), "handled", or "all".
+        consumer: a registered consumer name; None for the topic-wide status.
+        upto: the high-watermark; rows with larger ids are not read (default: now).
+        bounds: a ReadBounds taken earlier (overrides which/consumer/upto).
+        partitions: JDBC partitions (default: one per 250,000 rows, at most 2x cores).
+
+    Raises:
+        TopicNotFoundError, ConsumerNotFoundError: unknown topic or consumer.
+    """
+    if source.path == ":memory:":
+        raise ValueError("Spark reads the ledger file over JDBC: use a file Source, not ':memory:'")
+    layout = topic if isinstance(topic, TopicLayout) else source.layout(topic)
+    if bounds is None:
+        bounds = read_bounds(source, layout, which=which, consumer=consumer, upto=upto)
+    fields = ", ".join(quote_identifier(n) for n in layout.field_names)
+    query = f"(SELECT {META_SELECT}, {fields} FROM {quote_identifier(layout.name)} WHERE {bounds.where}) AS q"
+    reader = (
+        spark.read.format("jdbc")
+        .option("url", jdbc_url(source.path))
+        .option("driver", "org.sqlite.JDBC")
+        .option("dbtable", query)
+        .option("customSchema", custom_schema(layout))
+        .option("fetchsize", "10000")
+        .option("open_mode", "1")  # SQLITE_OPEN_READONLY: a read never takes a write lock
+        .option("busy_timeout", "30000")
+    )
+    cores = spark.sparkContext.defaultParallelism
+    n = partitions or min(2 * cores, max(1, bounds.rows // ROWS_PER_PARTITION + 1))
+    if n > 1 and bounds.rows > 1:
+        reader = (reader.option("partitionColumn", "_id").option("lowerBound", str(bounds.lowest))
+                  .option("upperBound", str(bounds.upto + 1)).option("numPartitions", str(n)))
+    return to_model_columns(reader.load(), layout)
+

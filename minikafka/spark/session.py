@@ -1,0 +1,106 @@
+"""Build a SparkSession that can read the ledger: SQLite JDBC on the classpath, UTC, quiet."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from ..errors import MinikafkaError
+from ..export import require
+
+DEFAULT_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
+JDBC_JAR_ENV = "MINIKAFKA_SQLITE_JDBC_JAR"
+JDBC_JAR_CONF = "spark.minikafka.jdbcJar"
+
+
+class SparkSetupError(MinikafkaError):
+    """Java or the SQLite JDBC driver is missing; the message says what to install."""
+
+
+def jdbc_jar(configured: str | None = None) -> str:
+    """The SQLite JDBC jar: ``configured`` (conf), else $MINIKAFKA_SQLITE_JDBC_JAR, else Debian's.
+
+    Raises:
+        SparkSetupError: the jar does not exist.
+    """
+    path = configured or os.environ.get(JDBC_JAR_ENV) or DEFAULT_JDBC_JAR
+    if not Path(path).is_file():
+        raise SparkSetupError(
+            f"SQLite JDBC driver not found at {path}: install it with "
+            f"'apt-get install libxerial-sqlite-jdbc-java', or point {JDBC_JAR_ENV} at a sqlite-jdbc jar"
+        )
+    return path
+
+
+def check_java() -> None:
+    """Raise SparkSetupError if no Java runtime is reachable."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return
+    if shutil.which("java") is None:
+        raise SparkSetupError("no Java runtime found: install it with 'apt-get install openjdk-17-jre-headless'")
+
+
+def session_conf(*, jar: str, testing: bool = False, shuffle_partitions: int | None = None) -> dict[str, str]:
+    """The Spark settings minikafka relies on (also used to build spark-submit commands)."""
+    cores = os.cpu_count() or 2
+    conf = {
+        "spark.jars": jar,
+        "spark.driver.extraClassPath": jar,
+        "spark.executor.extraClassPath": jar,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions or max(2, 2 * cores)),
+        "spark.default.parallelism": str(max(2, 2 * cores)),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        JDBC_JAR_CONF: jar,
+        # executors must run the interpreter that has minikafka, pydantic and pyarrow
+        "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
+    }
+    if testing:
+        conf.update({
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.adaptive.enabled": "false",
+            "spark.driver.memory": "1g",
+        })
+    return conf
+
+
+def build_session(app_name: str = "minikafka", master: str | None = None, *, jar: str | None = None,
+                  conf: dict[str, str] | None = None, testing: bool = False, log_level: str = "ERROR"):
+    """A SparkSession ready for minikafka (reuses the active one under spark-submit).
+
+    Args:
+        app_name: the application name.
+        master: a master URL (``local[*]``, ``spark://host:7077``); default: $MASTER or local[*].
+        jar: the SQLite JDBC jar (default: see ``jdbc_jar``).
+        conf: extra Spark settings, applied last.
+        testing: no UI, 2 shuffle partitions, 1g driver.
+        log_level: Spark's log level.
+
+    Raises:
+        SparkSetupError: Java or the JDBC jar is missing.
+        MissingDependencyError: pyspark is not installed.
+    """
+    require("pyspark", "spark")
+    from pyspark.sql import SparkSession
+
+    check_java()
+    # pyspark picks the executors' interpreter from this variable when the context starts
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings = session_conf(jar=jdbc_jar(jar), testing=testing)
+    settings.update(conf or {})
+    builder = SparkSession.builder.appName(app_name)
+    if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):  # unset outside spark-submit
+        builder = builder.master(master or os.environ.get("MASTER", "local[*]"))
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark

@@ -1,0 +1,257 @@
+"""A Spark stage: read new rows of its inputs, transform, check, stage, commit once."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import acks
+from ..clock import utc_now
+from ..commit import InputState, StagedOutput, commit_stage
+from ..errors import MinikafkaError, PipelineError
+from ..events import Event
+from ..identifiers import validate_consumer_name, validate_topic_name
+from ..layout import TopicLayout
+from ..runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..source import Source
+from .conform import conform
+from .read import read_bounds, read_topic
+from .rowfn import ERROR, apply_row_function
+
+STRATEGIES = ("strict", "best_effort")
+
+
+class StageFailed(MinikafkaError):
+    """A stage run failed; nothing of it was committed (``__cause__`` holds the error).
+
+    Attributes:
+        stage: the stage name.
+        run_id: the run id (its row in the run log has status 'failed').
+    """
+
+    def __init__(self, stage: str, run_id: str, exc: BaseException):
+        super().__init__(f"stage {stage!r} failed (run {run_id}): {type(exc).__name__}: {exc}")
+        self.stage = stage
+        self.run_id = run_id
+
+
+@dataclass
+class Stage:
+    """One step of a pipeline.
+
+    Args:
+        name: the stage name (also its consumer name unless ``consumer`` is given).
+        inputs: topic names it consumes.
+        outputs: topic names it writes.
+        transform: ``df -> df`` (one output) or ``-> {topic: df}``; with several inputs
+            it receives ``{topic: df}``. Input frames carry ``_id`` (kept, it becomes the
+            output's parent id) and the other metadata columns.
+        row_fn: alternatively, a function on the input model returning an output model,
+            a dict, a list of them, or None; run on the executors.
+        strategy: "strict" (any failing row fails the stage) or "best_effort" (failing
+            rows stay new with their error; after ``max_attempts`` they are quarantined).
+    """
+
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    transform: Callable[..., Any] | None = None
+    row_fn: Callable[[Any], Any] | None = None
+    consumer: str | None = None
+    strategy: str = "strict"
+    max_attempts: int = 3
+    partitions: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_consumer_name(self.name)
+        self.inputs = [validate_topic_name(t) for t in ([self.inputs] if isinstance(self.inputs, str) else self.inputs)]
+        self.outputs = [validate_topic_name(t) for t in ([self.outputs] if isinstance(self.outputs, str) else self.outputs)]
+        if not self.inputs or not self.outputs:
+            raise PipelineError(f"stage {self.name!r} needs at least one input and one output topic")
+        if (self.transform is None) == (self.row_fn is None):
+            raise PipelineError(f"stage {self.name!r} needs exactly one of transform= or row_fn=")
+        if self.row_fn is not None and (len(self.inputs) != 1 or len(self.outputs) != 1):
+            raise PipelineError(f"stage {self.name!r}: row_fn stages take one input and one output topic")
+        if self.strategy not in STRATEGIES:
+            raise PipelineError(f"stage {self.name!r}: strategy must be 'strict' or 'best_effort', got {self.strategy!r}")
+        if self.max_attempts < 1:
+            raise PipelineError(f"stage {self.name!r}: max_attempts must be >= 1")
+        validate_consumer_name(self.consumer_name)
+
+    @property
+    def consumer_name(self) -> str:
+        return self.consumer or self.name
+
+
+def staging_root(source: Source) -> Path:
+    return Path(source.path).resolve().parent / ".minikafka-staging"
+
+
+def _layout(source: Source, name: str) -> TopicLayout:
+    topic = source._topics.get(name)
+    return topic.layout if topic is not None else source.layout(name)
+
+
+def _model(source: Source, name: str, stage: str):
+    topic = source._topics.get(name)
+    if topic is None:
+        raise PipelineError(
+            f"stage {stage!r}: row_fn needs the model of topic {name!r}; open it with source.topic({name!r}, Model)"
+        )
+    return topic.model
+
+
+def register_consumers(source: Source, stages: list[Stage]) -> None:
+    """Register every stage's consumer on its inputs before any stage runs.
+
+    A consumer registered late starts from what is still new, so a DAG registers all
+    of them first: two stages reading one topic then each see every row.
+    """
+    now = utc_now()
+    with source._ledger.atomic() as conn:
+        for stage in stages:
+            for name in stage.inputs:
+                source.layout(name)  # raises TopicNotFoundError naming the topic
+                acks.register_consumer_in_current_transaction(conn, name, stage.consumer_name, now)
+
+
+def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 50_000,
+              staging_dir: str | Path | None = None, dry_run: bool = False) -> RunResult:
+    """Run one stage end to end and return its RunResult (also in the run log).
+
+    Raises:
+        StageFailed: anything went wrong; nothing was committed and the inputs stay new.
+    """
+    run = RunResult(new_run_id(stage.name), "stage", stage=stage.name, consumer=stage.consumer_name,
+                    inputs=list(stage.inputs), outputs=list(stage.outputs),
+                    details={"strategy": stage.strategy, "engine": "spark"})
+    root = Path(staging_dir) if staging_dir else staging_root(source)
+    stage_dir = root / stage.name
+    source._ledger.emit(Event("pipeline_start", stage.inputs[0], None, {"stage": stage.name, "run_id": run.run_id}))
+    try:
+        _run(spark, source, stage, run, stage_dir, commit_batch_rows, dry_run)
+    except BaseException as exc:
+        run.finish("failed", f"{type(exc).__name__}: {exc}")
+        if not dry_run:
+            try:
+                with source._ledger.atomic() as conn:
+                    write_run_in_current_transaction(conn, run)
+            except Exception:  # the original failure matters more than its log row
+                pass
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise StageFailed(stage.name, run.run_id, exc) from exc
+    finally:
+        if stage_dir.exists():
+            shutil.rmtree(stage_dir, ignore_errors=True)
+        source._ledger.emit(Event("pipeline_end", stage.inputs[0], None, {
+            "stage": stage.name, "run_id": run.run_id, "status": run.status, "rows_out": run.rows_out}))
+    return run
+
+
+def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, batch_rows: int, dry_run: bool) -> None:
+    consumer = stage.consumer_name
+    if stage_dir.exists():  # leftovers of a crashed run: nothing of it was committed
+        shutil.rmtree(stage_dir)
+    if not dry_run:
+        register_consumers(source, [stage])
+    in_layouts = {name: _layout(source, name) for name in stage.inputs}
+    out_layouts = {name: _layout(source, name) for name in stage.outputs}
+    bounds = {
+        name: read_bounds(source, layout, which="new",
+                          consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None)
+        for name, layout in in_layouts.items()
+    }
+    run.watermarks = {name: b.upto for name, b in bounds.items()}
+    run.rows_in = sum(b.rows for b in bounds.values())
+    t0 = time.perf_counter()
+    failures: dict[int, str] = {}
+    staged_paths: dict[str, Path] = {}
+    if run.rows_in:
+        frames = {name: read_topic(spark, source, layout, bounds=bounds[name], partitions=stage.partitions)
+                  for name, layout in in_layouts.items()}
+        if stage.row_fn is not None:
+            (src,), (dst,) = stage.inputs, stage.outputs
+            out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage.name),
+                                     _model(source, dst, stage.name), out_layouts[dst])
+            path = stage_dir / run.run_id / dst
+            out.write.mode("overwrite").parquet(str(path))
+            staged_paths[dst] = path
+            failures = _split_failures(path, stage)
+        else:
+            arg = frames[stage.inputs[0]] if len(stage.inputs) == 1 else frames
+            result = stage.transform(arg)
+            if not isinstance(result, dict):
+                if len(stage.outputs) != 1:
+                    raise PipelineError(
+                        f"stage {stage.name!r} has outputs {stage.outputs!r}: its transform must return "
+                        "a dict {topic: DataFrame}")
+                result = {stage.outputs[0]: result}
+            unknown = sorted(set(result) - set(stage.outputs))
+            if unknown:
+                raise PipelineError(f"stage {stage.name!r} returned frames for undeclared topic(s) {unknown!r}")
+            for dst, frame in result.items():
+                staged = conform(frame, out_layouts[dst], stage=stage.name)
+                path = stage_dir / run.run_id / dst
+                staged.write.mode("overwrite").parquet(str(path))
+                staged_paths[dst] = path
+    run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
+    if dry_run:
+        run.rows_out = sum(_count(p) for p in staged_paths.values())
+        run.finish("succeeded")
+        return
+    t1 = time.perf_counter()
+    inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {})
+              for name, b in bounds.items()]
+    outputs = [StagedOutput(out_layouts[dst], _batches(p, batch_rows)) for dst, p in staged_paths.items()]
+    commit_stage(source, run, consumer=consumer, inputs=inputs, outputs=outputs,
+                 max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
+                 default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None)
+    run.details["commit_seconds"] = round(time.perf_counter() - t1, 3)
+
+
+def source_consumers(source: Source, topic: str) -> list[str]:
+    return acks.consumer_names(source._ledger.conn, topic)
+
+
+def _dataset(path: Path):
+    import pyarrow.dataset as ds
+
+    return ds.dataset(str(path), format="parquet")
+
+
+def _count(path: Path) -> int:
+    return _dataset(path).count_rows()
+
+
+def _batches(path: Path, batch_rows: int):
+    """Stream staged rows in bounded Arrow batches (error rows left out)."""
+    import pyarrow.compute as pc
+
+    dataset = _dataset(path)
+    has_error = ERROR in dataset.schema.names
+    for batch in dataset.to_batches(batch_size=batch_rows):
+        if has_error:
+            batch = batch.filter(pc.is_null(batch.column(ERROR)))
+        yield batch
+
+
+def _split_failures(path: Path, stage: Stage) -> dict[int, str]:
+    """Row errors of a row_fn stage: strict raises on the first, best_effort returns them."""
+    import pyarrow.compute as pc
+
+    dataset = _dataset(path)
+    errors = dataset.to_table(columns=["_parent_id", ERROR], filter=pc.field(ERROR).is_valid())
+    failures = dict(zip(errors.column("_parent_id").to_pylist(), errors.column(ERROR).to_pylist()))
+    if failures and stage.strategy == "strict":
+        row_id = min(failures)
+        raise PipelineError(
+            f"stage {stage.name!r}: row {row_id} of topic {stage.inputs[0]!r} failed: {failures[row_id]} "
+            f"({len(failures)} failing row(s); strategy 'strict' commits nothing)"
+        )
+    return failures

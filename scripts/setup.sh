@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install what minikafka needs on a fresh Debian machine, idempotently:
+#   Java 17 and Debian's SQLite JDBC driver (apt-get, only when missing),
+#   a virtualenv in .venv with the package and its extras (only when pyproject.toml changed).
+# Usage: scripts/setup.sh            (run as root, or with sudo available)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -q 'version "17'; then
+  need_apt+=(openjdk-17-jre-headless)
+fi
+if [ ! -e /usr/share/java/sqlite-jdbc.jar ]; then
+  need_apt+=(libxerial-sqlite-jdbc-java)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${need_apt[*]} with apt-get"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.minikafka-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing Python packages into .venv"
+  log=.venv/pip-install.log
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[dev]"; } >"$log" 2>&1; then
+    tail -n 40 "$log"; echo "setup: pip install failed (full log: $log)" >&2; exit 1
+  fi
+  echo "$want" > "$stamp"
+fi
