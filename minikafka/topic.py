@@ -439,6 +439,18 @@ class Topic(Generic[ModelT]):
 
         return rows_to_arrow(self._layout, self._rows(status, consumer), self._decode)
 
+    def to_spark(self, spark, status: str | None = None, *, consumer: str | None = None):
+        """The topic as a Spark DataFrame over JDBC (exact types; needs ``minikafka[spark]``).
+
+        Args:
+            spark: a SparkSession from ``minikafka.spark.build_session``.
+            status: None for all rows, "new" or "handled".
+            consumer: the consumer whose view of new/handled to use.
+        """
+        from .spark.read import read_topic
+
+        return read_topic(spark, self.source, self._layout, which=status or "all", consumer=consumer)
+
     def to_pandas(self, status: str | None = None, *, consumer: str | None = None):
         """The topic as a pandas DataFrame (needs pandas: ``pip install minikafka[pandas]``)."""
         from .export import require

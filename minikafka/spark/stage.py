@@ -125,8 +125,11 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
     """Run one stage end to end and return its RunResult (also in the run log).
 
     Raises:
+        TopicNotFoundError: an input or output topic is not in the ledger (nothing runs).
         StageFailed: anything went wrong; nothing was committed and the inputs stay new.
     """
+    for name in (*stage.inputs, *stage.outputs):
+        _layout(source, name)
     run = RunResult(new_run_id(stage.name), "stage", stage=stage.name, consumer=stage.consumer_name,
                     inputs=list(stage.inputs), outputs=list(stage.outputs),
                     details={"strategy": stage.strategy, "engine": "spark"})
