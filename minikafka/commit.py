@@ -27,6 +27,7 @@ from typing import Any
 from . import acks
 from .clock import utc_now
 from .errors import InvalidRecordError, MinikafkaError
+from .faults import checkpoint
 from .identifiers import quote_identifier
 from .layout import TopicLayout
 from .runlog import RunResult, write_run_in_current_transaction
@@ -92,6 +93,7 @@ def commit_stage(source: Source, run: RunResult, *, consumer: str, inputs: list[
                 )
         for output in outputs:
             _insert_output(conn, output, run, now, default_parent_topic)
+        checkpoint("commit:outputs-inserted")
         for state in inputs:
             _settle_input(conn, source, state, consumer_ids[state.topic], consumer, run, now, max_attempts)
         if run.rows_failed:
@@ -99,6 +101,8 @@ def commit_stage(source: Source, run: RunResult, *, consumer: str, inputs: list[
         elif run.status == "running":
             run.finish("succeeded")
         write_run_in_current_transaction(conn, run)
+        checkpoint("commit:before-commit")
+    checkpoint("commit:after-commit")
     return run
 
 

@@ -14,6 +14,7 @@ from ..clock import utc_now
 from ..commit import InputState, StagedOutput, commit_stage
 from ..errors import MinikafkaError, PipelineError
 from ..events import Event
+from ..faults import checkpoint
 from ..identifiers import validate_consumer_name, validate_topic_name
 from ..layout import TopicLayout
 from ..runlog import RunResult, new_run_id, write_run_in_current_transaction
@@ -208,6 +209,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
         run.rows_out = sum(_count(p) for p in staged_paths.values())
         run.finish("succeeded")
         return
+    checkpoint("stage:staged")
     t1 = time.perf_counter()
     inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {})
               for name, b in bounds.items()]
