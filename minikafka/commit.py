@@ -28,6 +28,7 @@ from . import acks
 from .clock import utc_now
 from .errors import InvalidRecordError, MinikafkaError
 from .faults import checkpoint
+from .gcpause import gc_paused
 from .identifiers import quote_identifier
 from .layout import TopicLayout
 from .runlog import RunResult, write_run_in_current_transaction
@@ -76,7 +77,7 @@ def commit_stage(source: Source, run: RunResult, *, consumer: str, inputs: list[
     """
     ledger = source._ledger
     now = utc_now()
-    with ledger.atomic() as conn:
+    with gc_paused(), ledger.atomic() as conn:
         consumer_ids = {}
         for state in inputs:
             cid = acks.register_consumer_in_current_transaction(conn, state.topic, consumer, now)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -34,11 +34,9 @@ def _fits(actual: T.DataType, wanted: T.DataType) -> str:
 
 
 def conform(df: DataFrame, layout: TopicLayout, *, stage: str) -> DataFrame:
-    """Select the target's fields in storage form, plus ``_parent_id`` and ``_mk_rank``.
+    """Select the target's fields in storage form, plus ``_parent_id``.
 
-    ``_parent_id`` comes from the input's ``_id`` when the transform kept it. With dedup
-    fields, ``_mk_rank`` numbers rows sharing a key (by parent id): rank > 1 is a
-    duplicate inside the batch.
+    ``_parent_id`` comes from the input's ``_id`` when the transform kept it.
 
     Raises:
         OutputSchemaError: a missing field, an unexpected column or a type that does not fit.
@@ -86,12 +84,11 @@ def conform(df: DataFrame, layout: TopicLayout, *, stage: str) -> DataFrame:
         out.append(F.col("_parent_id").cast("long").alias("_parent_id"))
     else:
         out.append(F.lit(None).cast("long").alias("_parent_id"))
-    staged = df.select(*out)
-    if layout.dedup:
-        order = F.col("_parent_id").asc_nulls_last()
-        window = Window.partitionBy(*[F.col(quote_back(n)) for n in layout.dedup]).orderBy(order)
-        staged = staged.withColumn("_mk_rank", F.row_number().over(window))
-    return staged
+    # Duplicates (inside the batch and against the target) are dropped by the target's
+    # unique dedup index at commit, which keeps the first row inserted. Sorting each
+    # partition by parent id makes that the earliest source row for any transform that
+    # keeps the id-range partitioning of the read (no shuffle needed for it).
+    return df.select(*out).sortWithinPartitions("_parent_id")
 
 
 def _storage_type(col) -> str:

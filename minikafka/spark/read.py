@@ -11,7 +11,7 @@ from ..layout import META_SELECT, TopicLayout
 from ..source import Source
 from .types import custom_schema, to_model_columns
 
-ROWS_PER_PARTITION = 250_000
+ROWS_PER_PARTITION = 100_000
 WHICH = ("new", "handled", "all")
 
 
