@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sqlite3
 import tempfile
 import time
 from pathlib import Path

@@ -11,21 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from minikafka import Source
-
-
-class RssItem(BaseModel):
-    url: str
-    title: str
-    body: str
-
-
-class Summary(BaseModel):
-    url: str
-    title: str
-    llm_summary: str
+from schemas.rss import RssItem, Summary
 
 
 def llm_summary(item: RssItem) -> Summary:

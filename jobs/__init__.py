@@ -1,0 +1,1 @@
+"""spark-submit entry points, one per stage of the shipped example pipeline."""
