@@ -22,6 +22,7 @@ import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from . import acks
@@ -119,17 +120,24 @@ def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResul
             continue
         cols = [batch.column(name).to_pylist() for name in names]
         schema_names = batch.schema.names
-        parents = batch.column(PARENT).to_pylist() if PARENT in schema_names else [None] * n
-        parent_topics = (batch.column(PARENT_TOPIC).to_pylist() if PARENT_TOPIC in schema_names
-                         else [default_parent_topic if p is not None else None for p in parents])
-        ranks = batch.column(RANK).to_pylist() if RANK in schema_names else None
-        run_id = run.run_id
-        rows = []
-        for i, values in enumerate(zip(*cols)):
-            if ranks is not None and ranks[i] > 1:
-                run.rows_duplicate += 1
-                continue
-            rows.append((*values, now, "new", parents[i], parent_topics[i], run_id))
+        if PARENT in schema_names:
+            parent_col = batch.column(PARENT)
+            parents = parent_col.to_pylist()
+            if PARENT_TOPIC in schema_names:
+                parent_topics = batch.column(PARENT_TOPIC).to_pylist()
+            elif parent_col.null_count == 0:
+                parent_topics = repeat(default_parent_topic, n)
+            else:
+                parent_topics = [default_parent_topic if p is not None else None for p in parents]
+        else:
+            parents, parent_topics = repeat(None, n), repeat(None, n)
+        # rows are built by zip in C rather than a Python loop per row
+        rows = list(zip(*cols, repeat(now, n), repeat("new", n), parents, parent_topics, repeat(run.run_id, n)))
+        if RANK in schema_names:
+            ranks = batch.column(RANK).to_pylist()
+            kept = [row for row, rank in zip(rows, ranks) if rank <= 1]
+            run.rows_duplicate += len(rows) - len(kept)
+            rows = kept
         before = conn.total_changes
         try:
             conn.executemany(sql, rows)

@@ -151,7 +151,7 @@ class FullPipeline:
         return render(edges, numbers)
 
     # -- running ------------------------------------------------------------------
-    def run(self, *, dry_run: bool = False, strategy: str = "strict") -> list[list[Any]]:
+    def run(self, *, dry_run: bool = False, strategy: str = "strict", engine: Any = None) -> list[list[Any]]:
         """Run every arm; see the module docstring for the transaction shape.
 
         Args:
@@ -159,9 +159,13 @@ class FullPipeline:
             strategy: "strict" stops at the first failure (rows before it are kept);
                 "best_effort" keeps going, acks a row only if all its siblings
                 succeeded, and raises FanOutError at the end.
+            engine: a SparkSession to run each arm as a Spark stage (its function runs
+                per row on the executors; each arm is a consumer named
+                ``source:target``). Needs a file Source.
 
         Returns:
-            One list of outputs per arm, in the order the arms were given.
+            One list of outputs per arm, in the order the arms were given (with
+            ``engine``: one list holding the arm's RunResult).
 
         Raises:
             PipelineCycleError: the arms form a cycle (nothing runs).
@@ -170,6 +174,8 @@ class FullPipeline:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
         groups = self._groups()
+        if engine is not None:
+            return self._run_on_spark(engine, groups, strategy, dry_run)
         ledger = self.source._ledger
         result = RunResult(
             new_run_id("pipeline"), "pipeline",
@@ -208,6 +214,47 @@ class FullPipeline:
             raise error
         self._log(result.finish("succeeded"), dry_run)
         return [results[id(p)] for p in self.pipelines]
+
+    def _run_on_spark(self, spark: Any, groups: list, strategy: str, dry_run: bool) -> list[list[Any]]:
+        """Each arm as a per-row Spark stage, in topological order of the topics."""
+        from .spark.stage import Stage, StageFailed, register_consumers, run_stage
+
+        stages: dict[int, Stage] = {}
+        for _topic, _consumer, arms in groups:
+            for arm in arms:
+                if arm.target_topic is None:
+                    raise PipelineError("every arm needs .to(target) to run on Spark")
+                name = arm.consumer or f"{arm.source_name}:{arm.target_name}"
+                stages[id(arm)] = Stage(name, [arm.source_name], [arm.target_name], row_fn=arm.fn,
+                                        strategy=strategy, max_attempts=2**31)
+        if not dry_run:
+            register_consumers(self.source, list(stages.values()))
+        results: dict[int, list[Any]] = {}
+        failures: list[FanOutFailure] = []
+        for _topic, _consumer, arms in groups:
+            for arm in arms:
+                stage = stages[id(arm)]
+                try:
+                    result = run_stage(spark, self.source, stage, dry_run=dry_run)
+                except StageFailed as exc:
+                    if strategy == "strict":
+                        raise
+                    failures.append(FanOutFailure(-1, arm.source_name, arm.target_name, exc))
+                    continue
+                results[id(arm)] = [result]
+                if result.rows_failed:
+                    failures.extend(self._row_failures(stage, result, arm))
+        if failures:
+            raise FanOutError(failures)
+        return [results.get(id(p), []) for p in self.pipelines]
+
+    def _row_failures(self, stage, result: RunResult, arm: Pipeline) -> list[FanOutFailure]:
+        rows = self.source._ledger.conn.execute(
+            "SELECT a.row_id, a.last_error FROM _minikafka_attempts a JOIN _minikafka_consumers c "
+            "ON c.id = a.consumer_id WHERE c.topic = ? AND c.name = ? AND a.updated_at >= ? ORDER BY a.row_id",
+            (arm.source_name, stage.consumer_name, result.started_at),
+        ).fetchall()
+        return [FanOutFailure(row_id, arm.source_name, arm.target_name, RuntimeError(error)) for row_id, error in rows]
 
     def _log(self, result: RunResult, dry_run: bool) -> None:
         if dry_run:

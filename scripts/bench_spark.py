@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=5_000_000)
     parser.add_argument("--new", type=int, default=10_000)
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--only-memory", action="store_true")
     parser.add_argument("--memory-child", nargs=2, metavar=("PATH", "ROWS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -139,6 +140,9 @@ def main() -> None:
 
     from minikafka.spark import build_session
 
+    if args.only_memory:
+        memory_benchmark(args.history)
+        return
     t0 = time.perf_counter()
     spark = build_session(master="local[2]")
     jvm_start = time.perf_counter() - t0
@@ -188,15 +192,20 @@ def main() -> None:
 
     # 3. driver memory for a 5M-row output
     if not args.skip_memory:
-        mem = str(tmp / "mem.sqlite")
-        with Source(mem) as src:
-            make_topics(src)
-            fill(src, "items", 1, args.history, "new")
-        out = subprocess.run([sys.executable, __file__, "--memory-child", mem, str(args.history)],
-                             capture_output=True, text=True, check=True)
-        facts = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{facts['rows_out']:,}-row output, driver.memory=1g: python peak {facts['python_peak_mb']} MB, "
-              f"driver JVM peak {facts['jvm_peak_mb']} MB, stage {facts['seconds']:.1f} s")
+        memory_benchmark(args.history)
+
+
+def memory_benchmark(rows: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="mk-bench-mem-"))
+    mem = str(tmp / "mem.sqlite")
+    with Source(mem) as src:
+        make_topics(src)
+        fill(src, "items", 1, rows, "new")
+    out = subprocess.run([sys.executable, __file__, "--memory-child", mem, str(rows)],
+                         capture_output=True, text=True, check=True)
+    facts = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"{facts['rows_out']:,}-row output, driver.memory=1g: python peak {facts['python_peak_mb']} MB, "
+          f"driver JVM peak {facts['jvm_peak_mb']} MB, stage {facts['seconds']:.1f} s")
 
 
 if __name__ == "__main__":

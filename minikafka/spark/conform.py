@@ -8,7 +8,7 @@ from pyspark.sql import types as T
 
 from ..errors import MinikafkaError
 from ..layout import TopicLayout
-from .types import model_type, quote_back, to_storage_column
+from .types import model_type, quote_back, storage_sql_type, to_storage_column
 
 WIDENING = {
     T.LongType: (T.IntegerType, T.ShortType, T.ByteType),
@@ -58,7 +58,7 @@ def conform(df: DataFrame, layout: TopicLayout, *, stage: str) -> DataFrame:
     out = []
     for col in layout.columns:
         if col.name not in columns:
-            out.append(F.lit(None).cast(_storage_type(col)).alias(col.name))
+            out.append(F.lit(None).cast(storage_sql_type(col)).alias(col.name))
             continue
         c = F.col(quote_back(col.name))
         actual, wanted = columns[col.name], model_type(col)
@@ -90,8 +90,3 @@ def conform(df: DataFrame, layout: TopicLayout, *, stage: str) -> DataFrame:
     # keeps the id-range partitioning of the read (no shuffle needed for it).
     return df.select(*out).sortWithinPartitions("_parent_id")
 
-
-def _storage_type(col) -> str:
-    from .types import storage_sql_type
-
-    return storage_sql_type(col)

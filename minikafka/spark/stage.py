@@ -184,7 +184,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
             out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage.name),
                                      _model(source, dst, stage.name), out_layouts[dst])
             path = stage_dir / run.run_id / dst
-            out.write.mode("overwrite").parquet(str(path))
+            _stage_write(out, path)
             staged_paths[dst] = path
             failures = _split_failures(path, stage)
         else:
@@ -202,7 +202,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
             for dst, frame in result.items():
                 staged = conform(frame, out_layouts[dst], stage=stage.name)
                 path = stage_dir / run.run_id / dst
-                staged.write.mode("overwrite").parquet(str(path))
+                _stage_write(staged, path)
                 staged_paths[dst] = path
     run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
     if dry_run:
@@ -218,6 +218,14 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
                  max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
                  default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None)
     run.details["commit_seconds"] = round(time.perf_counter() - t1, 3)
+
+
+STAGING_ROW_GROUP_BYTES = 8 * 1024 * 1024
+
+
+def _stage_write(df, path: Path) -> None:
+    # small row groups keep the commit's read of the staged files bounded on the driver
+    df.write.mode("overwrite").option("parquet.block.size", STAGING_ROW_GROUP_BYTES).parquet(str(path))
 
 
 def source_consumers(source: Source, topic: str) -> list[str]:
@@ -240,7 +248,9 @@ def _batches(path: Path, batch_rows: int):
 
     dataset = _dataset(path)
     has_error = ERROR in dataset.schema.names
-    for batch in dataset.to_batches(batch_size=batch_rows):
+    # no read-ahead: the driver holds one batch (and one row group) at a time
+    for batch in dataset.to_batches(batch_size=batch_rows, batch_readahead=0, fragment_readahead=0,
+                                    use_threads=False):
         if has_error:
             batch = batch.filter(pc.is_null(batch.column(ERROR)))
         yield batch

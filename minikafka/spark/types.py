@@ -122,10 +122,6 @@ def model_type(col: ColumnSpec) -> T.DataType:
     return T.StringType()
 
 
-def model_schema(layout: TopicLayout) -> T.StructType:
-    return T.StructType([T.StructField(c.name, model_type(c), c.nullable) for c in layout.columns])
-
-
 def to_model_column(col: ColumnSpec, c: Column) -> Column:
     kind = col.kind
     if kind == "datetime":
@@ -166,8 +162,6 @@ def to_storage_column(col: ColumnSpec, c: Column) -> Column:
         return F.date_format(c, "yyyy-MM-dd")
     if kind == "decimal":
         return c.cast("string")
-    if kind == "json":
-        return c
     return c
 
 
