@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -99,7 +98,8 @@ def memory_child(path: str, rows: int) -> None:
     with Source(path) as src:
         make_topics(src)
         result = run_stage(spark, src, stage())
-    py_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across exec
+    py_peak = vm_hwm(os.getpid()) / 1024
     print(json.dumps({"rows_out": result.rows_out, "python_peak_mb": round(py_peak, 1),
                       "jvm_peak_mb": round(vm_hwm(jvm) / 1024, 1) if jvm else None,
                       "seconds": result.duration_s}))
