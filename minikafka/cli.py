@@ -118,5 +118,184 @@ def replay(source: Source, topic: str, consumer: str, from_id: int | None, to_id
     click.echo(f"{n} row(s) of {topic} pending again for consumer {consumer}")
 
 
+class DefinitionProblem(click.ClickException):
+    """A bad pipeline file or selection: exit code 2, like a usage error."""
+
+    exit_code = 2
+
+
+def _load(pipeline: str):
+    from .pipelines.definition import load_pipeline
+
+    try:
+        return load_pipeline(pipeline)
+    except MinikafkaError as exc:
+        raise DefinitionProblem(str(exc)) from exc
+
+
+def stage_selection(fn):
+    """Options shared by run and plan."""
+    fn = click.option("--from", "start", help="Run this stage and everything downstream of it.")(fn)
+    fn = click.option("--stage", help="Run only this stage.")(fn)
+    fn = click.option("--master", help="Spark master URL (default: the pipeline's, e.g. local[2]).")(fn)
+    return fn
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@stage_selection
+@click.option("--strategy", type=click.Choice(["strict", "best_effort"]), default="strict", show_default=True,
+              help="strict: stop after a failed stage; best_effort: run every branch not downstream of a failure.")
+@click.option("--dry-run", is_flag=True, help="Compute every stage but commit nothing.")
+@click.option("--in-process", is_flag=True, help="Run all stages in one Spark application (one JVM start).")
+def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
+        dry_run: bool, in_process: bool) -> None:
+    """Run a pipeline's stages in DAG order, each as its own spark-submit.
+
+    Exit code 0 when every stage succeeded, 1 when a stage failed, 2 for a bad
+    definition or usage.
+
+    Example: minikafka run conf/homelab.toml --strategy best_effort
+    """
+    from .pipelines.runner import run_pipeline
+
+    from .pipelines.definition import PipelineDefinitionError
+
+    defn = _load(pipeline)
+    try:
+        result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
+                              in_process=in_process, echo=lambda m: click.echo(m, err=True))
+    except PipelineDefinitionError as exc:
+        raise DefinitionProblem(str(exc)) from exc
+    except MinikafkaError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(result.table())
+    if not result.ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@stage_selection
+def plan(pipeline: str, master: str | None, stage: str | None, start: str | None) -> None:
+    """Print the exact spark-submit commands, in the order run would use them.
+
+    Example: minikafka plan conf/homelab.toml --from llm_summary
+    """
+    import shlex
+
+    from .pipelines.runner import select_stages, submit_command
+
+    defn = _load(pipeline)
+    try:
+        for sd in select_stages(defn, stage=stage, start=start):
+            click.echo(shlex.join(submit_command(defn, sd, master=master or defn.master, run_id=f"<{sd.name}-run-id>")))
+    except MinikafkaError as exc:
+        raise DefinitionProblem(str(exc)) from exc
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.option("--counts", is_flag=True, help="Label each topic with its new/handled counts.")
+def plot(pipeline: str, counts: bool) -> None:
+    """Print the pipeline's topic graph as Mermaid.
+
+    Example: minikafka plot conf/homelab.toml --counts
+    """
+    from .mermaid import render
+
+    defn = _load(pipeline)
+    numbers = None
+    if counts:
+        from .pipelines.runner import open_source
+
+        with open_source(defn) as source:
+            numbers = {}
+            for name in defn.topics:
+                t = source._topics[name]
+                numbers[name] = (t.count("new"), t.count("handled"))
+    click.echo(render(defn.edges(), numbers))
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.argument("topic")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+def ingest(pipeline: str, topic: str, path: str) -> None:
+    """Append a JSONL file (or .jsonl.gz) to a topic, validating every line in Python.
+
+    Invalid lines go to the quarantine with their line number; duplicates are skipped.
+
+    Example: minikafka ingest conf/homelab.toml rss.items data/rss_dump.jsonl
+    """
+    from .ingest import ingest_jsonl
+    from .pipelines.runner import open_source
+
+    defn = _load(pipeline)
+    if topic not in defn.topics:
+        raise click.ClickException(f"topic {topic!r} is not declared in {pipeline}")
+    try:
+        with open_source(defn) as source:
+            r = ingest_jsonl(source._topics[topic], path)
+    except (MinikafkaError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{path}: {r.lines} lines, {r.appended} appended, {r.duplicates} duplicates, "
+               f"{r.quarantined} quarantined")
+
+
+@main.command()
+@click.argument("topic")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), required=True)
+@click.option("--status", "which", type=click.Choice(["new", "handled", "all"]), default="all", show_default=True)
+@with_source
+def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
+    """Export a topic to Parquet or JSON lines, in pages of 50,000 rows.
+
+    Example: minikafka export rss.scored --format parquet data/scored.parquet
+    """
+    from .export import rows_to_arrow
+
+    layout = source.layout(topic)
+    decode = layout.decoder()
+    status = None if which == "all" else which
+    where = "1" if status is None else "\"_status\" = ?"
+    params = () if status is None else (status,)
+    sql = f"{layout.select_sql()} WHERE {where} AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
+    conn = source._ledger.conn
+    last, written, writer = 0, 0, None
+    with open(path, "w", encoding="utf-8") if fmt == "jsonl" else _nullcontext() as fh:
+        while True:
+            page = conn.execute(sql, (*params, last)).fetchall()
+            if not page:
+                break
+            last = page[-1][0]
+            written += len(page)
+            if fmt == "jsonl":
+                for row in page:
+                    meta = {"_id": row[0], "_created_at": row[1], "_status": row[2], "_parent_id": row[4]}
+                    fh.write(json.dumps({**meta, **decode(row)}, default=str, ensure_ascii=False) + "\n")
+            else:
+                import pyarrow.parquet as pq
+
+                table = rows_to_arrow(layout, page, decode)
+                if writer is None:
+                    writer = pq.ParquetWriter(path, table.schema)
+                writer.write_table(table)
+    if writer is not None:
+        writer.close()
+    elif fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(rows_to_arrow(layout, [], decode), path)
+    click.echo(f"exported {written} row(s) of {topic} to {path}")
+
+
+def _nullcontext():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
 if __name__ == "__main__":
     sys.exit(main())

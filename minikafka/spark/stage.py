@@ -122,7 +122,7 @@ def register_consumers(source: Source, stages: list[Stage]) -> None:
 
 
 def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 50_000,
-              staging_dir: str | Path | None = None, dry_run: bool = False) -> RunResult:
+              staging_dir: str | Path | None = None, dry_run: bool = False, run_id: str | None = None) -> RunResult:
     """Run one stage end to end and return its RunResult (also in the run log).
 
     Raises:
@@ -131,7 +131,7 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
     """
     for name in (*stage.inputs, *stage.outputs):
         _layout(source, name)
-    run = RunResult(new_run_id(stage.name), "stage", stage=stage.name, consumer=stage.consumer_name,
+    run = RunResult(run_id or new_run_id(stage.name), "stage", stage=stage.name, consumer=stage.consumer_name,
                     inputs=list(stage.inputs), outputs=list(stage.outputs),
                     details={"strategy": stage.strategy, "engine": "spark"})
     root = Path(staging_dir) if staging_dir else staging_root(source)

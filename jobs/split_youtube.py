@@ -1,0 +1,12 @@
+"""Stage split_youtube: RSS items that link to a YouTube video."""
+
+from jobs._rss import ITEM_COLUMNS, is_youtube
+from minikafka.job import main
+
+
+def transform(df):
+    return df.where(is_youtube()).select(*ITEM_COLUMNS)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

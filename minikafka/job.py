@@ -1,0 +1,50 @@
+"""The entry point a stage's job file calls under spark-submit.
+
+A job file is small::
+
+    from minikafka.job import main
+
+    def transform(df):
+        return df.where(...)
+
+    if __name__ == "__main__":
+        raise SystemExit(main())
+
+``main`` reads ``--pipeline FILE --stage NAME [--run-id ID] [--dry-run]``, builds the
+SparkSession spark-submit started, runs the stage with the ledger, prints the run
+record as one JSON line, and exits 0 (succeeded/partial) or 1 (failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run one stage of a minikafka pipeline (under spark-submit).")
+    parser.add_argument("--pipeline", required=True)
+    parser.add_argument("--stage", required=True)
+    parser.add_argument("--run-id")
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+
+    from .errors import MinikafkaError
+    from .pipelines.definition import load_pipeline
+    from .pipelines.runner import build_stage, open_source
+    from .spark.session import build_session
+    from .spark.stage import run_stage
+
+    try:
+        defn = load_pipeline(args.pipeline)
+        sd = defn.stage(args.stage)
+        spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
+        with open_source(defn) as source:
+            run = run_stage(spark, source, build_stage(defn, sd), run_id=args.run_id, dry_run=args.dry_run)
+        print(json.dumps(run.as_row()), flush=True)
+        code = 0
+    except MinikafkaError as exc:
+        print(f"minikafka: {exc}", file=sys.stderr, flush=True)
+        code = 1
+    return code

@@ -1,0 +1,262 @@
+"""Load and check a pipeline definition (TOML) before anything runs.
+
+```toml
+[pipeline]
+name = "homelab"
+source = "../data/homelab.sqlite"      # relative to this file
+master = "local[2]"                    # default master URL (override with --master)
+
+[spark]                                # settings for every stage
+"spark.driver.memory" = "1g"
+
+[topics."rss.items"]
+model = "schemas.homelab:RssItem"      # module:Class
+dedup = ["url"]
+
+[[stages]]
+name = "split_youtube"
+job = "jobs.split_youtube"             # module exposing transform(df) or row_fn(model)
+inputs = ["rss.items"]
+outputs = ["youtube_items"]
+strategy = "strict"                    # or best_effort
+max_attempts = 3
+expectations = []                      # suite files (data quality)
+[stages.spark]                         # settings for this stage only
+```
+
+The DAG comes from the topics: a stage runs after every stage that writes one of its
+inputs. Every error names the file, the stage and the key.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..dag import topological_order
+from ..errors import InvalidNameError, MinikafkaError, PipelineCycleError
+from ..identifiers import validate_consumer_name, validate_topic_name
+
+STAGE_KEYS = {"name", "job", "inputs", "outputs", "consumer", "strategy", "max_attempts", "expectations",
+              "spark", "partitions", "description"}
+TOPIC_KEYS = {"model", "dedup", "description"}
+TOP_KEYS = {"pipeline", "spark", "topics", "stages"}
+
+
+class PipelineDefinitionError(MinikafkaError, ValueError):
+    """A pipeline file is invalid; the message names the file, stage and key."""
+
+
+@dataclass
+class TopicDefinition:
+    name: str
+    model_path: str
+    dedup: tuple[str, ...]
+    model: type[BaseModel]
+
+
+@dataclass
+class StageDefinition:
+    name: str
+    job: str
+    inputs: list[str]
+    outputs: list[str]
+    consumer: str
+    strategy: str = "strict"
+    max_attempts: int = 3
+    expectations: list[str] = field(default_factory=list)
+    spark: dict[str, str] = field(default_factory=dict)
+    partitions: int | None = None
+
+    def job_module(self):
+        return importlib.import_module(self.job)
+
+    def job_file(self) -> Path:
+        return Path(self.job_module().__file__).resolve()
+
+
+@dataclass
+class PipelineDefinition:
+    path: Path
+    name: str
+    source: Path
+    master: str
+    spark: dict[str, str]
+    topics: dict[str, TopicDefinition]
+    stages: list[StageDefinition]  # in DAG order
+
+    def stage(self, name: str) -> StageDefinition:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise PipelineDefinitionError(f"{self.path}: no stage named {name!r} (stages: {[s.name for s in self.stages]})")
+
+    def downstream_of(self, name: str) -> list[str]:
+        """``name`` and every stage that (transitively) reads what it writes, in DAG order."""
+        reached = {name}
+        for s in self.stages:
+            if s.name in reached:
+                continue
+            if any(t in self._writers_of_reached(reached) for t in s.inputs):
+                reached.add(s.name)
+        return [s.name for s in self.stages if s.name in reached]
+
+    def _writers_of_reached(self, reached: set[str]) -> set[str]:
+        return {t for s in self.stages if s.name in reached for t in s.outputs}
+
+    def edges(self) -> list[tuple[str, str]]:
+        return [(i, o) for s in self.stages for i in s.inputs for o in s.outputs]
+
+
+def _fail(path: Path, where: str, message: str) -> PipelineDefinitionError:
+    return PipelineDefinitionError(f"{path}: {where}: {message}")
+
+
+def _import_model(path: Path, where: str, spec: Any) -> type[BaseModel]:
+    if not isinstance(spec, str) or ":" not in spec:
+        raise _fail(path, where, f"model must be 'module:Class', got {spec!r}")
+    module_name, _, cls_name = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _fail(path, where, f"cannot import model module {module_name!r}: {exc}") from exc
+    model = getattr(module, cls_name, None)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise _fail(path, where, f"{spec!r} is not a pydantic model")
+    return model
+
+
+def _str_list(path: Path, where: str, value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise _fail(path, where, f"must be a non-empty list of names, got {value!r}")
+    return value
+
+
+def _settings(path: Path, where: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise _fail(path, where, "must be a table of Spark settings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefinition:
+    """Parse and check a pipeline file; stages come back in DAG order.
+
+    Raises:
+        PipelineDefinitionError: unreadable TOML, unknown keys or topics, a missing model
+            or job, duplicate stage names, a cycle (named).
+    """
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise PipelineDefinitionError(f"{path}: pipeline file not found") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise PipelineDefinitionError(f"{path}: invalid TOML: {exc}") from exc
+    unknown = sorted(set(raw) - TOP_KEYS)
+    if unknown:
+        raise _fail(path, "top level", f"unknown key(s) {unknown}; expected {sorted(TOP_KEYS)}")
+    head = raw.get("pipeline", {})
+    name = head.get("name", path.stem)
+    if "source" not in head:
+        raise _fail(path, "[pipeline]", "missing key 'source' (the SQLite ledger file)")
+    source = (path.parent / head["source"]).resolve()
+    master = head.get("master", "local[*]")
+    spark = _settings(path, "[spark]", raw.get("spark", {}))
+
+    topics: dict[str, TopicDefinition] = {}
+    for topic_name, spec in raw.get("topics", {}).items():
+        where = f'[topics."{topic_name}"]'
+        try:
+            validate_topic_name(topic_name)
+        except InvalidNameError as exc:
+            raise _fail(path, where, str(exc)) from exc
+        if not isinstance(spec, dict):
+            raise _fail(path, where, "must be a table")
+        bad = sorted(set(spec) - TOPIC_KEYS)
+        if bad:
+            raise _fail(path, where, f"unknown key(s) {bad}; expected {sorted(TOPIC_KEYS)}")
+        if "model" not in spec:
+            raise _fail(path, where, "missing key 'model' ('module:Class')")
+        model = _import_model(path, where, spec["model"])
+        dedup = tuple(spec.get("dedup", []))
+        missing = [d for d in dedup if d not in model.model_fields]
+        if missing:
+            raise _fail(path, where, f"dedup field(s) {missing} are not fields of {spec['model']}")
+        topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model)
+
+    stages: list[StageDefinition] = []
+    seen: set[str] = set()
+    for i, spec in enumerate(raw.get("stages", [])):
+        where = f"stage #{i + 1}"
+        if not isinstance(spec, dict):
+            raise _fail(path, where, "must be a table")
+        if "name" not in spec:
+            raise _fail(path, where, "missing key 'name'")
+        stage_name = spec["name"]
+        where = f"stage {stage_name!r}"
+        try:
+            validate_consumer_name(stage_name)
+        except InvalidNameError as exc:
+            raise _fail(path, where, f"key 'name': {exc}") from exc
+        if stage_name in seen:
+            raise _fail(path, where, "duplicate stage name")
+        seen.add(stage_name)
+        bad = sorted(set(spec) - STAGE_KEYS)
+        if bad:
+            raise _fail(path, where, f"unknown key(s) {bad}; expected {sorted(STAGE_KEYS)}")
+        for key in ("job", "inputs", "outputs"):
+            if key not in spec:
+                raise _fail(path, where, f"missing key {key!r}")
+        inputs = _str_list(path, f"{where}, key 'inputs'", spec["inputs"])
+        outputs = _str_list(path, f"{where}, key 'outputs'", spec["outputs"])
+        for key, names in (("inputs", inputs), ("outputs", outputs)):
+            for t in names:
+                if t not in topics:
+                    raise _fail(path, f"{where}, key {key!r}", f"unknown topic {t!r} (declared: {sorted(topics)})")
+        strategy = spec.get("strategy", "strict")
+        if strategy not in ("strict", "best_effort"):
+            raise _fail(path, f"{where}, key 'strategy'", f"must be 'strict' or 'best_effort', got {strategy!r}")
+        attempts = spec.get("max_attempts", 3)
+        if not isinstance(attempts, int) or attempts < 1:
+            raise _fail(path, f"{where}, key 'max_attempts'", f"must be an integer >= 1, got {attempts!r}")
+        stage = StageDefinition(
+            name=stage_name, job=str(spec["job"]), inputs=inputs, outputs=outputs,
+            consumer=spec.get("consumer", stage_name), strategy=strategy, max_attempts=attempts,
+            expectations=[str((path.parent / e).resolve()) for e in spec.get("expectations", [])],
+            spark=_settings(path, f"{where}, key 'spark'", spec.get("spark", {})),
+            partitions=spec.get("partitions"),
+        )
+        if check_jobs:
+            _check_job(path, where, stage)
+        stages.append(stage)
+    if not stages:
+        raise _fail(path, "[[stages]]", "no stages defined")
+
+    by_name = {s.name: s for s in stages}
+    edges = [(a.name, b.name) for a in stages for b in stages if set(a.outputs) & set(b.inputs)]
+    try:
+        order = topological_order([s.name for s in stages], edges)
+    except PipelineCycleError as exc:
+        raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
+    return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order])
+
+
+def _check_job(path: Path, where: str, stage: StageDefinition) -> None:
+    try:
+        module = stage.job_module()
+    except ImportError as exc:
+        raise _fail(path, f"{where}, key 'job'", f"cannot import job module {stage.job!r}: {exc}") from exc
+    has_transform = callable(getattr(module, "transform", None))
+    has_row_fn = callable(getattr(module, "row_fn", None))
+    if has_transform == has_row_fn:
+        raise _fail(path, f"{where}, key 'job'",
+                    f"job module {stage.job!r} must define exactly one of transform(df) or row_fn(model)")
+    if has_row_fn and (len(stage.inputs) != 1 or len(stage.outputs) != 1):
+        raise _fail(path, where, "a row_fn job takes exactly one input and one output topic")

@@ -1,0 +1,242 @@
+"""Run a pipeline's stages in DAG order: one spark-submit per stage, or all in one app."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import acks
+from ..clock import utc_now
+from ..runlog import new_run_id, read_runs
+from ..source import Source
+from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
+
+STRATEGIES = ("strict", "best_effort")
+
+
+@dataclass
+class StageOutcome:
+    """What happened to one stage in a pipeline run."""
+
+    name: str
+    status: str  # succeeded | partial | failed | skipped
+    seconds: float = 0.0
+    run: dict | None = None
+    error: str | None = None
+
+
+@dataclass
+class PipelineRun:
+    pipeline: str
+    outcomes: list[StageOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(o.status in ("succeeded", "partial") for o in self.outcomes)
+
+    @property
+    def failed(self) -> list[StageOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    def table(self) -> str:
+        lines = [f"{'stage':22} {'status':10} {'in':>9} {'out':>9} {'dup':>7} {'quar':>6} {'fail':>6} {'time':>8}"]
+        for o in self.outcomes:
+            r = o.run or {}
+            lines.append(
+                f"{o.name[:22]:22} {o.status:10} {r.get('rows_in', 0):>9} {r.get('rows_out', 0):>9} "
+                f"{r.get('rows_duplicate', 0):>7} {r.get('rows_quarantined', 0):>6} {r.get('rows_failed', 0):>6} "
+                f"{o.seconds:>7.1f}s"
+            )
+        for o in self.failed:
+            lines.append(f"FAILED {o.name}: {(o.error or '')[:500]}")
+        lines.append(f"total {self.seconds:.1f}s: {'ok' if self.ok else f'{len(self.failed)} stage(s) failed'}")
+        return "\n".join(lines)
+
+
+def open_source(defn: PipelineDefinition) -> Source:
+    """Open the pipeline's ledger with every topic created/checked and every consumer registered.
+
+    Consumers are registered before any stage runs, so two stages reading one topic
+    each see every row.
+    """
+    defn.source.parent.mkdir(parents=True, exist_ok=True)
+    source = Source(str(defn.source))
+    try:
+        for t in defn.topics.values():
+            source.topic(t.name, t.model, dedup=t.dedup or None)
+        now = utc_now()
+        with source._ledger.atomic() as conn:
+            for s in defn.stages:
+                for name in s.inputs:
+                    acks.register_consumer_in_current_transaction(conn, name, s.consumer, now)
+    except BaseException:
+        source.close()
+        raise
+    return source
+
+
+def select_stages(defn: PipelineDefinition, *, stage: str | None = None, start: str | None = None) -> list[StageDefinition]:
+    if stage and start:
+        raise PipelineDefinitionError("use --stage or --from, not both")
+    if stage:
+        return [defn.stage(stage)]
+    if start:
+        defn.stage(start)
+        names = set(defn.downstream_of(start))
+        return [s for s in defn.stages if s.name in names]
+    return list(defn.stages)
+
+
+def build_stage(defn: PipelineDefinition, sd: StageDefinition):
+    from ..spark.stage import Stage
+
+    module = sd.job_module()
+    return Stage(sd.name, sd.inputs, sd.outputs, transform=getattr(module, "transform", None),
+                 row_fn=getattr(module, "row_fn", None), consumer=sd.consumer, strategy=sd.strategy,
+                 max_attempts=sd.max_attempts, partitions=sd.partitions,
+                 options={"expectations": sd.expectations})
+
+
+def spark_submit() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+
+
+def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str, run_id: str,
+                   dry_run: bool = False) -> list[str]:
+    """The exact spark-submit command for one stage."""
+    from ..spark.session import jdbc_jar
+
+    jar = jdbc_jar()
+    settings = {"spark.executor.extraClassPath": jar, "spark.sql.session.timeZone": "UTC",
+                "spark.ui.showConsoleProgress": "false", **defn.spark, **sd.spark}
+    cmd = [spark_submit(), "--master", master, "--name", f"minikafka:{defn.name}:{sd.name}",
+           "--jars", jar, "--driver-class-path", jar]
+    for key, value in settings.items():
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += [str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id]
+    if dry_run:
+        cmd.append("--dry-run")
+    return cmd
+
+
+def submit_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
+
+
+def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strategy: str = "strict",
+                 stage: str | None = None, start: str | None = None, dry_run: bool = False,
+                 in_process: bool = False, echo=print) -> PipelineRun:
+    """Run the selected stages in DAG order.
+
+    strict: after a failure no further stage runs. best_effort: every stage not
+    downstream of a failure runs; failures are reported at the end.
+    """
+    if strategy not in STRATEGIES:
+        raise PipelineDefinitionError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
+    master = master or defn.master
+    chosen = select_stages(defn, stage=stage, start=start)
+    result = PipelineRun(defn.name)
+    t0 = time.perf_counter()
+    with open_source(defn):
+        pass
+    spark = None
+    blocked: set[str] = set()
+    try:
+        for sd in chosen:
+            if blocked & set(sd.inputs) or (strategy == "strict" and result.failed):
+                result.outcomes.append(StageOutcome(sd.name, "skipped", error="upstream stage failed"))
+                blocked.update(sd.outputs)
+                continue
+            echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
+            if not _has_pending(defn, sd):
+                # nothing new: record the empty run without starting a JVM
+                outcome = _run_in_process(None, defn, sd, dry_run)
+            elif in_process:
+                if spark is None:
+                    from ..spark.session import build_session
+
+                    spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
+                outcome = _run_in_process(spark, defn, sd, dry_run)
+            else:
+                outcome = _run_submitted(defn, sd, master, dry_run, echo)
+            result.outcomes.append(outcome)
+            if outcome.status == "failed":
+                blocked.update(sd.outputs)
+    finally:
+        result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
+    with Source(str(defn.source)) as source:
+        for name in sd.inputs:
+            t = source.topic(name, defn.topics[name].model, dedup=defn.topics[name].dedup or None)
+            if t.count("new", consumer=sd.consumer):
+                return True
+    return False
+
+
+def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool) -> StageOutcome:
+    from ..spark.stage import StageFailed, run_stage
+
+    t0 = time.perf_counter()
+    for key, value in sd.spark.items():
+        if spark is not None and key.startswith("spark.sql."):
+            spark.conf.set(key, value)
+    with open_source(defn) as source:
+        try:
+            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run)
+        except StageFailed as exc:
+            return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
+        row = _run_row(source, run.run_id) or run.as_row()
+    return StageOutcome(sd.name, run.status, time.perf_counter() - t0, row)
+
+
+def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, dry_run: bool, echo) -> StageOutcome:
+    run_id = new_run_id(sd.name)
+    cmd = submit_command(defn, sd, master=master, run_id=run_id, dry_run=dry_run)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    with Source(str(defn.source)) as source:
+        row = _run_row(source, run_id)
+    summary = _last_json(proc.stdout)
+    if row is None and summary:
+        row = summary
+    if proc.returncode != 0:
+        error = (row or {}).get("error") or _tail(proc.stderr)
+        return StageOutcome(sd.name, "failed", seconds, row, error)
+    return StageOutcome(sd.name, (row or {}).get("status", "succeeded"), seconds, row)
+
+
+def _run_row(source: Source, run_id: str) -> dict | None:
+    for row in read_runs(source._ledger.conn, limit=1000):
+        if row["run_id"] == run_id:
+            return row
+    return None
+
+
+def _last_json(text: str) -> dict | None:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    keep = [line for line in text.strip().splitlines() if " WARN " not in line]
+    return "\n".join(keep[-lines:])

@@ -1,0 +1,28 @@
+"""Write small pipeline files into a temp dir for tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HOMELAB = (ROOT / "conf" / "homelab.toml").read_text()
+
+
+def homelab_copy(tmp: Path, *, replace: dict[str, str] | None = None, extra: str = "") -> Path:
+    """conf/homelab.toml with its ledger in ``tmp`` (and optional text replacements)."""
+    text = HOMELAB.replace('source = "../data/homelab.sqlite"', f'source = "{tmp / "homelab.sqlite"}"')
+    for old, new in (replace or {}).items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp / "pipeline.toml"
+    path.write_text(text + extra)
+    return path
+
+
+def generate(tmp: Path, items: int, start: int = 0) -> Path:
+    out = tmp / f"dump-{start}.jsonl"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "generate_demo_data.py"), "--items", str(items),
+                    "--start", str(start), str(out)], check=True, capture_output=True)
+    return out

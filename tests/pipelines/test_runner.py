@@ -1,0 +1,88 @@
+"""Running pipelines: DAG order, idempotence, strategies, stage selection (in one Spark app)."""
+
+from __future__ import annotations
+
+import pytest
+
+from minikafka import Source
+from minikafka.ingest import ingest_jsonl
+from minikafka.pipelines import load_pipeline
+from minikafka.pipelines.runner import open_source, run_pipeline
+from schemas.homelab import Scored
+from tests.pipelines.helpers import generate, homelab_copy
+
+pytestmark = pytest.mark.spark
+
+
+def ingest(defn, path):
+    with open_source(defn) as src:
+        return ingest_jsonl(src._topics["rss.items"], path)
+
+
+def scored(defn) -> dict:
+    with Source(str(defn.source)) as src:
+        return {s.url: s.score for s in src.topic("rss.scored", Scored, dedup=("url",)).iter_new()}
+
+
+def test_full_run_then_nothing_then_only_the_new_items(spark, tmp_path):
+    defn = load_pipeline(homelab_copy(tmp_path))
+    first = ingest(defn, generate(tmp_path, 300))
+    assert first.quarantined > 0 and first.duplicates > 0
+    result = run_pipeline(defn, in_process=True, echo=lambda m: None)
+    assert result.ok, result.table()
+    out = {o.name: o.run for o in result.outcomes}
+    assert out["split_youtube"]["rows_out"] + out["keep_articles"]["rows_out"] == first.appended
+    assert out["score"]["rows_out"] == first.appended == len(scored(defn))
+
+    again = run_pipeline(defn, in_process=True, echo=lambda m: None)
+    assert all(o.run["rows_in"] == 0 for o in again.outcomes)
+
+    more = ingest(defn, generate(tmp_path, 50, start=10_000))
+    third = run_pipeline(defn, in_process=True, echo=lambda m: None)
+    assert {o.name: o.run["rows_in"] for o in third.outcomes}["split_youtube"] == more.appended
+    assert len(scored(defn)) == first.appended + more.appended
+
+
+def failing(tmp_path, stage: str):
+    return load_pipeline(homelab_copy(tmp_path, replace={f'job = "jobs.{stage}"': 'job = "tests.pipelines.failing_job"'}))
+
+
+def test_strict_stops_after_the_first_failed_stage(spark, tmp_path):
+    defn = failing(tmp_path, "keep_articles")
+    ingest(defn, generate(tmp_path, 60))
+    result = run_pipeline(defn, in_process=True, strategy="strict", echo=lambda m: None)
+    status = {o.name: o.status for o in result.outcomes}
+    assert status == {"split_youtube": "succeeded", "keep_articles": "failed", "transcribe": "skipped",
+                      "llm_summary": "skipped", "score": "skipped"}
+    assert not result.ok and "broken on purpose" in result.failed[0].error
+
+
+def test_best_effort_runs_every_branch_not_downstream_of_the_failure(spark, tmp_path):
+    defn = failing(tmp_path, "keep_articles")
+    ingest(defn, generate(tmp_path, 60))
+    result = run_pipeline(defn, in_process=True, strategy="best_effort", echo=lambda m: None)
+    status = {o.name: o.status for o in result.outcomes}
+    assert status == {"split_youtube": "succeeded", "keep_articles": "failed", "transcribe": "succeeded",
+                      "llm_summary": "skipped", "score": "skipped"}
+    with Source(str(defn.source)) as src:
+        assert src.runs(stage="keep_articles")[0]["status"] == "failed"
+
+
+def test_stage_and_from_run_only_what_was_asked(spark, tmp_path):
+    defn = load_pipeline(homelab_copy(tmp_path))
+    ingest(defn, generate(tmp_path, 60))
+    only = run_pipeline(defn, in_process=True, stage="split_youtube", echo=lambda m: None)
+    assert [o.name for o in only.outcomes] == ["split_youtube"]
+    rest = run_pipeline(defn, in_process=True, start="transcribe", echo=lambda m: None)
+    assert [o.name for o in rest.outcomes] == ["transcribe", "score"]
+    assert rest.outcomes[0].run["rows_in"] == only.outcomes[0].run["rows_out"]
+
+
+def test_dry_run_commits_nothing(spark, tmp_path):
+    defn = load_pipeline(homelab_copy(tmp_path))
+    ingest(defn, generate(tmp_path, 40))
+    result = run_pipeline(defn, in_process=True, dry_run=True, echo=lambda m: None)
+    assert result.ok and result.outcomes[0].run["rows_out"] > 0
+    with Source(str(defn.source)) as src:
+        assert src.runs(limit=100) == [] or all(r["rows_out"] == 0 for r in src.runs(limit=100))
+    assert scored(defn) == {}
