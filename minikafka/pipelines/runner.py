@@ -128,7 +128,9 @@ def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str
 
 
 def submit_env() -> dict[str, str]:
+    """The runner's environment, with its import path, so jobs resolve the same modules."""
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path.cwd()), *[p for p in sys.path if p]])
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     return env
@@ -217,6 +219,10 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
     if proc.returncode != 0:
         error = (row or {}).get("error") or _tail(proc.stderr)
         return StageOutcome(sd.name, "failed", seconds, row, error)
+    if row is None:
+        return StageOutcome(sd.name, "failed", seconds, None,
+                            f"{sd.job_file()} exited without running the stage: does it end with "
+                            "'raise SystemExit(minikafka.job.main())'?")
     return StageOutcome(sd.name, (row or {}).get("status", "succeeded"), seconds, row)
 
 
