@@ -71,6 +71,16 @@ def status(source: Source, stage: str | None, limit: int) -> None:
         )
         if run["error"]:
             click.echo(f"    error: {run['error'][:300]}")
+        for suite in (run["quality"] or {}).get("suites", []):
+            failed = [r for r in suite["results"] if not r["success"]]
+            verdict = "passed" if suite["success"] else f"{len(failed)} of {len(suite['results'])} failed"
+            click.echo(f"    quality {suite['suite']} ({suite['policy']}): {verdict}"
+                       + (f", {suite['quarantined_rows']} row(s) quarantined" if suite["quarantined_rows"] else ""))
+            for r in failed:
+                click.echo(f"      - {r['expectation']}({r['column'] or ''}) unexpected={r['unexpected_count']} "
+                           f"observed={r['observed_value']}")
+        if (run["quality"] or {}).get("report"):
+            click.echo(f"    report: {run['quality']['report']}")
 
 
 @main.command()
@@ -157,9 +167,8 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
 
     Example: minikafka run conf/homelab.toml --strategy best_effort
     """
-    from .pipelines.runner import run_pipeline
-
     from .pipelines.definition import PipelineDefinitionError
+    from .pipelines.runner import run_pipeline
 
     defn = _load(pipeline)
     try:
@@ -171,6 +180,46 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
         raise click.ClickException(str(exc)) from exc
     click.echo(result.table())
     if not result.ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.option("--stage", help="Check only this stage.")
+@click.option("--master", help="Spark master URL.")
+def check(pipeline: str, stage: str | None, master: str | None) -> None:
+    """Validate what each stage with expectation suites would commit, committing nothing.
+
+    Runs the stages in one Spark application in dry-run mode and prints every suite's
+    results. Exit code 1 when a check fails.
+
+    Example: minikafka check conf/homelab.toml --stage score
+    """
+    from .pipelines.runner import run_pipeline
+
+    defn = _load(pipeline)
+    try:
+        result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
+                              in_process=True, echo=lambda m: click.echo(m, err=True))
+    except MinikafkaError as exc:
+        raise DefinitionProblem(str(exc)) from exc
+    ok = True
+    for outcome in result.outcomes:
+        quality = (outcome.run or {}).get("quality")
+        if isinstance(quality, str):
+            quality = json.loads(quality)
+        if outcome.status == "failed":
+            ok = False
+            click.echo(f"{outcome.name}: FAILED {outcome.error}")
+            continue
+        for suite in (quality or {}).get("suites", []):
+            ok = ok and suite["success"]
+            click.echo(f"{outcome.name}: suite {suite['suite']} ({suite['policy']}): "
+                       f"{'passed' if suite['success'] else 'FAILED'}")
+            for r in suite["results"]:
+                click.echo(f"    {'ok  ' if r['success'] else 'FAIL'} {r['expectation']}({r['column'] or ''}) "
+                           f"unexpected={r['unexpected_count']} observed={r['observed_value']}")
+    if not ok:
         sys.exit(1)
 
 

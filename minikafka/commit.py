@@ -69,8 +69,11 @@ class InputState:
 
 def commit_stage(source: Source, run: RunResult, *, consumer: str, inputs: list[InputState],
                  outputs: list[StagedOutput], max_attempts: int | None = None,
-                 default_parent_topic: str | None = None) -> RunResult:
+                 default_parent_topic: str | None = None, quarantine: list[tuple] = ()) -> RunResult:
     """Commit a stage's outputs and acks in one transaction; fill in ``run``'s counts.
+
+    ``quarantine`` holds output rows that failed a row-level expectation:
+    (topic, parent id, JSON payload, reason).
 
     Raises:
         ConcurrentRunError: the consumer's pending rows changed since the stage started.
@@ -95,6 +98,12 @@ def commit_stage(source: Source, run: RunResult, *, consumer: str, inputs: list[
                 )
         for output in outputs:
             _insert_output(conn, output, run, now, default_parent_topic)
+        for topic, parent_id, payload, reason in quarantine:
+            conn.execute(
+                "INSERT INTO _minikafka_quarantine (topic, consumer, run_id, row_id, payload, reason, attempts, "
+                "origin, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, 'quality', ?)",
+                (topic, consumer, run.run_id, parent_id, payload, reason, now))
+        run.rows_quarantined += len(quarantine)
         checkpoint("commit:outputs-inserted")
         for state in inputs:
             _settle_input(conn, source, state, consumer_ids[state.topic], consumer, run, now, max_attempts)

@@ -72,6 +72,7 @@ class StageDefinition:
     expectations: list[str] = field(default_factory=list)
     spark: dict[str, str] = field(default_factory=dict)
     partitions: int | None = None
+    suites: list = field(default_factory=list)
 
     def job_module(self):
         return importlib.import_module(self.job)
@@ -235,6 +236,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
         )
         if check_jobs:
             _check_job(path, where, stage)
+        if stage.expectations:
+            stage.suites = _load_suites(path, where, stage, topics)
         stages.append(stage)
     if not stages:
         raise _fail(path, "[[stages]]", "no stages defined")
@@ -246,6 +249,20 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
     except PipelineCycleError as exc:
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order])
+
+
+def _load_suites(path: Path, where: str, stage: StageDefinition, topics: dict[str, TopicDefinition]) -> list:
+    from ..quality.suite import QualityError, load_suite  # great-expectations only when suites exist
+
+    fields = {t: list(topics[t].model.model_fields) for t in stage.outputs}
+    default = stage.outputs[0] if len(stage.outputs) == 1 else None
+    suites = []
+    for file in stage.expectations:
+        try:
+            suites.append(load_suite(file, fields=fields, topic=default))
+        except QualityError as exc:
+            raise _fail(path, f"{where}, key 'expectations'", str(exc)) from exc
+    return suites
 
 
 def _check_job(path: Path, where: str, stage: StageDefinition) -> None:

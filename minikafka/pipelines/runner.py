@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -100,7 +101,7 @@ def build_stage(defn: PipelineDefinition, sd: StageDefinition):
     return Stage(sd.name, sd.inputs, sd.outputs, transform=getattr(module, "transform", None),
                  row_fn=getattr(module, "row_fn", None), consumer=sd.consumer, strategy=sd.strategy,
                  max_attempts=sd.max_attempts, partitions=sd.partitions,
-                 options={"expectations": sd.expectations})
+                 suites=[copy.copy(suite) for suite in sd.suites])
 
 
 def spark_submit() -> str:

@@ -66,7 +66,7 @@ class Stage:
     strategy: str = "strict"
     max_attempts: int = 3
     partitions: int | None = None
-    options: dict[str, Any] = field(default_factory=dict)
+    suites: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         validate_consumer_name(self.name)
@@ -83,6 +83,12 @@ class Stage:
         if self.max_attempts < 1:
             raise PipelineError(f"stage {self.name!r}: max_attempts must be >= 1")
         validate_consumer_name(self.consumer_name)
+        for suite in self.suites:
+            if suite.topic is None and len(self.outputs) == 1:
+                suite.topic = self.outputs[0]
+            if suite.topic not in self.outputs:
+                raise PipelineError(f"stage {self.name!r}: suite {suite.name!r} checks topic {suite.topic!r}, "
+                                    f"which is not one of its outputs {self.outputs!r}")
 
     @property
     def consumer_name(self) -> str:
@@ -176,6 +182,9 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
     t0 = time.perf_counter()
     failures: dict[int, str] = {}
     staged_paths: dict[str, Path] = {}
+    outcomes: list = []
+    quarantined: list[tuple] = []
+    report_dir = Path(source.path).resolve().parent / "quality-reports"
     if run.rows_in:
         frames = {name: read_topic(spark, source, layout, bounds=bounds[name], partitions=stage.partitions)
                   for name, layout in in_layouts.items()}
@@ -183,6 +192,8 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
             (src,), (dst,) = stage.inputs, stage.outputs
             out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage.name),
                                      _model(source, dst, stage.name), out_layouts[dst])
+            out = _apply_quality(out, stage, dst, out_layouts[dst], run, outcomes, quarantined, "_parent_id",
+                                 report_dir)
             path = stage_dir / run.run_id / dst
             _stage_write(out, path)
             staged_paths[dst] = path
@@ -200,11 +211,14 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
             if unknown:
                 raise PipelineError(f"stage {stage.name!r} returned frames for undeclared topic(s) {unknown!r}")
             for dst, frame in result.items():
+                frame = _apply_quality(frame, stage, dst, out_layouts[dst], run, outcomes, quarantined, "_id",
+                                       report_dir)
                 staged = conform(frame, out_layouts[dst], stage=stage.name)
                 path = stage_dir / run.run_id / dst
                 _stage_write(staged, path)
                 staged_paths[dst] = path
     run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
+    _unpersist_all(spark if run.rows_in else None)
     if dry_run:
         run.rows_out = sum(_count(p) for p in staged_paths.values())
         run.finish("succeeded")
@@ -216,7 +230,8 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
     outputs = [StagedOutput(out_layouts[dst], _batches(p, batch_rows)) for dst, p in staged_paths.items()]
     commit_stage(source, run, consumer=consumer, inputs=inputs, outputs=outputs,
                  max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
-                 default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None)
+                 default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
+                 quarantine=quarantined)
     run.details["commit_seconds"] = round(time.perf_counter() - t1, 3)
 
 
@@ -226,6 +241,50 @@ STAGING_ROW_GROUP_BYTES = 8 * 1024 * 1024
 def _stage_write(df, path: Path) -> None:
     # small row groups keep the commit's read of the staged files bounded on the driver
     df.write.mode("overwrite").option("parquet.block.size", STAGING_ROW_GROUP_BYTES).parquet(str(path))
+
+
+def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: RunResult, outcomes: list,
+                   quarantined: list, parent_column: str, report_dir: Path):
+    """Run the topic's suites on ``frame``; apply each suite's policy; return what may be committed."""
+    suites = [s for s in stage.suites if s.topic == topic]
+    if not suites:
+        return frame
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from ..quality.validate import ROW_KEY, QualityFailed, run_suite, write_report
+
+    t0 = time.perf_counter()
+    keyed = frame.withColumn(ROW_KEY, F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
+    checked = keyed.where(F.col(ERROR).isNull()) if ERROR in keyed.columns else keyed
+    checked = checked.select(*[c for c in layout.field_names if c in keyed.columns], ROW_KEY)
+    results = [run_suite(checked, suite, rows_in=run.rows_in) for suite in suites]
+    outcomes.extend(results)
+    report = write_report(report_dir / f"{run.run_id}.html", run.run_id, stage.name, outcomes)
+    run.quality = {"suites": [o.as_dict() for o in outcomes], "report": str(report.resolve()),
+                   "seconds": round((run.quality or {}).get("seconds", 0) + time.perf_counter() - t0, 3)}
+    failing = [o for o in results if (o.policy == "fail" and not o.success) or (o.policy == "quarantine" and o.table_failures)]
+    if failing:
+        raise QualityFailed(failing)
+    bad: dict[int, list[str]] = {}
+    for o in results:
+        for key, labels in o.bad_rows.items():
+            bad.setdefault(key, []).extend(labels)
+    if not bad:
+        return keyed.drop(ROW_KEY)
+    spark = frame.sparkSession
+    ids = spark.createDataFrame([(k, "; ".join(v)) for k, v in bad.items()], f"{ROW_KEY} long, _mk_reason string")
+    fields = [c for c in layout.field_names if c in keyed.columns]
+    parent = F.col(parent_column) if parent_column in keyed.columns else F.lit(None).cast("long")
+    for row in keyed.join(F.broadcast(ids), ROW_KEY).select(
+            parent.alias("p"), F.to_json(F.struct(*fields)).alias("payload"), "_mk_reason").toLocalIterator():
+        quarantined.append((topic, row["p"], row["payload"], "failed expectation: " + row["_mk_reason"]))
+    return keyed.join(F.broadcast(ids.select(ROW_KEY)), ROW_KEY, "left_anti").drop(ROW_KEY)
+
+
+def _unpersist_all(spark) -> None:
+    if spark is not None:
+        spark.catalog.clearCache()
 
 
 def source_consumers(source: Source, topic: str) -> list[str]:

@@ -16,6 +16,7 @@ def homelab_copy(tmp: Path, *, replace: dict[str, str] | None = None, extra: str
     for old, new in (replace or {}).items():
         assert old in text, old
         text = text.replace(old, new)
+    text = text.replace('"quality/', f'"{ROOT / "conf" / "quality"}/')
     path = tmp / "pipeline.toml"
     path.write_text(text + extra)
     return path

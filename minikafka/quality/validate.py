@@ -1,0 +1,131 @@
+"""Run suites on a stage's output DataFrame with great-expectations (Spark datasource)."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .gx_env import context, import_gx
+from .suite import QualityError, Suite, expectation_class
+
+ROW_KEY = "_mk_row"
+
+
+@dataclass
+class SuiteOutcome:
+    """One suite's verdict on one output."""
+
+    suite: str
+    topic: str | None
+    policy: str
+    success: bool
+    results: list[dict[str, Any]]
+    bad_rows: dict[int, list[str]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"suite": self.suite, "topic": self.topic, "policy": self.policy, "success": self.success,
+                "results": self.results, "quarantined_rows": len(self.bad_rows), "seconds": round(self.seconds, 3)}
+
+    @property
+    def table_failures(self) -> list[dict[str, Any]]:
+        return [r for r in self.results if not r["success"] and not r["row_level"]]
+
+
+class QualityFailed(QualityError):
+    """A suite failed under policy 'fail' (or a table-level check under 'quarantine')."""
+
+    def __init__(self, outcomes: list[SuiteOutcome]):
+        bad = [f"{o.suite}: {r['expectation']}" + (f"({r['column']})" if r["column"] else "") +
+               f" unexpected={r['unexpected_count']} observed={r['observed_value']}"
+               for o in outcomes for r in o.results if not r["success"]]
+        super().__init__("data quality checks failed, nothing committed: " + "; ".join(bad))
+        self.outcomes = outcomes
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return str(value)
+
+
+def run_suite(df, suite: Suite, *, rows_in: int) -> SuiteOutcome:
+    """Validate ``df`` (which carries ``_mk_row``) against ``suite``."""
+    gx = import_gx()
+    ctx = context()
+    t0 = time.perf_counter()
+    tag = uuid.uuid4().hex[:8]
+    source = ctx.data_sources.add_or_update_spark(name="minikafka")
+    asset = source.add_dataframe_asset(name=f"{suite.name}-{tag}")
+    batch_definition = asset.add_batch_definition_whole_dataframe("whole")
+    gx_suite = gx.ExpectationSuite(name=f"{suite.name}-{tag}")
+    labels = []
+    for e in suite.expectations:
+        gx_suite.add_expectation(expectation_class(e.type)(**e.kwargs))
+        labels.append(e)
+    if suite.min_ratio is not None or suite.max_ratio is not None:
+        low = math.floor(rows_in * suite.min_ratio) if suite.min_ratio is not None else None
+        high = math.ceil(rows_in * suite.max_ratio) if suite.max_ratio is not None else None
+        gx_suite.add_expectation(gx.expectations.ExpectTableRowCountToBeBetween(min_value=low, max_value=high))
+    gx_suite = ctx.suites.add(gx_suite)
+    if suite.policy == "quarantine":
+        fmt: dict[str, Any] = {"result_format": "COMPLETE", "unexpected_index_column_names": [ROW_KEY],
+                               "return_unexpected_index_query": False}
+    else:
+        fmt = {"result_format": "SUMMARY"}
+    try:
+        batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
+        validation = batch.validate(gx_suite, result_format=fmt)
+    finally:
+        ctx.suites.delete(gx_suite.name)
+        source.delete_asset(asset.name)
+    results, bad_rows = [], {}
+    for r in validation.results:
+        cfg = r.expectation_config
+        kwargs = cfg.kwargs
+        row_level = cfg.type.startswith("expect_column_values_to_") and cfg.type != "expect_column_values_to_be_unique"
+        if r.exception_info and r.exception_info.get("raised_exception"):
+            raise QualityError(f"suite {suite.name}: {cfg.type} could not run: "
+                               f"{r.exception_info.get('exception_message')}")
+        res = r.result or {}
+        results.append({
+            "expectation": cfg.type, "column": kwargs.get("column"), "success": bool(r.success),
+            "row_level": row_level, "observed_value": _jsonable(res.get("observed_value")),
+            "unexpected_count": res.get("unexpected_count"), "unexpected_percent": res.get("unexpected_percent"),
+        })
+        if not r.success and row_level and suite.policy == "quarantine":
+            label = f"{cfg.type}({kwargs.get('column')})"
+            for item in res.get("unexpected_index_list") or []:
+                bad_rows.setdefault(int(item[ROW_KEY]), []).append(label)
+    return SuiteOutcome(suite.name, suite.topic, suite.policy, bool(validation.success), results, bad_rows,
+                        time.perf_counter() - t0)
+
+
+def write_report(path: Path, run_id: str, stage: str, outcomes: list[SuiteOutcome]) -> Path:
+    """A small self-contained HTML report of one run's checks."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for o in outcomes:
+        for r in o.results:
+            mark = "pass" if r["success"] else "FAIL"
+            rows.append(
+                f"<tr class='{mark}'><td>{html.escape(o.suite)}</td><td>{html.escape(o.policy)}</td>"
+                f"<td>{html.escape(r['expectation'])}</td><td>{html.escape(str(r['column'] or ''))}</td>"
+                f"<td>{mark}</td><td>{html.escape(str(r['observed_value']))}</td>"
+                f"<td>{r['unexpected_count'] if r['unexpected_count'] is not None else ''}</td></tr>")
+    path.write_text(
+        "<!doctype html><meta charset='utf-8'><title>minikafka quality: "
+        f"{html.escape(stage)} {html.escape(run_id)}</title><style>body{{font-family:sans-serif}}"
+        "td,th{border:1px solid #ccc;padding:4px 8px}.FAIL{background:#fdd}.pass{background:#dfd}</style>"
+        f"<h1>Stage {html.escape(stage)}</h1><p>run {html.escape(run_id)}</p><table><tr><th>suite</th>"
+        "<th>policy</th><th>expectation</th><th>column</th><th>result</th><th>observed</th><th>unexpected</th></tr>"
+        + "".join(rows) + "</table>", encoding="utf-8")
+    return path
