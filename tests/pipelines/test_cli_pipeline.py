@@ -63,3 +63,14 @@ def test_exit_codes_for_cron(tmp_path):
     mk("ingest", pipeline, "rss.items", generate(failing, 20))
     run = mk("run", pipeline, "--stage", "split_youtube")
     assert run.returncode == 1 and "broken on purpose" in run.stdout
+
+
+def test_check_reports_suites_without_committing(tmp_path):
+    pipeline = homelab_copy(tmp_path)
+    mk("ingest", pipeline, "rss.items", generate(tmp_path, 60))
+    out = mk("check", pipeline, "--stage", "split_youtube")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "split_youtube: suite youtube (fail): passed" in out.stdout
+    assert "ok   expect_column_values_to_match_regex(url)" in out.stdout
+    with Source(str(tmp_path / "homelab.sqlite")) as src:
+        assert src.topic("rss.youtube", RssItem, dedup=("url",)).count() == 0
