@@ -21,6 +21,11 @@ from .topic import Topic
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
+def model_path(model: type[BaseModel]) -> str:
+    """``module:QualName``: how the catalog records a topic's model."""
+    return f"{model.__module__}:{model.__qualname__}"
+
+
 _CATALOG_SELECT = "SELECT name, json_schema, columns, dedup, fingerprint FROM _minikafka_topics WHERE name = ?"
 
 
@@ -129,12 +134,35 @@ class Source:
         conn.execute(
             "INSERT INTO _minikafka_topics (name, model_name, json_schema, fingerprint, columns, dedup, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (layout.name, layout.model.__qualname__, canonical_json(layout.json_schema), layout.fingerprint,
+            (layout.name, model_path(layout.model), canonical_json(layout.json_schema), layout.fingerprint,
              layout.describe_columns(), canonical_json(list(layout.dedup)), utc_now()),
         )
         for statement in layout.ddl():
             conn.execute(statement)
         self._ledger.emit(Event("topic_created", layout.name, None, {"model": layout.model.__qualname__}))
+
+    def model_of(self, name: str) -> type[BaseModel]:
+        """The model class of a topic: the one it was opened with, else imported from the catalog.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            SchemaMismatchError: the stored model cannot be imported or no longer matches.
+        """
+        if name in self._topics:
+            return self._topics[name].model
+        layout = self.layout(name)
+        path = self._ledger.conn.execute("SELECT model_name FROM _minikafka_topics WHERE name = ?", (name,)).fetchone()[0]
+        module_name, _, qualname = path.partition(":")
+        try:
+            import importlib
+
+            model = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                model = getattr(model, part)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise SchemaMismatchError(
+                f"topic {name!r}: its model {path!r} cannot be imported ({exc}); pass the model explicitly") from exc
+        return self.topic(name, model, dedup=layout.dedup or None).model
 
     def _bind(self, layout: TopicLayout, fingerprint: str) -> Topic:
         topic = Topic(self, layout, fingerprint)

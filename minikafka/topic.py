@@ -424,7 +424,7 @@ class Topic(Generic[ModelT]):
                 conn.execute(
                     "UPDATE _minikafka_topics SET model_name = ?, json_schema = ?, fingerprint = ?, "
                     "columns = ?, migrated_at = ? WHERE name = ?",
-                    (new_model.__qualname__, canonical_json(new_layout.json_schema), new_layout.fingerprint,
+                    (f"{new_model.__module__}:{new_model.__qualname__}", canonical_json(new_layout.json_schema), new_layout.fingerprint,
                      new_layout.describe_columns(), utc_now(), self.name),
                 )
         except Exception as exc:

@@ -34,8 +34,8 @@ def test_stage_and_from_selection(tmp_path):
     ({'model = "schemas.homelab:Scored"': 'model = "schemas.homelab:Missing"'},
      r'\[topics."rss.scored"\]: .*is not a pydantic model'),
     ({'name = "score"': 'name = "transcribe"'}, r"stage 'transcribe': duplicate stage name"),
-    ({'strategy = "best_effort"\nmax_attempts = 3\n\n[[stages]]\nname = "llm_summary"':
-      'strategy = "sometimes"\nmax_attempts = 3\n\n[[stages]]\nname = "llm_summary"'},
+    ({'inputs = ["rss.youtube"]\noutputs = ["rss.summaries"]\nstrategy = "best_effort"':
+      'inputs = ["rss.youtube"]\noutputs = ["rss.summaries"]\nstrategy = "sometimes"'},
      r"stage 'transcribe', key 'strategy'"),
     ({'dedup = ["url"]\n\n[topics."rss.youtube"]': 'dedup = ["link"]\n\n[topics."rss.youtube"]'},
      r"dedup field\(s\) \['link'\]"),
