@@ -1,0 +1,383 @@
+"""Backfill a topic from historical dumps (JSONL, CSV, Parquet; gzip; directories, globs).
+
+Spark reads the files (one partition per file, so every row keeps its line or row
+number) and validates each row against the topic's model on the executors with the
+ledger's own encoders. Rows that fail go to the quarantine with ``file:line`` and the
+reason. The driver then commits the staged rows in bounded transactions of
+``batch_rows``: each inserts its rows (duplicates of the dedup key skipped), its
+quarantined rows, and the per-file progress in ``_minikafka_loads``. A killed backfill
+re-run skips every row already committed, so the topic ends as if it ran once, with or
+without dedup keys; files fully loaded before (same content hash) are skipped.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import json
+import shutil
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import repeat
+from pathlib import Path
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+from ..clock import utc_now
+from ..errors import MinikafkaError
+from ..gcpause import gc_paused
+from ..layout import TopicLayout
+from ..runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..source import Source
+from .types import storage_arrow_fields
+
+FORMATS = ("jsonl", "csv", "parquet")
+LOADS_DDL = """
+CREATE TABLE IF NOT EXISTS _minikafka_loads (
+    topic TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    file TEXT NOT NULL,
+    rows_done INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL CHECK (status IN ('partial', 'done')),
+    run_id TEXT,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (topic, sha256)
+) STRICT
+"""
+
+
+class BackfillError(MinikafkaError):
+    """A file-level problem (missing, unreadable, truncated gzip, wrong columns); names the file."""
+
+
+@dataclass
+class DumpFile:
+    path: Path
+    format: str
+    sha256: str
+    size: int
+    empty: bool
+    columns: list[str] | None = None  # CSV header
+
+
+@dataclass
+class BackfillResult:
+    run: RunResult
+    files: list[DumpFile] = field(default_factory=list)
+    skipped_files: list[str] = field(default_factory=list)
+    rows_read: int = 0
+
+    def summary(self) -> str:
+        r = self.run
+        return (f"backfill {r.outputs[0]}: {len(self.files)} file(s) ({len(self.skipped_files)} already loaded), "
+                f"{self.rows_read:,} rows read, {r.rows_out:,} loaded, {r.rows_duplicate:,} duplicates skipped, "
+                f"{r.rows_quarantined:,} quarantined, {r.duration_s or 0:.1f} s")
+
+
+def detect_format(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    last = suffixes[-1] if suffixes else ""
+    if last in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    if last in (".csv", ".tsv"):
+        return "csv"
+    if last == ".parquet":
+        return "parquet"
+    raise BackfillError(f"{path}: cannot tell the format from the name; pass --format jsonl|csv|parquet")
+
+
+def discover(paths: list[str | Path]) -> list[Path]:
+    """Files named, in directories (recursively, hidden files skipped) or matching globs; sorted."""
+    found: list[Path] = []
+    for raw in paths:
+        text = str(raw)
+        matches = [Path(m) for m in sorted(glob.glob(text, recursive=True))] if any(c in text for c in "*?[") else [Path(text)]
+        if not matches:
+            raise BackfillError(f"{text}: no file matches")
+        for p in matches:
+            if p.is_dir():
+                found += sorted(f for f in p.rglob("*") if f.is_file() and not any(x.startswith(".") for x in f.relative_to(p).parts))
+            elif p.is_file():
+                found.append(p)
+            else:
+                raise BackfillError(f"{p}: file not found")
+    return found
+
+
+def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool) -> DumpFile:
+    """Hash the file, check a gzip is complete, read a CSV header."""
+    fmt = fmt or detect_format(path)
+    digest = hashlib.sha256()
+    has_data = False
+    try:
+        with open(path, "rb") as raw:
+            if path.suffix.lower() == ".gz":
+                decomp = zlib.decompressobj(wbits=31)
+                while chunk := raw.read(1 << 20):
+                    digest.update(chunk)
+                    while chunk:
+                        data = decomp.decompress(chunk)
+                        has_data = has_data or bool(data.strip())
+                        chunk = decomp.unused_data if decomp.eof else b""
+                        if decomp.eof and chunk:  # a multi-member gzip file: next member
+                            decomp = zlib.decompressobj(wbits=31)
+                if not decomp.eof:
+                    raise BackfillError(f"{path}: truncated or corrupt gzip file (it ends before the gzip stream does)")
+            else:
+                while chunk := raw.read(1 << 20):
+                    digest.update(chunk)
+                    has_data = has_data or bool(chunk.strip())
+    except zlib.error as exc:
+        raise BackfillError(f"{path}: corrupt gzip file: {exc}") from exc
+    except OSError as exc:
+        raise BackfillError(f"{path}: cannot read: {exc}") from exc
+    dump = DumpFile(path, fmt, digest.hexdigest(), path.stat().st_size, not has_data)
+    if fmt == "csv" and header and not dump.empty:
+        opener = gzip.open if path.suffix.lower() == ".gz" else open
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
+            import csv
+
+            dump.columns = next(csv.reader([fh.readline()], delimiter=delimiter))
+    return dump
+
+
+def _read(spark, dump: DumpFile, *, delimiter: str, quote: str, header: bool):
+    """One file as a DataFrame of raw rows plus ``_mk_file`` (Spark keeps the file in one partition)."""
+    from pyspark.sql import functions as F
+
+    path = str(dump.path.resolve())
+    if dump.format == "jsonl":
+        df = spark.read.text(path).withColumnRenamed("value", "_mk_text")
+    elif dump.format == "csv":
+        from pyspark.sql import types as T
+
+        names = dump.columns or []
+        schema = T.StructType([T.StructField(n, T.StringType(), True) for n in names]
+                              + [T.StructField("_mk_text", T.StringType(), True)])
+        df = (spark.read.schema(schema).option("header", header).option("sep", delimiter).option("quote", quote)
+              .option("escape", quote).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_mk_text")
+              .option("multiLine", False).csv(path))
+    else:
+        df = spark.read.parquet(path)
+    return df.withColumn("_mk_file", F.lit(dump.path.name))
+
+
+def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: set[str], header_offset: int):
+    """The mapInArrow function: rows -> storage values, or an error with the raw row."""
+    from ..layout import TopicLayout as Layout
+
+    name, dedup = layout.name, layout.dedup
+
+    def mapper(batches):
+        encode = Layout.for_model(name, model, dedup).encoder()
+        counters: dict[str, int] = {}
+        out_fields = storage_arrow_fields(layout)
+        for batch in batches:
+            cols: dict[str, list] = {n: [] for n, _ in out_fields}
+            meta = {"_mk_file": [], "_mk_line": [], "_mk_error": [], "_mk_payload": []}
+            for row in batch.to_pylist():
+                file = row.pop("_mk_file")
+                counters[file] = line = counters.get(file, 0) + 1
+                text = row.pop("_mk_text", None)
+                values, error, payload = None, None, None
+                try:
+                    if fmt == "jsonl":
+                        payload = text
+                        if text is None or not text.strip():
+                            counters[file] = line
+                            continue
+                        if "\ufffd" in text:
+                            raise ValueError("line holds bytes that are not UTF-8")
+                        data = json.loads(text)
+                        if not isinstance(data, dict):
+                            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+                    elif fmt == "csv":
+                        if text is not None:
+                            payload = text
+                            raise ValueError("malformed CSV row")
+                        data = {k: (None if v == "" and k in nullable else v) for k, v in row.items()}
+                        payload = json.dumps(row, ensure_ascii=False)
+                    else:
+                        data = row
+                        payload = json.dumps(row, default=str, ensure_ascii=False)
+                    values = encode(model.model_validate(data))
+                except json.JSONDecodeError as exc:
+                    error = f"malformed JSON: {exc}"
+                except Exception as exc:  # pydantic ValidationError and our own: the row's reason
+                    error = _reason(exc)
+                for i, (n, _t) in enumerate(out_fields):
+                    cols[n].append(None if values is None else values[i])
+                meta["_mk_file"].append(file)
+                meta["_mk_line"].append(line + header_offset)
+                meta["_mk_error"].append(error)
+                meta["_mk_payload"].append(None if error is None else (payload or "")[:10000])
+            arrays = {**cols, **meta}
+            yield pa.RecordBatch.from_pydict(arrays, schema=_arrow_schema(out_fields))
+
+    return mapper
+
+
+def _reason(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            return "invalid row: " + "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in errors())
+        except Exception:  # noqa: BLE001 - fall back to the message
+            pass
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _arrow_schema(out_fields):
+    from .rowfn import _arrow_type
+
+    fields = [pa.field(n, _arrow_type(t)) for n, t in out_fields]
+    fields += [pa.field("_mk_file", pa.string()), pa.field("_mk_line", pa.int64()),
+               pa.field("_mk_error", pa.string()), pa.field("_mk_payload", pa.string())]
+    return pa.schema(fields)
+
+
+def _spark_schema(layout: TopicLayout):
+    from pyspark.sql import types as T
+
+    fields = [T.StructField(n, t, True) for n, t in storage_arrow_fields(layout)]
+    fields += [T.StructField("_mk_file", T.StringType()), T.StructField("_mk_line", T.LongType()),
+               T.StructField("_mk_error", T.StringType()), T.StructField("_mk_payload", T.StringType())]
+    return T.StructType(fields)
+
+
+def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, model: type[BaseModel] | None = None,
+             fmt: str | None = None, delimiter: str = ",", quote: str = '"', header: bool = True,
+             as_handled: bool = False, batch_rows: int = 50_000,
+             progress: Callable[[str], None] | None = print) -> BackfillResult:
+    """Load dumps into ``topic``; see the module docstring.
+
+    Raises:
+        BackfillError: a file-level problem (names the file); nothing of that run is written.
+        TopicNotFoundError: the topic does not exist.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise BackfillError(f"format must be one of {FORMATS}, got {fmt!r}")
+    model = model or source.model_of(topic)
+    layout = source.topic(topic, model, dedup=source.layout(topic).dedup or None).layout
+    files = [inspect(p, fmt, delimiter=delimiter, header=header) for p in discover(paths)]
+    for dump in files:
+        if dump.format == "csv" and dump.columns is not None:
+            required = [n for n, f in model.model_fields.items() if f.is_required()]
+            missing = [n for n in required if n not in dump.columns]
+            if missing:
+                raise BackfillError(f"{dump.path}: CSV header lacks required column(s) {missing} (header: {dump.columns})")
+    run = RunResult(new_run_id(f"backfill-{topic}"), "backfill", stage=f"backfill:{topic}", outputs=[topic],
+                    inputs=[str(f.path) for f in files], details={"as_handled": as_handled})
+    result = BackfillResult(run, files)
+    conn = source._ledger.conn
+    with source._ledger.atomic():
+        conn.execute(LOADS_DDL)
+    done = {r[0]: (r[1], r[2]) for r in conn.execute(
+        "SELECT sha256, rows_done, status FROM _minikafka_loads WHERE topic = ?", (topic,))}
+    todo = []
+    for dump in files:
+        state = done.get(dump.sha256)
+        if state and state[1] == "done":
+            result.skipped_files.append(str(dump.path))
+        elif not dump.empty:
+            todo.append(dump)
+    staging = Path(source.path).resolve().parent / ".minikafka-staging" / f"backfill-{topic}"
+    try:
+        if todo:
+            _stage(spark, todo, model, layout, staging, delimiter=delimiter, quote=quote, header=header)
+            _commit(source, layout, todo, staging, run, result, done, as_handled, batch_rows, progress)
+        run.finish("succeeded")
+    except BaseException as exc:
+        run.finish("failed", f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        with source._ledger.atomic() as conn:
+            if run.status == "succeeded":
+                conn.executemany(
+                    "INSERT INTO _minikafka_loads (topic, sha256, file, rows_done, status, run_id, updated_at) "
+                    "VALUES (?, ?, ?, 0, 'done', ?, ?) ON CONFLICT (topic, sha256) DO UPDATE SET status = 'done', "
+                    "run_id = excluded.run_id, updated_at = excluded.updated_at",
+                    [(topic, d.sha256, d.path.name, run.run_id, utc_now()) for d in files])
+            write_run_in_current_transaction(conn, run)
+        shutil.rmtree(staging, ignore_errors=True)
+    if progress:
+        progress(result.summary())
+    return result
+
+
+def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: Path, **opts) -> None:
+    shutil.rmtree(staging, ignore_errors=True)
+    nullable = {c.name for c in layout.columns if c.nullable}
+    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    # one partition per file keeps rows in file order, so line numbers are exact
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(1 << 40))
+    try:
+        for i, dump in enumerate(todo):
+            df = _read(spark, dump, delimiter=opts["delimiter"], quote=opts["quote"], header=opts["header"])
+            offset = 1 if dump.format == "csv" and opts["header"] else 0
+            out = df.coalesce(1).mapInArrow(_validator(model, layout, dump.format, nullable, offset), _spark_schema(layout))
+            out.write.mode("overwrite").option("parquet.block.size", 8 << 20).parquet(str(staging / f"{i:05d}"))
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+
+
+def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: Path, run: RunResult,
+            result: BackfillResult, done: dict, as_handled: bool, batch_rows: int, progress) -> None:
+    import pyarrow.dataset as ds
+
+    sql = layout.insert_sql(lineage=True, ignore_duplicates=bool(layout.dedup))
+    names = layout.field_names
+    status = "handled" if as_handled else "new"
+    t0 = time.perf_counter()
+    for i, dump in enumerate(todo):
+        already = done.get(dump.sha256, (0, "partial"))[0]
+        dataset = ds.dataset(str(staging / f"{i:05d}"), format="parquet")
+        for batch in dataset.to_batches(batch_size=batch_rows, batch_readahead=0, fragment_readahead=0,
+                                        use_threads=False):
+            lines = batch.column("_mk_line").to_pylist()
+            if not lines:
+                continue
+            result.rows_read += len(lines)
+            if lines[-1] <= already:
+                continue  # committed by an earlier, interrupted run
+            now = utc_now()
+            errors = batch.column("_mk_error").to_pylist()
+            keep = [j for j, (line, err) in enumerate(zip(lines, errors)) if line > already and err is None]
+            bad = [j for j, (line, err) in enumerate(zip(lines, errors)) if line > already and err is not None]
+            cols = [batch.column(n).to_pylist() for n in names]
+            rows = [tuple(c[j] for c in cols) + (now, status, None, None, run.run_id) for j in keep]
+            payloads = batch.column("_mk_payload").to_pylist()
+            with gc_paused(), source._ledger.atomic() as conn:
+                before = conn.total_changes
+                try:
+                    conn.executemany(sql, rows)
+                except Exception as exc:
+                    raise layout.explain_write_error(exc, [r[: len(names)] for r in rows]) from None
+                written = conn.total_changes - before
+                conn.executemany(
+                    "INSERT INTO _minikafka_quarantine (topic, run_id, payload, reason, origin, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    zip(repeat(layout.name), repeat(run.run_id), (payloads[j] for j in bad), (errors[j] for j in bad),
+                        (f"{dump.path.name}:{lines[j]}" for j in bad), repeat(now)))
+                conn.execute(
+                    "INSERT INTO _minikafka_loads (topic, sha256, file, rows_done, status, run_id, updated_at) "
+                    "VALUES (?, ?, ?, ?, 'partial', ?, ?) ON CONFLICT (topic, sha256) DO UPDATE SET "
+                    "rows_done = excluded.rows_done, updated_at = excluded.updated_at",
+                    (layout.name, dump.sha256, dump.path.name, lines[-1], run.run_id, now))
+            from ..faults import checkpoint
+
+            checkpoint("backfill:batch-committed")
+            run.rows_out += written
+            run.rows_duplicate += len(rows) - written
+            run.rows_quarantined += len(bad)
+            run.rows_in += len(keep) + len(bad)
+            if progress:
+                progress(f"  {dump.path.name}: line {lines[-1]:,} — loaded {run.rows_out:,}, duplicates "
+                         f"{run.rows_duplicate:,}, quarantined {run.rows_quarantined:,} ({time.perf_counter() - t0:.1f} s)")
