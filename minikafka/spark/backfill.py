@@ -153,7 +153,8 @@ def _read(spark, dump: DumpFile, *, delimiter: str, quote: str, header: bool):
 
     path = str(dump.path.resolve())
     if dump.format == "jsonl":
-        df = spark.read.text(path).withColumnRenamed("value", "_mk_text")
+        # as bytes: a line that is not UTF-8 must reach the validator to be quarantined
+        df = spark.read.text(path).select(F.col("value").cast("binary").alias("_mk_text"))
     elif dump.format == "csv":
         from pyspark.sql import types as T
 
@@ -188,12 +189,13 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
                 values, error, payload = None, None, None
                 try:
                     if fmt == "jsonl":
-                        payload = text
+                        payload = None if text is None else text.decode("utf-8", errors="replace")
                         if text is None or not text.strip():
-                            counters[file] = line
                             continue
-                        if "\ufffd" in text:
-                            raise ValueError("line holds bytes that are not UTF-8")
+                        try:
+                            text = text.decode("utf-8")
+                        except UnicodeDecodeError as exc:
+                            raise ValueError(f"line holds bytes that are not UTF-8 ({exc.reason} at byte {exc.start})") from None
                         data = json.loads(text)
                         if not isinstance(data, dict):
                             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
@@ -267,12 +269,6 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     model = model or source.model_of(topic)
     layout = source.topic(topic, model, dedup=source.layout(topic).dedup or None).layout
     files = [inspect(p, fmt, delimiter=delimiter, header=header) for p in discover(paths)]
-    for dump in files:
-        if dump.format == "csv" and dump.columns is not None:
-            required = [n for n, f in model.model_fields.items() if f.is_required()]
-            missing = [n for n in required if n not in dump.columns]
-            if missing:
-                raise BackfillError(f"{dump.path}: CSV header lacks required column(s) {missing} (header: {dump.columns})")
     run = RunResult(new_run_id(f"backfill-{topic}"), "backfill", stage=f"backfill:{topic}", outputs=[topic],
                     inputs=[str(f.path) for f in files], details={"as_handled": as_handled})
     result = BackfillResult(run, files)
@@ -288,6 +284,12 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             result.skipped_files.append(str(dump.path))
         elif not dump.empty:
             todo.append(dump)
+    for dump in todo:
+        if dump.format == "csv" and dump.columns is not None:
+            required = [n for n, f in model.model_fields.items() if f.is_required()]
+            missing = [n for n in required if n not in dump.columns]
+            if missing:
+                raise BackfillError(f"{dump.path}: CSV header lacks required column(s) {missing} (header: {dump.columns})")
     staging = Path(source.path).resolve().parent / ".minikafka-staging" / f"backfill-{topic}"
     try:
         if todo:
