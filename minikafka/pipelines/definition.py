@@ -31,7 +31,6 @@ inputs. Every error names the file, the stage and the key.
 from __future__ import annotations
 
 import importlib
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from pydantic import BaseModel
 from ..dag import topological_order
 from ..errors import InvalidNameError, MinikafkaError, PipelineCycleError
 from ..identifiers import validate_consumer_name, validate_topic_name
+from ..tomlfile import read_toml
 
 STAGE_KEYS = {"name", "job", "inputs", "outputs", "consumer", "strategy", "max_attempts", "expectations",
               "spark", "partitions", "description"}
@@ -154,12 +154,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
             or job, duplicate stage names, a cycle (named).
     """
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise PipelineDefinitionError(f"{path}: pipeline file not found") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise PipelineDefinitionError(f"{path}: invalid TOML: {exc}") from exc
+    raw = read_toml(path, PipelineDefinitionError, "pipeline file")
     unknown = sorted(set(raw) - TOP_KEYS)
     if unknown:
         raise _fail(path, "top level", f"unknown key(s) {unknown}; expected {sorted(TOP_KEYS)}")

@@ -24,12 +24,12 @@ Every key besides ``type`` is passed to the great-expectations expectation.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import MinikafkaError
+from ..tomlfile import read_toml
 
 POLICIES = ("fail", "warn", "quarantine")
 ROW_LEVEL_PREFIX = "expect_column_values_to_"
@@ -91,12 +91,7 @@ def load_suite(path: str | Path, *, fields: dict[str, list[str]] | None = None, 
         QualityError: malformed file, unknown policy or expectation type, unknown column.
     """
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise QualityError(f"{path}: suite file not found") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise QualityError(f"{path}: invalid TOML: {exc}") from exc
+    raw = read_toml(path, QualityError, "suite file")
     unknown = sorted(set(raw) - {"name", "topic", "policy", "expect", "row_count", "description"})
     if unknown:
         raise QualityError(f"{path}: unknown key(s) {unknown}")
