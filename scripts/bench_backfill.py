@@ -26,11 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1_000_000)
+    parser.add_argument("--dump", help="reuse a dump made by generate_demo_data.py")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="mk-bench-bf-"))
     dump = tmp / "dump.jsonl.gz"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "generate_demo_data.py"), "--items", str(args.items),
-                    str(dump)], check=True, capture_output=True)
+    if args.dump:
+        shutil.copy(args.dump, dump)
+    else:
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "generate_demo_data.py"), "--items", str(args.items),
+                        str(dump)], check=True, capture_output=True)
     copy = tmp / "copy.jsonl.gz"
     with gzip.open(dump, "rb") as src, gzip.open(copy, "wb", compresslevel=1) as dst:
         shutil.copyfileobj(src, dst)

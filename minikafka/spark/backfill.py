@@ -169,60 +169,107 @@ def _read(spark, dump: DumpFile, *, delimiter: str, quote: str, header: bool):
     return df.withColumn("_mk_file", F.lit(dump.path.name))
 
 
-def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: set[str], header_offset: int):
-    """The mapInArrow function: rows -> storage values, or an error with the raw row."""
+def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: set[str]):
+    """The mapInArrow function: rows -> storage values, or an error with the raw row.
+
+    Each batch is parsed row by row (cheap), validated in one pydantic call, and only
+    the rows pydantic names as failing are set aside; the rest are re-validated together.
+    """
+    from pydantic import TypeAdapter, ValidationError
+
     from ..layout import TopicLayout as Layout
 
     name, dedup = layout.name, layout.dedup
 
+    def parse(row: dict):
+        """(data, raw text for the quarantine) or raises with the row's reason."""
+        text = row.pop("_mk_text", None)
+        if fmt == "jsonl":
+            if text is None or not text.strip():
+                return None, None
+            try:
+                decoded = text.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"line holds bytes that are not UTF-8 ({exc.reason} at byte {exc.start})") from None
+            try:
+                data = json.loads(decoded)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"malformed JSON: {exc}") from None
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+            return data, decoded
+        if fmt == "csv":
+            if text is not None:
+                raise ValueError("malformed CSV row")
+            return {k: (None if v == "" and k in nullable else v) for k, v in row.items()}, row
+        return row, row
+
     def mapper(batches):
         encode = Layout.for_model(name, model, dedup).encoder()
-        counters: dict[str, int] = {}
+        adapter = TypeAdapter(list[model])
         out_fields = storage_arrow_fields(layout)
+        schema = _arrow_schema(out_fields)
         for batch in batches:
+            files = batch.column("_mk_file").to_pylist()
+            lines = batch.column("_mk_line").to_pylist()
+            rows = batch.drop_columns(["_mk_file", "_mk_line"]).to_pylist()
+            results: list = [None] * len(rows)  # (values | None, error | None, payload)
+            pending: list[tuple[int, dict, object]] = []
+            for i, row in enumerate(rows):
+                raw = row.get("_mk_text")
+                try:
+                    data, payload = parse(row)
+                except ValueError as exc:
+                    results[i] = (None, str(exc), _payload(raw))
+                    continue
+                if data is None:
+                    continue  # an empty line
+                pending.append((i, data, payload))
+            while pending:
+                try:
+                    models = adapter.validate_python([d for _, d, _ in pending])
+                except ValidationError as exc:
+                    failing: dict[int, list] = {}
+                    for err in exc.errors():
+                        failing.setdefault(err["loc"][0], []).append(err)
+                    for k, errs in failing.items():
+                        i, _d, payload = pending[k]
+                        reason = "invalid row: " + "; ".join(
+                            f"{'.'.join(map(str, e['loc'][1:])) or 'row'}: {e['msg']}" for e in errs)
+                        results[i] = (None, reason, _payload(payload))
+                    pending = [p for k, p in enumerate(pending) if k not in failing]
+                    continue
+                for (i, _d, payload), m in zip(pending, models):
+                    try:
+                        results[i] = (encode(m), None, None)
+                    except Exception as exc:  # InvalidRecordError: NaN, int beyond 64 bits
+                        results[i] = (None, _reason(exc), _payload(payload))
+                pending = []
             cols: dict[str, list] = {n: [] for n, _ in out_fields}
             meta = {"_mk_file": [], "_mk_line": [], "_mk_error": [], "_mk_payload": []}
-            for row in batch.to_pylist():
-                file = row.pop("_mk_file")
-                counters[file] = line = counters.get(file, 0) + 1
-                text = row.pop("_mk_text", None)
-                values, error, payload = None, None, None
-                try:
-                    if fmt == "jsonl":
-                        payload = None if text is None else text.decode("utf-8", errors="replace")
-                        if text is None or not text.strip():
-                            continue
-                        try:
-                            text = text.decode("utf-8")
-                        except UnicodeDecodeError as exc:
-                            raise ValueError(f"line holds bytes that are not UTF-8 ({exc.reason} at byte {exc.start})") from None
-                        data = json.loads(text)
-                        if not isinstance(data, dict):
-                            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-                    elif fmt == "csv":
-                        if text is not None:
-                            payload = text
-                            raise ValueError("malformed CSV row")
-                        data = {k: (None if v == "" and k in nullable else v) for k, v in row.items()}
-                        payload = json.dumps(row, ensure_ascii=False)
-                    else:
-                        data = row
-                        payload = json.dumps(row, default=str, ensure_ascii=False)
-                    values = encode(model.model_validate(data))
-                except json.JSONDecodeError as exc:
-                    error = f"malformed JSON: {exc}"
-                except Exception as exc:  # pydantic ValidationError and our own: the row's reason
-                    error = _reason(exc)
-                for i, (n, _t) in enumerate(out_fields):
-                    cols[n].append(None if values is None else values[i])
-                meta["_mk_file"].append(file)
-                meta["_mk_line"].append(line + header_offset)
+            for i, res in enumerate(results):
+                if res is None:
+                    continue
+                values, error, payload = res
+                for j, (n, _t) in enumerate(out_fields):
+                    cols[n].append(None if values is None else values[j])
+                meta["_mk_file"].append(files[i])
+                meta["_mk_line"].append(lines[i])
                 meta["_mk_error"].append(error)
-                meta["_mk_payload"].append(None if error is None else (payload or "")[:10000])
-            arrays = {**cols, **meta}
-            yield pa.RecordBatch.from_pydict(arrays, schema=_arrow_schema(out_fields))
+                meta["_mk_payload"].append(payload)
+            yield pa.RecordBatch.from_pydict({**cols, **meta}, schema=schema)
 
     return mapper
+
+
+def _payload(raw) -> str:
+    if raw is None:
+        return ""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", errors="replace")
+    if not isinstance(raw, str):
+        raw = json.dumps(raw, default=str, ensure_ascii=False)
+    return raw[:10000]
 
 
 def _reason(exc: Exception) -> str:
@@ -321,10 +368,17 @@ def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: Pat
     # one partition per file keeps rows in file order, so line numbers are exact
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(1 << 40))
     try:
+        from pyspark.sql import functions as F
+
+        parallel = max(2, spark.sparkContext.defaultParallelism)
         for i, dump in enumerate(todo):
             df = _read(spark, dump, delimiter=opts["delimiter"], quote=opts["quote"], header=opts["header"])
-            offset = 1 if dump.format == "csv" and opts["header"] else 0
-            out = df.coalesce(1).mapInArrow(_validator(model, layout, dump.format, nullable, offset), _spark_schema(layout))
+            offset = 2 if dump.format == "csv" and opts["header"] else 1
+            # the file is one partition here, so the id is the row's position in the file
+            numbered = df.withColumn("_mk_line", F.monotonically_increasing_id() + offset)
+            out = (numbered.repartition(parallel)
+                   .mapInArrow(_validator(model, layout, dump.format, nullable), _spark_schema(layout))
+                   .orderBy("_mk_line"))
             out.write.mode("overwrite").option("parquet.block.size", 8 << 20).parquet(str(staging / f"{i:05d}"))
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
@@ -340,7 +394,8 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
     t0 = time.perf_counter()
     for i, dump in enumerate(todo):
         already = done.get(dump.sha256, (0, "partial"))[0]
-        dataset = ds.dataset(str(staging / f"{i:05d}"), format="parquet")
+        parts = sorted(str(p) for p in (staging / f"{i:05d}").glob("part-*.parquet"))
+        dataset = ds.dataset(parts, format="parquet")  # part files in order: rows sorted by line
         for batch in dataset.to_batches(batch_size=batch_rows, batch_readahead=0, fragment_readahead=0,
                                         use_threads=False):
             lines = batch.column("_mk_line").to_pylist()
