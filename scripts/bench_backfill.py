@@ -54,7 +54,8 @@ def main() -> None:
         r = first.run
         print(f"first backfill             {t_first:7.1f} s  {first.rows_read / t_first:10,.0f} rows/s  "
               f"({first.rows_read:,} lines: {r.rows_out:,} loaded, {r.rows_duplicate:,} duplicates, "
-              f"{r.rows_quarantined:,} quarantined)  target >= 100,000 rows/s  "
+              f"{r.rows_quarantined:,} quarantined; Spark read+validate+stage {r.details.get('spark_seconds')} s, "
+              f"SQLite commit {r.details.get('commit_seconds')} s)  target >= 100,000 rows/s  "
               f"{'PASS' if first.rows_read / t_first >= 100_000 else 'FAIL'}")
         count = topic.count()
         t0 = time.perf_counter()

@@ -210,54 +210,58 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
         out_fields = storage_arrow_fields(layout)
         schema = _arrow_schema(out_fields)
         for batch in batches:
-            files = batch.column("_mk_file").to_pylist()
-            lines = batch.column("_mk_line").to_pylist()
-            rows = batch.drop_columns(["_mk_file", "_mk_line"]).to_pylist()
-            results: list = [None] * len(rows)  # (values | None, error | None, payload)
-            pending: list[tuple[int, dict, object]] = []
-            for i, row in enumerate(rows):
-                raw = row.get("_mk_text")
+            with gc_paused():
+                yield _validate_batch(batch, encode, adapter, out_fields, schema)
+
+    def _validate_batch(batch, encode, adapter, out_fields, schema):
+        files = batch.column("_mk_file").to_pylist()
+        lines = batch.column("_mk_line").to_pylist()
+        rows = batch.drop_columns(["_mk_file", "_mk_line"]).to_pylist()
+        results: list = [None] * len(rows)  # (values | None, error | None, payload)
+        pending: list[tuple[int, dict, object]] = []
+        for i, row in enumerate(rows):
+            raw = row.get("_mk_text")
+            try:
+                data, payload = parse(row)
+            except ValueError as exc:
+                results[i] = (None, str(exc), _payload(raw))
+                continue
+            if data is None:
+                continue  # an empty line
+            pending.append((i, data, payload))
+        while pending:
+            try:
+                models = adapter.validate_python([d for _, d, _ in pending])
+            except ValidationError as exc:
+                failing: dict[int, list] = {}
+                for err in exc.errors():
+                    failing.setdefault(err["loc"][0], []).append(err)
+                for k, errs in failing.items():
+                    i, _d, payload = pending[k]
+                    reason = "invalid row: " + "; ".join(
+                        f"{'.'.join(map(str, e['loc'][1:])) or 'row'}: {e['msg']}" for e in errs)
+                    results[i] = (None, reason, _payload(payload))
+                pending = [p for k, p in enumerate(pending) if k not in failing]
+                continue
+            for (i, _d, payload), m in zip(pending, models):
                 try:
-                    data, payload = parse(row)
-                except ValueError as exc:
-                    results[i] = (None, str(exc), _payload(raw))
-                    continue
-                if data is None:
-                    continue  # an empty line
-                pending.append((i, data, payload))
-            while pending:
-                try:
-                    models = adapter.validate_python([d for _, d, _ in pending])
-                except ValidationError as exc:
-                    failing: dict[int, list] = {}
-                    for err in exc.errors():
-                        failing.setdefault(err["loc"][0], []).append(err)
-                    for k, errs in failing.items():
-                        i, _d, payload = pending[k]
-                        reason = "invalid row: " + "; ".join(
-                            f"{'.'.join(map(str, e['loc'][1:])) or 'row'}: {e['msg']}" for e in errs)
-                        results[i] = (None, reason, _payload(payload))
-                    pending = [p for k, p in enumerate(pending) if k not in failing]
-                    continue
-                for (i, _d, payload), m in zip(pending, models):
-                    try:
-                        results[i] = (encode(m), None, None)
-                    except Exception as exc:  # InvalidRecordError: NaN, int beyond 64 bits
-                        results[i] = (None, _reason(exc), _payload(payload))
-                pending = []
-            cols: dict[str, list] = {n: [] for n, _ in out_fields}
-            meta = {"_mk_file": [], "_mk_line": [], "_mk_error": [], "_mk_payload": []}
-            for i, res in enumerate(results):
-                if res is None:
-                    continue
-                values, error, payload = res
-                for j, (n, _t) in enumerate(out_fields):
-                    cols[n].append(None if values is None else values[j])
-                meta["_mk_file"].append(files[i])
-                meta["_mk_line"].append(lines[i])
-                meta["_mk_error"].append(error)
-                meta["_mk_payload"].append(payload)
-            yield pa.RecordBatch.from_pydict({**cols, **meta}, schema=schema)
+                    results[i] = (encode(m), None, None)
+                except Exception as exc:  # InvalidRecordError: NaN, int beyond 64 bits
+                    results[i] = (None, _reason(exc), _payload(payload))
+            pending = []
+        cols: dict[str, list] = {n: [] for n, _ in out_fields}
+        meta = {"_mk_file": [], "_mk_line": [], "_mk_error": [], "_mk_payload": []}
+        for i, res in enumerate(results):
+            if res is None:
+                continue
+            values, error, payload = res
+            for j, (n, _t) in enumerate(out_fields):
+                cols[n].append(None if values is None else values[j])
+            meta["_mk_file"].append(files[i])
+            meta["_mk_line"].append(lines[i])
+            meta["_mk_error"].append(error)
+            meta["_mk_payload"].append(payload)
+        return pa.RecordBatch.from_pydict({**cols, **meta}, schema=schema)
 
     return mapper
 
@@ -340,8 +344,12 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     staging = Path(source.path).resolve().parent / ".minikafka-staging" / f"backfill-{topic}"
     try:
         if todo:
+            t0 = time.perf_counter()
             _stage(spark, todo, model, layout, staging, delimiter=delimiter, quote=quote, header=header)
+            run.details["spark_seconds"] = round(time.perf_counter() - t0, 2)
+            t0 = time.perf_counter()
             _commit(source, layout, todo, staging, run, result, done, as_handled, batch_rows, progress)
+            run.details["commit_seconds"] = round(time.perf_counter() - t0, 2)
         run.finish("succeeded")
     except BaseException as exc:
         run.finish("failed", f"{type(exc).__name__}: {exc}")
@@ -370,14 +378,16 @@ def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: Pat
     try:
         from pyspark.sql import functions as F
 
+        parallel = max(2, spark.sparkContext.defaultParallelism)
         for i, dump in enumerate(todo):
             df = _read(spark, dump, delimiter=opts["delimiter"], quote=opts["quote"], header=opts["header"])
             offset = 2 if dump.format == "csv" and opts["header"] else 1
             # the file is one partition here, so the id is the row's position in the file
             numbered = df.withColumn("_mk_line", F.monotonically_increasing_id() + offset)
-            # validated in that one partition: rows stay in file order without a sort (a global
-            # orderBy samples its input first, which ran the validation twice)
-            out = numbered.mapInArrow(_validator(model, layout, dump.format, nullable), _spark_schema(layout))
+            # Split by line ranges before validating, so all cores validate and part files stay
+            # in line order (the range sampling re-reads only the raw lines, not the validation).
+            ranged = numbered.repartitionByRange(parallel, "_mk_line").sortWithinPartitions("_mk_line")
+            out = ranged.mapInArrow(_validator(model, layout, dump.format, nullable), _spark_schema(layout))
             out.write.mode("overwrite").option("parquet.block.size", 8 << 20).parquet(str(staging / f"{i:05d}"))
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
