@@ -3,9 +3,8 @@
 Inside one ``BEGIN IMMEDIATE`` it
 1. inserts each output topic's staged rows, streamed in Arrow batches (driver memory is
    bounded by one batch), skipping rows whose dedup key the target already holds
-   (``ON CONFLICT DO NOTHING`` on the unique dedup index: an anti-join whose cost grows
-   with the new rows, not with the target's history) and rows ranked as duplicates
-   inside the batch;
+   and keys repeated inside the batch (``ON CONFLICT DO NOTHING`` on the unique dedup
+   index: an anti-join whose cost grows with the new rows, not with the target's history);
 2. records per-row failures (attempts; after ``max_attempts`` the row is quarantined);
 3. acks, for the stage's consumer, exactly the rows that were pending up to the
    high-watermark taken when the stage started, less the rows that failed;
@@ -37,7 +36,6 @@ from .source import Source
 
 PARENT = "_parent_id"
 PARENT_TOPIC = "_parent_topic"
-RANK = "_mk_rank"
 
 
 class ConcurrentRunError(MinikafkaError):
@@ -48,9 +46,8 @@ class ConcurrentRunError(MinikafkaError):
 class StagedOutput:
     """Rows for one output topic, in storage form, as Arrow record batches.
 
-    Each batch holds the topic's field columns and optionally ``_parent_id``,
-    ``_parent_topic`` (lineage) and ``_mk_rank`` (rows with rank > 1 are duplicates
-    inside the batch and are skipped).
+    Each batch holds the topic's field columns and optionally ``_parent_id`` and
+    ``_parent_topic`` (lineage).
     """
 
     layout: TopicLayout
@@ -142,11 +139,6 @@ def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResul
             parents, parent_topics = repeat(None, n), repeat(None, n)
         # rows are built by zip in C rather than a Python loop per row
         rows = list(zip(*cols, repeat(now, n), repeat("new", n), parents, parent_topics, repeat(run.run_id, n)))
-        if RANK in schema_names:
-            ranks = batch.column(RANK).to_pylist()
-            kept = [row for row, rank in zip(rows, ranks) if rank <= 1]
-            run.rows_duplicate += len(rows) - len(kept)
-            rows = kept
         before = conn.total_changes
         try:
             conn.executemany(sql, rows)
