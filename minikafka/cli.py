@@ -12,6 +12,12 @@ from . import MinikafkaError, Source
 from .layout import TopicLayout
 
 
+def _row_json(row: tuple, decode) -> str:
+    """One stored row as a JSON line: metadata first, then the fields."""
+    meta = {"_id": row[0], "_created_at": row[1], "_status": row[2], "_parent_id": row[4]}
+    return json.dumps({**meta, **decode(row)}, default=str, ensure_ascii=False)
+
+
 def with_source(fn):
     """Shared --source option; library errors become clean CLI errors (exit 1)."""
 
@@ -100,8 +106,7 @@ def show(source: Source, topic: str, which: str, limit: int) -> None:
     rows = source._ledger.conn.execute(
         f"{layout.select_sql()} WHERE {where} ORDER BY \"_id\" LIMIT ?", (*params, limit)).fetchall()
     for row in rows:
-        meta = {"_id": row[0], "_created_at": row[1], "_status": row[2], "_parent_id": row[4]}
-        click.echo(json.dumps({**meta, **decode(row)}, default=str, ensure_ascii=False))
+        click.echo(_row_json(row, decode))
 
 
 @main.command()
@@ -322,8 +327,7 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
             written += len(page)
             if fmt == "jsonl":
                 for row in page:
-                    meta = {"_id": row[0], "_created_at": row[1], "_status": row[2], "_parent_id": row[4]}
-                    fh.write(json.dumps({**meta, **decode(row)}, default=str, ensure_ascii=False) + "\n")
+                    fh.write(_row_json(row, decode) + "\n")
             else:
                 import pyarrow.parquet as pq
 

@@ -54,11 +54,12 @@ def rows_to_arrow(layout: TopicLayout, rows: Iterable[tuple], decode) -> Any:
                                             "_parent_id", "_parent_topic", "_run_id")}
     fields: dict[str, list] = {c.name: [] for c in layout.columns}
     meta_keys = list(meta)
+    enums = {c.name for c in layout.columns if c.kind == "enum"}
     for row in rows:
         for i, key in enumerate(meta_keys):
             meta[key].append(row[i])
         for name, value in decode(row).items():
-            fields[name].append(value.value if hasattr(value, "value") and col_is_enum(layout, name) else value)
+            fields[name].append(value.value if name in enums and hasattr(value, "value") else value)
     ts = pa.timestamp("us", tz="UTC")
     arrays = {
         "_id": pa.array(meta["_id"], pa.int64()),
@@ -84,7 +85,3 @@ def rows_to_arrow(layout: TopicLayout, rows: Iterable[tuple], decode) -> Any:
         else:
             arrays[col.name] = pa.array(values, typ)
     return pa.table(arrays)
-
-
-def col_is_enum(layout: TopicLayout, name: str) -> bool:
-    return layout.column(name).kind == "enum"
