@@ -161,6 +161,7 @@ def _explain(layout: TopicLayout, exc: Exception, rows: list[tuple], offset: int
 def _settle_input(conn: sqlite3.Connection, source: Source, state: InputState, consumer_id: int, consumer: str,
                   run: RunResult, now: str, max_attempts: int | None) -> None:
     keep_pending: list[int] = []
+    layout = source.layout(state.topic) if state.failures else None
     for row_id, error in state.failures.items():
         attempts = conn.execute(
             "INSERT INTO _minikafka_attempts (consumer_id, row_id, attempts, last_error, updated_at) "
@@ -170,7 +171,7 @@ def _settle_input(conn: sqlite3.Connection, source: Source, state: InputState, c
             (consumer_id, row_id, error, now),
         ).fetchone()[0]
         if max_attempts is not None and attempts >= max_attempts:
-            payload = _row_payload(conn, source, state.topic, row_id)
+            payload = _row_payload(conn, layout, row_id)
             conn.execute(
                 "INSERT INTO _minikafka_quarantine (topic, consumer, run_id, row_id, payload, reason, attempts, "
                 "origin, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -193,8 +194,7 @@ def _settle_input(conn: sqlite3.Connection, source: Source, state: InputState, c
     )
 
 
-def _row_payload(conn: sqlite3.Connection, source: Source, topic: str, row_id: int) -> str | None:
-    layout = source.layout(topic)
+def _row_payload(conn: sqlite3.Connection, layout: TopicLayout, row_id: int) -> str | None:
     row = conn.execute(f"{layout.select_sql()} WHERE \"_id\" = ?", (row_id,)).fetchone()
     if row is None:
         return None

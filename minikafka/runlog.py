@@ -76,9 +76,13 @@ def write_run_in_current_transaction(conn: sqlite3.Connection, result: RunResult
     conn.execute(f"INSERT OR REPLACE INTO _minikafka_runs ({cols}) VALUES ({marks})", tuple(row.values()))
 
 
-def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-    """Most recent runs first, as dicts with JSON columns decoded."""
-    where, params = ("WHERE stage = ?", (stage,)) if stage else ("", ())
+def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str | None = None,
+              limit: int = 20) -> list[dict[str, Any]]:
+    """Most recent runs first (or the one run ``run_id``), as dicts with JSON columns decoded."""
+    if run_id is not None:
+        where, params = "WHERE run_id = ?", (run_id,)
+    else:
+        where, params = ("WHERE stage = ?", (stage,)) if stage else ("", ())
     cur = conn.execute(
         f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
         (*params, limit),

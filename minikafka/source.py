@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from . import acks
 from .clock import utc_now
 from .errors import InvalidNameError, SchemaMismatchError, TopicNotFoundError
 from .events import Event, Observer
@@ -177,6 +178,21 @@ class Source:
                 f"topic {name!r} is not open on this Source; call source.topic({name!r}, Model) first"
             )
         return topic
+
+    def register_consumers(self, pairs) -> None:
+        """Register (topic, consumer) pairs in one transaction, before any of them runs.
+
+        A consumer registered late starts from what is still new, so a DAG registers all
+        of its consumers first: two stages reading one topic then each see every row.
+
+        Raises:
+            TopicNotFoundError: a topic is not in the file.
+        """
+        now = utc_now()
+        with self._ledger.atomic() as conn:
+            for topic, consumer in pairs:
+                self.layout(topic)
+                acks.register_consumer_in_current_transaction(conn, topic, consumer, now)
 
     def topics(self) -> list[str]:
         """Names of every topic stored in the file, sorted."""

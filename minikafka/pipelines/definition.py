@@ -99,16 +99,12 @@ class PipelineDefinition:
 
     def downstream_of(self, name: str) -> list[str]:
         """``name`` and every stage that (transitively) reads what it writes, in DAG order."""
-        reached = {name}
-        for s in self.stages:
-            if s.name in reached:
-                continue
-            if any(t in self._writers_of_reached(reached) for t in s.inputs):
-                reached.add(s.name)
+        reached, written = [name], set(self.stage(name).outputs)
+        for s in self.stages:  # DAG order: a reader comes after every writer of its inputs
+            if s.name != name and written & set(s.inputs):
+                reached.append(s.name)
+                written |= set(s.outputs)
         return [s.name for s in self.stages if s.name in reached]
-
-    def _writers_of_reached(self, reached: set[str]) -> set[str]:
-        return {t for s in self.stages if s.name in reached for t in s.outputs}
 
     def edges(self) -> list[tuple[str, str]]:
         return [(i, o) for s in self.stages for i in s.inputs for o in s.outputs]

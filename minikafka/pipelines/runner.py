@@ -11,8 +11,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import acks
-from ..clock import utc_now
 from ..runlog import new_run_id, read_runs
 from ..source import Source
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
@@ -71,11 +69,7 @@ def open_source(defn: PipelineDefinition) -> Source:
     try:
         for t in defn.topics.values():
             source.topic(t.name, t.model, dedup=t.dedup or None)
-        now = utc_now()
-        with source._ledger.atomic() as conn:
-            for s in defn.stages:
-                for name in s.inputs:
-                    acks.register_consumer_in_current_transaction(conn, name, s.consumer, now)
+        source.register_consumers((name, s.consumer) for s in defn.stages for name in s.inputs)
     except BaseException:
         source.close()
         raise
@@ -228,10 +222,8 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
 
 
 def _run_row(source: Source, run_id: str) -> dict | None:
-    for row in read_runs(source._ledger.conn, limit=1000):
-        if row["run_id"] == run_id:
-            return row
-    return None
+    rows = read_runs(source._ledger.conn, run_id=run_id, limit=1)
+    return rows[0] if rows else None
 
 
 def _last_json(text: str) -> dict | None:

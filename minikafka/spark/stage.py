@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import acks
-from ..clock import utc_now
 from ..commit import InputState, StagedOutput, commit_stage
 from ..errors import MinikafkaError, PipelineError
 from ..events import Event
@@ -114,17 +113,8 @@ def _model(source: Source, name: str, stage: str):
 
 
 def register_consumers(source: Source, stages: list[Stage]) -> None:
-    """Register every stage's consumer on its inputs before any stage runs.
-
-    A consumer registered late starts from what is still new, so a DAG registers all
-    of them first: two stages reading one topic then each see every row.
-    """
-    now = utc_now()
-    with source._ledger.atomic() as conn:
-        for stage in stages:
-            for name in stage.inputs:
-                source.layout(name)  # raises TopicNotFoundError naming the topic
-                acks.register_consumer_in_current_transaction(conn, name, stage.consumer_name, now)
+    """Register every stage's consumer on its inputs before any stage runs (see Source.register_consumers)."""
+    source.register_consumers((name, stage.consumer_name) for stage in stages for name in stage.inputs)
 
 
 def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 50_000,
