@@ -4,6 +4,11 @@ The pure-Python API (this module) needs only pydantic; Spark and great-expectati
 are imported only by the engine and quality modules.
 """
 
+from .api import engines as _engines
+from .api.pipes import FullPipeline, Pipeline
+from .api.record import Record
+from .api.source import Source
+from .api.topic import RecordNotFoundError, Topic
 from .errors import (
     ConsumerNotFoundError,
     DuplicateMessageError,
@@ -14,6 +19,7 @@ from .errors import (
     LedgerError,
     MigrationError,
     MinikafkaError,
+    MissingDependencyError,
     PipelineCycleError,
     PipelineError,
     SchemaMismatchError,
@@ -23,14 +29,20 @@ from .errors import (
     UnsupportedTypeError,
     WrongThreadError,
 )
-from .events import Event
-from .pipeline import FullPipeline, Pipeline
-from .record import Record
-from .runlog import RunResult
-from .source import Source
-from .topic import RecordNotFoundError, Topic
+from .ledger.events import Event
+from .ledger.runlog import RunResult
 
 __version__ = "0.1.0"
+
+
+def _load_spark_engine():
+    # the root is the top layer: it may point down at the engine; the API may not
+    from .spark import arms
+
+    return arms
+
+
+_engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
     "ConsumerNotFoundError",
@@ -44,6 +56,7 @@ __all__ = [
     "LedgerError",
     "MigrationError",
     "MinikafkaError",
+    "MissingDependencyError",
     "Pipeline",
     "PipelineCycleError",
     "PipelineError",

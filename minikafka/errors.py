@@ -116,3 +116,7 @@ class FanOutError(MinikafkaError):
             arrow = f"{f.source} -> {f.target}" if f.target is not None else f.source
             lines.append(f"  record={f.record_id} {arrow}: {type(f.exception).__name__}: {f.exception}")
         super().__init__("\n".join(lines))
+
+
+class MissingDependencyError(MinikafkaError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, TypeAdapter
 
 from minikafka import Source
-from minikafka.ledger import connect
+from minikafka.ledger.connection import connect
 
 
 class Item(BaseModel):

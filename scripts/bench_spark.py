@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.clock import utc_now
+from minikafka.util.clock import utc_now
 
 
 class Item(BaseModel):

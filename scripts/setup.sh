@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install what minikafka needs on a fresh Debian machine, idempotently:
 #   Java 17 and Debian's SQLite JDBC driver (apt-get, only when missing),
-#   a virtualenv in .venv with the package and its extras (only when pyproject.toml changed).
+#   Debian's mosquitto (the MQTT tests' broker),
+#   a virtualenv in .venv with the package and its extras at the versions in constraints.txt
+#   (only when pyproject.toml or constraints.txt changed).
 # Usage: scripts/setup.sh            (run as root, or with sudo available)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,10 @@ if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -q 'version 
 fi
 if [ ! -e /usr/share/java/sqlite-jdbc.jar ]; then
   need_apt+=(libxerial-sqlite-jdbc-java)
+fi
+# the MQTT tests run a real broker on 127.0.0.1
+if [ ! -x /usr/sbin/mosquitto ] && ! command -v mosquitto >/dev/null 2>&1; then
+  need_apt+=(mosquitto)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
@@ -28,11 +34,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.minikafka-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing Python packages into .venv"
   log=.venv/pip-install.log
-  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[dev]"; } >"$log" 2>&1; then
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -c constraints.txt -e ".[dev]"; } >"$log" 2>&1; then
     tail -n 40 "$log"; echo "setup: pip install failed (full log: $log)" >&2; exit 1
   fi
   echo "$want" > "$stamp"

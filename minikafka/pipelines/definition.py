@@ -37,10 +37,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..dag import topological_order
 from ..errors import InvalidNameError, MinikafkaError, PipelineCycleError
-from ..identifiers import validate_consumer_name, validate_topic_name
-from ..tomlfile import read_toml
+from ..ledger.identifiers import validate_consumer_name, validate_topic_name
+from ..util.dag import topological_order
+from ..util.tomlfile import read_toml
 
 STAGE_KEYS = {"name", "job", "inputs", "outputs", "consumer", "strategy", "max_attempts", "expectations",
               "spark", "partitions", "description"}

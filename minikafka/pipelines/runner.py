@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runlog import new_run_id, read_runs
-from ..source import Source
+from ..api.source import Source
+from ..ledger.runlog import new_run_id, read_runs
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
 STRATEGIES = ("strict", "best_effort")

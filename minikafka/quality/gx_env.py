@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..export import require
+from ..util.optional import require
 
 _context = None
 

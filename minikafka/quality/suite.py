@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MinikafkaError
-from ..tomlfile import read_toml
+from ..util.tomlfile import read_toml
 
 POLICIES = ("fail", "warn", "quarantine")
 ROW_LEVEL_PREFIX = "expect_column_values_to_"

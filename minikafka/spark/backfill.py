@@ -27,12 +27,12 @@ from pathlib import Path
 import pyarrow as pa
 from pydantic import BaseModel
 
-from ..clock import utc_now
+from ..api.source import Source
 from ..errors import MinikafkaError
-from ..gcpause import gc_paused
-from ..layout import TopicLayout
-from ..runlog import RunResult, new_run_id, write_run_in_current_transaction
-from ..source import Source
+from ..ledger.layout import TopicLayout
+from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..util.clock import utc_now
+from ..util.gcpause import gc_paused
 from .types import storage_arrow_fields
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -177,7 +177,7 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
     """
     from pydantic import TypeAdapter, ValidationError
 
-    from ..layout import TopicLayout as Layout
+    from ..ledger.layout import TopicLayout as Layout
 
     name, dedup = layout.name, layout.dedup
 
@@ -437,7 +437,7 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
                     "VALUES (?, ?, ?, ?, 'partial', ?, ?) ON CONFLICT (topic, sha256) DO UPDATE SET "
                     "rows_done = excluded.rows_done, updated_at = excluded.updated_at",
                     (layout.name, dump.sha256, dump.path.name, lines[-1], run.run_id, now))
-            from ..faults import checkpoint
+            from ..util.faults import checkpoint
 
             checkpoint("backfill:batch-committed")
             run.rows_out += written

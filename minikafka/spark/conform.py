@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import MinikafkaError
-from ..layout import TopicLayout
+from ..ledger.layout import TopicLayout
 from .types import model_type, quote_back, storage_sql_type, to_storage_column
 
 WIDENING = {

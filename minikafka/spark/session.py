@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import MinikafkaError
-from ..export import require
+from ..util.optional import require
 
 DEFAULT_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
 JDBC_JAR_ENV = "MINIKAFKA_SQLITE_JDBC_JAR"

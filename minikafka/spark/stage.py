@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import acks
-from ..commit import InputState, StagedOutput, commit_stage
+from ..api.source import Source
 from ..errors import MinikafkaError, PipelineError
-from ..events import Event
-from ..faults import checkpoint
-from ..identifiers import validate_consumer_name, validate_topic_name
-from ..layout import TopicLayout
-from ..runlog import RunResult, new_run_id, write_run_in_current_transaction
-from ..source import Source
+from ..ledger import acks
+from ..ledger.commit import InputState, StagedOutput, commit_stage
+from ..ledger.events import Event
+from ..ledger.identifiers import validate_consumer_name, validate_topic_name
+from ..ledger.layout import TopicLayout
+from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..util.faults import checkpoint
 from .conform import conform
 from .read import read_bounds, read_topic
 from .rowfn import ERROR, apply_row_function
@@ -218,7 +218,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
     inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {})
               for name, b in bounds.items()]
     outputs = [StagedOutput(out_layouts[dst], _batches(p, batch_rows)) for dst, p in staged_paths.items()]
-    commit_stage(source, run, consumer=consumer, inputs=inputs, outputs=outputs,
+    commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
                  max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
                  default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
                  quarantine=quarantined)

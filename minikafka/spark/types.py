@@ -18,8 +18,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..columns import ColumnSpec
-from ..layout import TopicLayout
+from ..ledger.columns import ColumnSpec
+from ..ledger.layout import TopicLayout
 
 TIMESTAMP_READ = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSX"
 TIMESTAMP_WRITE = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"

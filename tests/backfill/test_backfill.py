@@ -16,8 +16,8 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.faults import ENV
 from minikafka.spark.backfill import BackfillError, backfill
+from minikafka.util.faults import ENV
 
 pytestmark = pytest.mark.spark
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from minikafka import Source
-from minikafka.faults import ENV
 from minikafka.spark import run_stage
+from minikafka.util.faults import ENV
 from tests.spark.crash_child import Doubled, Item, open_topics, stage
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -14,94 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import LedgerError, SourceClosedError, WrongThreadError
+from ..errors import LedgerError, SourceClosedError, WrongThreadError
 from .events import Event, Observer, notify
-
-LEDGER_FORMAT = 1
-MIN_SQLITE = (3, 37, 0)  # STRICT tables
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS _minikafka_meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-) STRICT;
-
-CREATE TABLE IF NOT EXISTS _minikafka_topics (
-    name TEXT PRIMARY KEY COLLATE NOCASE,
-    model_name TEXT NOT NULL,
-    json_schema TEXT NOT NULL CHECK (json_valid(json_schema)),
-    fingerprint TEXT NOT NULL,
-    columns TEXT NOT NULL CHECK (json_valid(columns)),
-    dedup TEXT NOT NULL CHECK (json_valid(dedup)),
-    created_at TEXT NOT NULL,
-    migrated_at TEXT
-) STRICT;
-
-CREATE TABLE IF NOT EXISTS _minikafka_consumers (
-    id INTEGER PRIMARY KEY,
-    topic TEXT NOT NULL REFERENCES _minikafka_topics(name) ON DELETE CASCADE,
-    name TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    UNIQUE (topic, name)
-) STRICT;
-
--- Acks of a consumer on rows that are still 'new' for some other consumer. Once every
--- consumer acked a row its status turns 'handled' and these rows are deleted, so the
--- table holds the backlog, never the history.
-CREATE TABLE IF NOT EXISTS _minikafka_acks (
-    consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
-    row_id INTEGER NOT NULL,
-    acked_at TEXT NOT NULL,
-    PRIMARY KEY (consumer_id, row_id)
-) STRICT, WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS _minikafka_acks_by_row ON _minikafka_acks (row_id, consumer_id);
-
-CREATE TABLE IF NOT EXISTS _minikafka_attempts (
-    consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
-    row_id INTEGER NOT NULL,
-    attempts INTEGER NOT NULL,
-    last_error TEXT,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (consumer_id, row_id)
-) STRICT, WITHOUT ROWID;
-
-CREATE TABLE IF NOT EXISTS _minikafka_runs (
-    run_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    stage TEXT,
-    consumer TEXT,
-    inputs TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(inputs)),
-    outputs TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(outputs)),
-    watermarks TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(watermarks)),
-    rows_in INTEGER NOT NULL DEFAULT 0,
-    rows_out INTEGER NOT NULL DEFAULT 0,
-    rows_duplicate INTEGER NOT NULL DEFAULT 0,
-    rows_failed INTEGER NOT NULL DEFAULT 0,
-    rows_quarantined INTEGER NOT NULL DEFAULT 0,
-    status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'partial')),
-    error TEXT,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    duration_s REAL,
-    quality TEXT CHECK (quality IS NULL OR json_valid(quality)),
-    details TEXT CHECK (details IS NULL OR json_valid(details))
-) STRICT;
-CREATE INDEX IF NOT EXISTS _minikafka_runs_by_stage ON _minikafka_runs (stage, started_at);
-
-CREATE TABLE IF NOT EXISTS _minikafka_quarantine (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    topic TEXT NOT NULL,
-    consumer TEXT,
-    run_id TEXT,
-    row_id INTEGER,
-    payload TEXT,
-    reason TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 1,
-    origin TEXT,
-    created_at TEXT NOT NULL
-) STRICT;
-CREATE INDEX IF NOT EXISTS _minikafka_quarantine_by_topic ON _minikafka_quarantine (topic, id);
-"""
+from .schema import LEDGER_FORMAT, MIN_SQLITE, schema_statements
 
 
 def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
@@ -151,7 +66,7 @@ class Ledger:
 
     def _init_schema(self) -> None:
         with self.atomic():
-            for statement in _split_statements(SCHEMA):
+            for statement in schema_statements():
                 self.conn.execute(statement)
             self.conn.execute(
                 "INSERT OR IGNORE INTO _minikafka_meta (key, value) VALUES ('format', ?)",
@@ -246,15 +161,3 @@ class Ledger:
     @property
     def closed(self) -> bool:
         return self._conn is None
-
-
-def _split_statements(script: str) -> list[str]:
-    statements, buf = [], []
-    for line in script.splitlines():
-        if line.strip().startswith("--"):
-            continue
-        buf.append(line)
-        if line.rstrip().endswith(";"):
-            statements.append("\n".join(buf))
-            buf = []
-    return [s for s in statements if s.strip()]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .errors import ConsumerNotFoundError
+from ..errors import ConsumerNotFoundError
 from .identifiers import quote_identifier, validate_consumer_name
 
 

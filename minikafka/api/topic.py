@@ -8,22 +8,23 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
-from . import acks
-from .clock import parse_timestamp, utc_now
-from .errors import (
+from ..errors import (
     MigrationError,
     MinikafkaError,
     SchemaMismatchError,
     UnknownStatusError,
 )
-from .events import Event
-from .gcpause import gc_paused
-from .identifiers import quote_identifier
-from .layout import META_SELECT, N_META, TopicLayout, canonical_json
+from ..ledger import acks
+from ..ledger.events import Event
+from ..ledger.identifiers import quote_identifier
+from ..ledger.layout import META_SELECT, N_META, TopicLayout, canonical_json
+from ..util.clock import parse_timestamp, utc_now
+from ..util.gcpause import gc_paused
+from . import engines
 from .record import Record
 
 if TYPE_CHECKING:
-    from .pipeline import Pipeline
+    from .pipes import Pipeline
     from .source import Source
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -379,7 +380,7 @@ class Topic(Generic[ModelT]):
     # -- composing ----------------------------------------------------------------
     def pipe(self, fn: Callable[[ModelT], Any], *, consumer: str | None = None) -> Pipeline:
         """Start a pipeline: ``fn`` applied to each new row; chain ``.to(target).run()``."""
-        from .pipeline import Pipeline
+        from .pipes import Pipeline
 
         return Pipeline(self, fn, consumer=consumer)
 
@@ -435,7 +436,7 @@ class Topic(Generic[ModelT]):
     # -- export -----------------------------------------------------------------
     def to_arrow(self, status: str | None = None, *, consumer: str | None = None):
         """The topic (or its new/handled rows) as a pyarrow Table, metadata columns first."""
-        from .export import rows_to_arrow
+        from ..ledger.arrow import rows_to_arrow
 
         return rows_to_arrow(self._layout, self._rows(status, consumer), self._decode)
 
@@ -447,13 +448,11 @@ class Topic(Generic[ModelT]):
             status: None for all rows, "new" or "handled".
             consumer: the consumer whose view of new/handled to use.
         """
-        from .spark.read import read_topic
-
-        return read_topic(spark, self.source, self._layout, which=status or "all", consumer=consumer)
+        return engines.engine("spark").read_topic(spark, self.source, self._layout, which=status or "all", consumer=consumer)
 
     def to_pandas(self, status: str | None = None, *, consumer: str | None = None):
         """The topic as a pandas DataFrame (needs pandas: ``pip install minikafka[pandas]``)."""
-        from .export import require
+        from ..util.optional import require
 
         require("pandas", "pandas")
         return self.to_arrow(status, consumer=consumer).to_pandas()

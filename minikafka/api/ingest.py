@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .clock import utc_now
+from ..util.clock import utc_now
 from .topic import Topic
 
 

@@ -37,8 +37,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter
 
-from .clock import DATE_GLOB, TIMESTAMP_GLOB, format_timestamp, parse_timestamp
-from .errors import InvalidNameError, InvalidRecordError, UnsupportedTypeError
+from ..errors import InvalidNameError, InvalidRecordError, UnsupportedTypeError
+from ..util.clock import DATE_GLOB, TIMESTAMP_GLOB, format_timestamp, parse_timestamp
 from .identifiers import quote_identifier, validate_field_name
 
 INT64_MIN = -(2**63)

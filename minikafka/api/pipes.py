@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from . import acks
-from .clock import utc_now
-from .dag import topological_order
-from .errors import DuplicateMessageError, FanOutError, FanOutFailure, InvalidRecordError, PipelineError
-from .events import Event
-from .gcpause import gc_paused
-from .mermaid import render
-from .runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..errors import DuplicateMessageError, FanOutError, FanOutFailure, InvalidRecordError, PipelineError
+from ..ledger import acks
+from ..ledger.events import Event
+from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..util.clock import utc_now
+from ..util.dag import topological_order
+from ..util.gcpause import gc_paused
+from ..util.mermaid import render
+from . import engines
 
 if TYPE_CHECKING:
     from .record import Record
@@ -175,7 +176,7 @@ class FullPipeline:
             raise ValueError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
         groups = self._groups()
         if engine is not None:
-            return self._run_on_spark(engine, groups, strategy, dry_run)
+            return engines.engine("spark").run_arms(self, engine, groups, strategy, dry_run)
         ledger = self.source._ledger
         result = RunResult(
             new_run_id("pipeline"), "pipeline",
@@ -214,47 +215,6 @@ class FullPipeline:
             raise error
         self._log(result.finish("succeeded"), dry_run)
         return [results[id(p)] for p in self.pipelines]
-
-    def _run_on_spark(self, spark: Any, groups: list, strategy: str, dry_run: bool) -> list[list[Any]]:
-        """Each arm as a per-row Spark stage, in topological order of the topics."""
-        from .spark.stage import Stage, StageFailed, register_consumers, run_stage
-
-        stages: dict[int, Stage] = {}
-        for _topic, _consumer, arms in groups:
-            for arm in arms:
-                if arm.target_topic is None:
-                    raise PipelineError("every arm needs .to(target) to run on Spark")
-                name = arm.consumer or f"{arm.source_name}:{arm.target_name}"
-                stages[id(arm)] = Stage(name, [arm.source_name], [arm.target_name], row_fn=arm.fn,
-                                        strategy=strategy, max_attempts=2**31)
-        if not dry_run:
-            register_consumers(self.source, list(stages.values()))
-        results: dict[int, list[Any]] = {}
-        failures: list[FanOutFailure] = []
-        for _topic, _consumer, arms in groups:
-            for arm in arms:
-                stage = stages[id(arm)]
-                try:
-                    result = run_stage(spark, self.source, stage, dry_run=dry_run)
-                except StageFailed as exc:
-                    if strategy == "strict":
-                        raise
-                    failures.append(FanOutFailure(-1, arm.source_name, arm.target_name, exc))
-                    continue
-                results[id(arm)] = [result]
-                if result.rows_failed:
-                    failures.extend(self._row_failures(stage, result, arm))
-        if failures:
-            raise FanOutError(failures)
-        return [results.get(id(p), []) for p in self.pipelines]
-
-    def _row_failures(self, stage, result: RunResult, arm: Pipeline) -> list[FanOutFailure]:
-        rows = self.source._ledger.conn.execute(
-            "SELECT a.row_id, a.last_error FROM _minikafka_attempts a JOIN _minikafka_consumers c "
-            "ON c.id = a.consumer_id WHERE c.topic = ? AND c.name = ? AND a.updated_at >= ? ORDER BY a.row_id",
-            (arm.source_name, stage.consumer_name, result.started_at),
-        ).fetchall()
-        return [FanOutFailure(row_id, arm.source_name, arm.target_name, RuntimeError(error)) for row_id, error in rows]
 
     def _log(self, result: RunResult, dry_run: bool) -> None:
         if dry_run:

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..errors import DuplicateMessageError, InvalidRecordError, SchemaMismatchError
 from .columns import META_COLUMNS, ColumnSpec, check_int_range, column_from_description, columns_for_model
-from .errors import DuplicateMessageError, InvalidRecordError, SchemaMismatchError
 from .identifiers import quote_identifier, validate_topic_name
 
 META_SELECT = ", ".join(quote_identifier(c) for c in META_COLUMNS)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .clock import utc_now
+from ..util.clock import utc_now
 
 
 def new_run_id(prefix: str = "run") -> str:

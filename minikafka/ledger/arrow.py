@@ -1,28 +1,13 @@
-"""Export topics to Arrow and pandas (optional dependencies imported only here)."""
+"""Stored rows of a topic as an Arrow table (pyarrow imported only here)."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from typing import Any
 
-from .clock import parse_timestamp
-from .errors import MinikafkaError
+from ..util.clock import parse_timestamp
+from ..util.optional import require
 from .layout import TopicLayout
-
-
-class MissingDependencyError(MinikafkaError, ImportError):
-    """An optional dependency is not installed; the message names the extra to install."""
-
-
-def require(module: str, extra: str) -> Any:
-    """Import ``module`` or raise MissingDependencyError naming ``pip install minikafka[extra]``."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingDependencyError(
-            f"{module} is not installed: pip install 'minikafka[{extra}]'"
-        ) from exc
 
 
 def arrow_type(pa, col) -> Any:

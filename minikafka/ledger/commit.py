@@ -24,15 +24,16 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
+from ..errors import InvalidRecordError, MinikafkaError
+from ..util.clock import utc_now
+from ..util.faults import checkpoint
+from ..util.gcpause import gc_paused
 from . import acks
-from .clock import utc_now
-from .errors import InvalidRecordError, MinikafkaError
-from .faults import checkpoint
-from .gcpause import gc_paused
+from .catalog import read_layout
+from .connection import Ledger
 from .identifiers import quote_identifier
 from .layout import TopicLayout
 from .runlog import RunResult, write_run_in_current_transaction
-from .source import Source
 
 PARENT = "_parent_id"
 PARENT_TOPIC = "_parent_topic"
@@ -64,7 +65,7 @@ class InputState:
     failures: dict[int, str] = field(default_factory=dict)
 
 
-def commit_stage(source: Source, run: RunResult, *, consumer: str, inputs: list[InputState],
+def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[InputState],
                  outputs: list[StagedOutput], max_attempts: int | None = None,
                  default_parent_topic: str | None = None, quarantine: list[tuple] = ()) -> RunResult:
     """Commit a stage's outputs and acks in one transaction; fill in ``run``'s counts.
@@ -76,7 +77,6 @@ def commit_stage(source: Source, run: RunResult, *, consumer: str, inputs: list[
         ConcurrentRunError: the consumer's pending rows changed since the stage started.
         InvalidRecordError: a staged row cannot be stored (names topic, row and field).
     """
-    ledger = source._ledger
     now = utc_now()
     with gc_paused(), ledger.atomic() as conn:
         consumer_ids = {}
@@ -103,7 +103,7 @@ def commit_stage(source: Source, run: RunResult, *, consumer: str, inputs: list[
         run.rows_quarantined += len(quarantine)
         checkpoint("commit:outputs-inserted")
         for state in inputs:
-            _settle_input(conn, source, state, consumer_ids[state.topic], consumer, run, now, max_attempts)
+            _settle_input(conn, state, consumer_ids[state.topic], consumer, run, now, max_attempts)
         if run.rows_failed:
             run.finish("partial", f"{run.rows_failed} row(s) failed and stay pending for a retry")
         elif run.status == "running":
@@ -158,10 +158,10 @@ def _explain(layout: TopicLayout, exc: Exception, rows: list[tuple], offset: int
     return err
 
 
-def _settle_input(conn: sqlite3.Connection, source: Source, state: InputState, consumer_id: int, consumer: str,
+def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int, consumer: str,
                   run: RunResult, now: str, max_attempts: int | None) -> None:
     keep_pending: list[int] = []
-    layout = source.layout(state.topic) if state.failures else None
+    layout = read_layout(conn, state.topic) if state.failures else None
     for row_id, error in state.failures.items():
         attempts = conn.execute(
             "INSERT INTO _minikafka_attempts (consumer_id, row_id, attempts, last_error, updated_at) "

@@ -9,25 +9,19 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from . import acks
-from .clock import utc_now
-from .errors import InvalidNameError, SchemaMismatchError, TopicNotFoundError
-from .events import Event, Observer
-from .identifiers import validate_topic_name
-from .layout import TopicLayout, canonical_json
-from .ledger import Ledger
-from .pipeline import FullPipeline, Pipeline
-from .runlog import read_runs
+from ..errors import SchemaMismatchError, TopicNotFoundError
+from ..ledger import acks, catalog
+from ..ledger.connection import Ledger
+from ..ledger.events import Event, Observer
+from ..ledger.layout import TopicLayout
+from ..ledger.runlog import read_runs
+from ..util.clock import utc_now
+from .pipes import FullPipeline, Pipeline
 from .topic import Topic
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-def model_path(model: type[BaseModel]) -> str:
-    """``module:QualName``: how the catalog records a topic's model."""
-    return f"{model.__module__}:{model.__qualname__}"
-
-
-_CATALOG_SELECT = "SELECT name, json_schema, columns, dedup, fingerprint FROM _minikafka_topics WHERE name = ?"
+model_path = catalog.model_path
 
 
 class Source:
@@ -100,46 +94,18 @@ class Source:
         """
         layout = TopicLayout.for_model(name, model, dedup)
         conn = self._ledger.conn
-        row = conn.execute(_CATALOG_SELECT, (name,)).fetchone()
+        row = catalog.catalog_row(conn, name)
         if row is None:
             with self._ledger.atomic() as conn:
-                row = conn.execute(_CATALOG_SELECT, (name,)).fetchone()
+                row = catalog.catalog_row(conn, name)
                 if row is None:
                     self._create_in_current_transaction(layout)
                     return self._bind(layout, layout.fingerprint)
-        self._check_reopen(layout, row)
+        catalog.check_reopen(layout, row)
         return self._bind(layout, row[4])
 
-    def _check_reopen(self, layout: TopicLayout, row: tuple) -> None:
-        stored_name = row[0]
-        if stored_name != layout.name:
-            raise InvalidNameError(
-                f"topic {layout.name!r} clashes with existing topic {stored_name!r}: "
-                "topic names are case-insensitive"
-            )
-        why = layout.mismatch(TopicLayout.from_catalog(row[:4]), row[4])
-        if why:
-            raise SchemaMismatchError(
-                f"topic {layout.name!r} exists with an incompatible schema or dedup ({why}); "
-                "reopen it with the stored model, or change it with Topic.migrate()"
-            )
-
     def _create_in_current_transaction(self, layout: TopicLayout) -> None:
-        conn = self._ledger.conn
-        clash = conn.execute(
-            "SELECT name FROM sqlite_schema WHERE lower(name) IN (lower(?), lower(?), lower(?), lower(?))",
-            (layout.name, layout.name + "__new", layout.name + "__dedup", layout.name + "__append_only"),
-        ).fetchone()
-        if clash:
-            raise InvalidNameError(f"topic {layout.name!r} clashes with existing table {clash[0]!r}")
-        conn.execute(
-            "INSERT INTO _minikafka_topics (name, model_name, json_schema, fingerprint, columns, dedup, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (layout.name, model_path(layout.model), canonical_json(layout.json_schema), layout.fingerprint,
-             layout.describe_columns(), canonical_json(list(layout.dedup)), utc_now()),
-        )
-        for statement in layout.ddl():
-            conn.execute(statement)
+        catalog.create_topic_in_current_transaction(self._ledger.conn, layout)
         self._ledger.emit(Event("topic_created", layout.name, None, {"model": layout.model.__qualname__}))
 
     def model_of(self, name: str) -> type[BaseModel]:
@@ -152,7 +118,7 @@ class Source:
         if name in self._topics:
             return self._topics[name].model
         layout = self.layout(name)
-        path = self._ledger.conn.execute("SELECT model_name FROM _minikafka_topics WHERE name = ?", (name,)).fetchone()[0]
+        path = catalog.stored_model_path(self._ledger.conn, name)
         module_name, _, qualname = path.partition(":")
         try:
             import importlib
@@ -196,7 +162,7 @@ class Source:
 
     def topics(self) -> list[str]:
         """Names of every topic stored in the file, sorted."""
-        return [r[0] for r in self._ledger.conn.execute("SELECT name FROM _minikafka_topics ORDER BY name")]
+        return catalog.topic_names(self._ledger.conn)
 
     def layout(self, name: str) -> TopicLayout:
         """The stored layout of a topic (no model class needed): for tools and the CLI.
@@ -204,11 +170,7 @@ class Source:
         Raises:
             TopicNotFoundError: no such topic in the file.
         """
-        validate_topic_name(name)
-        row = self._ledger.conn.execute(_CATALOG_SELECT, (name,)).fetchone()
-        if row is None:
-            raise TopicNotFoundError(f"no topic {name!r} in {self.path!r} (topics: {self.topics()!r})")
-        return TopicLayout.from_catalog(row[:4])
+        return catalog.read_layout(self._ledger.conn, name, where=repr(self.path))
 
     # -- pipelines and runs --------------------------------------------------------
     def full_pipeline(self, *pipelines: Pipeline, batch_size: int = 1000) -> FullPipeline:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .errors import PipelineCycleError
+from ..errors import PipelineCycleError
 
 
 def topological_order(nodes: list[str], edges: list[tuple[str, str]]) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidNameError
+from ..errors import InvalidNameError
 
 # Topic names may carry dots and dashes ("rss.items"); they never start with "_" so they
 # cannot collide with the ledger's own tables, which all start with "_minikafka".

@@ -1,0 +1,16 @@
+"""The ``minikafka`` command: a thin skin over the library (one call per command).
+
+One module per group of commands; each attaches its commands to ``app.main``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from . import data, pipelines, topics  # noqa: F401  (registers the commands)
+from .app import main
+
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Commands over a pipeline file: run, check, plan, plot."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import MinikafkaError
+from .app import main
+from .common import DefinitionProblem, _load, stage_selection
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@stage_selection
+@click.option("--strategy", type=click.Choice(["strict", "best_effort"]), default="strict", show_default=True,
+              help="strict: stop after a failed stage; best_effort: run every branch not downstream of a failure.")
+@click.option("--dry-run", is_flag=True, help="Compute every stage but commit nothing.")
+@click.option("--in-process", is_flag=True, help="Run all stages in one Spark application (one JVM start).")
+def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
+        dry_run: bool, in_process: bool) -> None:
+    """Run a pipeline's stages in DAG order, each as its own spark-submit.
+
+    Exit code 0 when every stage succeeded, 1 when a stage failed, 2 for a bad
+    definition or usage.
+
+    Example: minikafka run conf/homelab.toml --strategy best_effort
+    """
+    from ..pipelines.definition import PipelineDefinitionError
+    from ..pipelines.runner import run_pipeline
+
+    defn = _load(pipeline)
+    try:
+        result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
+                              in_process=in_process, echo=lambda m: click.echo(m, err=True))
+    except PipelineDefinitionError as exc:
+        raise DefinitionProblem(str(exc)) from exc
+    except MinikafkaError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(result.table())
+    if not result.ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.option("--stage", help="Check only this stage.")
+@click.option("--master", help="Spark master URL.")
+def check(pipeline: str, stage: str | None, master: str | None) -> None:
+    """Validate what each stage with expectation suites would commit, committing nothing.
+
+    Runs the stages in one Spark application in dry-run mode and prints every suite's
+    results. Exit code 1 when a check fails.
+
+    Example: minikafka check conf/homelab.toml --stage score
+    """
+    from ..pipelines.runner import run_pipeline
+
+    defn = _load(pipeline)
+    try:
+        result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
+                              in_process=True, echo=lambda m: click.echo(m, err=True))
+    except MinikafkaError as exc:
+        raise DefinitionProblem(str(exc)) from exc
+    ok = True
+    for outcome in result.outcomes:
+        quality = (outcome.run or {}).get("quality")
+        if isinstance(quality, str):
+            quality = json.loads(quality)
+        if outcome.status == "failed":
+            ok = False
+            click.echo(f"{outcome.name}: FAILED {outcome.error}")
+            continue
+        for suite in (quality or {}).get("suites", []):
+            ok = ok and suite["success"]
+            click.echo(f"{outcome.name}: suite {suite['suite']} ({suite['policy']}): "
+                       f"{'passed' if suite['success'] else 'FAILED'}")
+            for r in suite["results"]:
+                click.echo(f"    {'ok  ' if r['success'] else 'FAIL'} {r['expectation']}({r['column'] or ''}) "
+                           f"unexpected={r['unexpected_count']} observed={r['observed_value']}")
+    if not ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@stage_selection
+def plan(pipeline: str, master: str | None, stage: str | None, start: str | None) -> None:
+    """Print the exact spark-submit commands, in the order run would use them.
+
+    Example: minikafka plan conf/homelab.toml --from llm_summary
+    """
+    import shlex
+
+    from ..pipelines.runner import select_stages, submit_command
+
+    defn = _load(pipeline)
+    try:
+        for sd in select_stages(defn, stage=stage, start=start):
+            click.echo(shlex.join(submit_command(defn, sd, master=master or defn.master, run_id=f"<{sd.name}-run-id>")))
+    except MinikafkaError as exc:
+        raise DefinitionProblem(str(exc)) from exc
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.option("--counts", is_flag=True, help="Label each topic with its new/handled counts.")
+def plot(pipeline: str, counts: bool) -> None:
+    """Print the pipeline's topic graph as Mermaid.
+
+    Example: minikafka plot conf/homelab.toml --counts
+    """
+    from ..util.mermaid import render
+
+    defn = _load(pipeline)
+    numbers = None
+    if counts:
+        from ..pipelines.runner import open_source
+
+        with open_source(defn) as source:
+            numbers = {}
+            for name in defn.topics:
+                t = source._topics[name]
+                numbers[name] = (t.count("new"), t.count("handled"))
+    click.echo(render(defn.edges(), numbers))

@@ -1,0 +1,90 @@
+"""The topic catalog: which topics the file holds, their layout, and creating one."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from pydantic import BaseModel
+
+from ..errors import InvalidNameError, SchemaMismatchError, TopicNotFoundError
+from ..util.clock import utc_now
+from .identifiers import validate_topic_name
+from .layout import TopicLayout, canonical_json
+
+CATALOG_SELECT = "SELECT name, json_schema, columns, dedup, fingerprint FROM _minikafka_topics WHERE name = ?"
+
+
+def model_path(model: type[BaseModel]) -> str:
+    """``module:QualName``: how the catalog records a topic's model."""
+    return f"{model.__module__}:{model.__qualname__}"
+
+
+def topic_names(conn: sqlite3.Connection) -> list[str]:
+    """Names of every topic stored in the file, sorted."""
+    return [r[0] for r in conn.execute("SELECT name FROM _minikafka_topics ORDER BY name")]
+
+
+def catalog_row(conn: sqlite3.Connection, name: str) -> tuple | None:
+    """The catalog row of ``name`` (name, json_schema, columns, dedup, fingerprint), or None."""
+    return conn.execute(CATALOG_SELECT, (name,)).fetchone()
+
+
+def read_layout(conn: sqlite3.Connection, name: str, *, where: str = "the ledger") -> TopicLayout:
+    """The stored layout of a topic (no model class needed).
+
+    Raises:
+        TopicNotFoundError: no such topic in the file.
+    """
+    validate_topic_name(name)
+    row = catalog_row(conn, name)
+    if row is None:
+        raise TopicNotFoundError(f"no topic {name!r} in {where} (topics: {topic_names(conn)!r})")
+    return TopicLayout.from_catalog(row[:4])
+
+
+def stored_model_path(conn: sqlite3.Connection, name: str) -> str:
+    """The ``module:QualName`` the catalog recorded for a topic's model."""
+    return conn.execute("SELECT model_name FROM _minikafka_topics WHERE name = ?", (name,)).fetchone()[0]
+
+
+def check_reopen(layout: TopicLayout, row: tuple) -> None:
+    """Raise unless ``layout`` matches the stored catalog ``row`` of the same topic.
+
+    Raises:
+        InvalidNameError: the names differ only by case.
+        SchemaMismatchError: another schema or other dedup fields.
+    """
+    stored_name = row[0]
+    if stored_name != layout.name:
+        raise InvalidNameError(
+            f"topic {layout.name!r} clashes with existing topic {stored_name!r}: "
+            "topic names are case-insensitive"
+        )
+    why = layout.mismatch(TopicLayout.from_catalog(row[:4]), row[4])
+    if why:
+        raise SchemaMismatchError(
+            f"topic {layout.name!r} exists with an incompatible schema or dedup ({why}); "
+            "reopen it with the stored model, or change it with Topic.migrate()"
+        )
+
+
+def create_topic_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout) -> None:
+    """Write the catalog row and the topic's table and indexes (the caller commits).
+
+    Raises:
+        InvalidNameError: a table of that name (or one of its index names) exists already.
+    """
+    clash = conn.execute(
+        "SELECT name FROM sqlite_schema WHERE lower(name) IN (lower(?), lower(?), lower(?), lower(?))",
+        (layout.name, layout.name + "__new", layout.name + "__dedup", layout.name + "__append_only"),
+    ).fetchone()
+    if clash:
+        raise InvalidNameError(f"topic {layout.name!r} clashes with existing table {clash[0]!r}")
+    conn.execute(
+        "INSERT INTO _minikafka_topics (name, model_name, json_schema, fingerprint, columns, dedup, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (layout.name, model_path(layout.model), canonical_json(layout.json_schema), layout.fingerprint,
+         layout.describe_columns(), canonical_json(list(layout.dedup)), utc_now()),
+    )
+    for statement in layout.ddl():
+        conn.execute(statement)

@@ -1,0 +1,122 @@
+"""The package's folders are layers: imports point down, and there is no import circle.
+
+Function-level (lazy) imports count; ``if TYPE_CHECKING:`` imports are not run and do not.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "minikafka"
+
+# lowest first; a module may import its own layer and the layers below it
+LAYERS = ["errors", "util", "ledger", "api", "connectors", "quality", "spark", "pipelines", "cli", "root"]
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "root"
+    head = parts[1]
+    if head in LAYERS:
+        return head
+    return "root"  # modules at the package root (job.py): the public face
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                for sub in ast.walk(child):
+                    if hasattr(sub, "lineno"):
+                        lines.add(sub.lineno)
+    return lines
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_lines(tree)
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("minikafka"):
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in modules else target)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("minikafka"):
+                    found.add(alias.name)
+    found.discard(name)
+    return {m for m in found if m in modules}
+
+
+def graph() -> dict[str, set[str]]:
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    return {m: imports_of(p, modules) for m, p in paths.items()}
+
+
+def test_imports_point_down_the_layers():
+    wrong = []
+    for module, targets in graph().items():
+        mine = LAYERS.index(layer_of(module))
+        for target in targets:
+            if LAYERS.index(layer_of(target)) > mine:
+                wrong.append(f"{module} ({layer_of(module)}) imports {target} ({layer_of(target)})")
+    assert not wrong, "imports pointing up a layer:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_import_graph_has_no_circle():
+    g = graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(g[m]):
+            if state.get(t) == 1:
+                cycle = stack[stack.index(t):] + [t]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m)
+
+
+def test_the_package_root_holds_only_the_public_face():
+    root_modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root_modules) <= 8, root_modules
+
+
+def test_every_folder_is_a_known_layer():
+    folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert set(folders) <= set(LAYERS), folders
