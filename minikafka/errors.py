@@ -120,3 +120,14 @@ class FanOutError(MinikafkaError):
 
 class MissingDependencyError(MinikafkaError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class StagingError(MinikafkaError):
+    """The staging location cannot be used, or what it holds is not what Spark wrote.
+
+    The message names the location. Nothing of the run was committed.
+    """
+
+
+class StageRunningError(MinikafkaError):
+    """Another run of the same stage holds its lock ("stage is running")."""

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_common import exit_code
+
 from minikafka import Source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,4 +74,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_code(main))

@@ -16,7 +16,6 @@ import glob
 import gzip
 import hashlib
 import json
-import shutil
 import time
 import zlib
 from collections.abc import Callable
@@ -307,11 +306,17 @@ def _spark_schema(layout: TopicLayout):
 
 def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, model: type[BaseModel] | None = None,
              fmt: str | None = None, delimiter: str = ",", quote: str = '"', header: bool = True,
-             as_handled: bool = False, batch_rows: int = 50_000,
+             as_handled: bool = False, batch_rows: int = 50_000, staging: str | None = None,
              progress: Callable[[str], None] | None = print) -> BackfillResult:
     """Load dumps into ``topic``; see the module docstring.
 
+    ``staging``: as for ``run_stage``: a URI every node sees (required on a non-local
+    master; the dumps must then lie on storage the executors see too, at the same path).
+
     Raises:
+        StageRunningError: another backfill of this topic is running.
+        StagingError: the staging location is missing or unusable, or the staged rows
+            differ from what Spark reported writing (nothing of that file is committed).
         BackfillError: a file-level problem (names the file); nothing of that run is written.
         TopicNotFoundError: the topic does not exist.
     """
@@ -341,16 +346,37 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             missing = [n for n in required if n not in dump.columns]
             if missing:
                 raise BackfillError(f"{dump.path}: CSV header lacks required column(s) {missing} (header: {dump.columns})")
-    staging = Path(source.path).resolve().parent / ".minikafka-staging" / f"backfill-{topic}"
+    from ..errors import StageRunningError
+    from ..util.filelock import LockBusy, exclusive_lock
+    from . import staging as stg
+    from .stage import lock_path
+
+    staging_uri = None
     try:
         if todo:
-            t0 = time.perf_counter()
-            _stage(spark, todo, model, layout, staging, delimiter=delimiter, quote=quote, header=header)
-            run.details["spark_seconds"] = round(time.perf_counter() - t0, 2)
-            t0 = time.perf_counter()
-            _commit(source, layout, todo, staging, run, result, done, as_handled, batch_rows, progress)
-            run.details["commit_seconds"] = round(time.perf_counter() - t0, 2)
+            # one backfill of a topic at a time; staging is per run and removed after
+            with exclusive_lock(lock_path(source, f"backfill-{topic}"), note=f"run {run.run_id}"):
+                area = stg.choose_staging(spark.sparkContext.master, staging, source.path)
+                stg.check_area(area)
+                staging_uri = area.run_uri(f"backfill-{topic}", run.run_id)
+                marker = lock_path(source, f"backfill-{topic}").with_suffix(".staging")
+                if marker.exists():
+                    stg.remove(marker.read_text().strip())
+                marker.write_text(staging_uri)
+                t0 = time.perf_counter()
+                written = _stage(spark, todo, model, layout, staging_uri, delimiter=delimiter, quote=quote,
+                                 header=header)
+                run.details["spark_seconds"] = round(time.perf_counter() - t0, 2)
+                t0 = time.perf_counter()
+                _commit(source, layout, todo, staging_uri, written, run, result, done, as_handled, batch_rows,
+                        progress)
+                run.details["commit_seconds"] = round(time.perf_counter() - t0, 2)
+                stg.remove(staging_uri)
+                marker.unlink(missing_ok=True)
         run.finish("succeeded")
+    except LockBusy as exc:
+        run.finish("failed", f"backfill of {topic!r} is running ({exc.holder})")
+        raise StageRunningError(f"a backfill of topic {topic!r} is running ({exc.holder}); this one did nothing") from None
     except BaseException as exc:
         run.finish("failed", f"{type(exc).__name__}: {exc}")
         raise
@@ -363,14 +389,16 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
                     "run_id = excluded.run_id, updated_at = excluded.updated_at",
                     [(topic, d.sha256, d.path.name, run.run_id, utc_now()) for d in files])
             write_run_in_current_transaction(conn, run)
-        shutil.rmtree(staging, ignore_errors=True)
     if progress:
         progress(result.summary())
     return result
 
 
-def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: Path, **opts) -> None:
-    shutil.rmtree(staging, ignore_errors=True)
+def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: str, **opts) -> list[int]:
+    """Validate and stage each file under ``staging``; return the rows Spark wrote per file."""
+    from .staging import join, write_counted
+
+    written = []
     nullable = {c.name for c in layout.columns if c.nullable}
     previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
     # one partition per file keeps rows in file order, so line numbers are exact
@@ -388,14 +416,17 @@ def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: Pat
             # in line order (the range sampling re-reads only the raw lines, not the validation).
             ranged = numbered.repartitionByRange(parallel, "_mk_line").sortWithinPartitions("_mk_line")
             out = ranged.mapInArrow(_validator(model, layout, dump.format, nullable), _spark_schema(layout))
-            out.write.mode("overwrite").option("parquet.block.size", 8 << 20).parquet(str(staging / f"{i:05d}"))
+            written.append(write_counted(out, join(staging, f"{i:05d}"), row_group_bytes=8 << 20))
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+    return written
 
 
-def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: Path, run: RunResult,
-            result: BackfillResult, done: dict, as_handled: bool, batch_rows: int, progress) -> None:
+def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: str, written: list[int],
+            run: RunResult, result: BackfillResult, done: dict, as_handled: bool, batch_rows: int, progress) -> None:
     import pyarrow.dataset as ds
+
+    from .staging import filesystem, join, open_staged
 
     sql = layout.insert_sql(lineage=True, ignore_duplicates=bool(layout.dedup))
     names = layout.field_names
@@ -403,8 +434,12 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
     t0 = time.perf_counter()
     for i, dump in enumerate(todo):
         already = done.get(dump.sha256, (0, "partial"))[0]
-        parts = sorted(str(p) for p in (staging / f"{i:05d}").glob("part-*.parquet"))
-        dataset = ds.dataset(parts, format="parquet")  # part files in order: rows sorted by line
+        uri = join(staging, f"{i:05d}")
+        # checks the _SUCCESS marker and the row count against what Spark wrote, before any commit
+        staged = open_staged(uri, written[i])
+        fs, _ = filesystem(uri)
+        parts = sorted(f for f in staged.files if f.rsplit("/", 1)[-1].startswith("part-"))
+        dataset = ds.dataset(parts, format="parquet", filesystem=fs)  # part files in order: rows sorted by line
         for batch in dataset.to_batches(batch_size=batch_rows, batch_readahead=0, fragment_readahead=0,
                                         use_threads=False):
             lines = batch.column("_mk_line").to_pylist()
