@@ -117,15 +117,15 @@ def checked_columns(rules: list[FieldRule], text):
     """(ok, [storage columns]) for a raw JSON line column ``text`` (string)."""
     from pyspark.sql import functions as F
 
-    from .types import TIMESTAMP_WRITE, quote_back
+    from .types import TIMESTAMP_WRITE
 
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_mk_corrupt", "allowNonNumericNumbers": "false"}
     parsed = F.from_json(text, parse_schema(rules), opts)
     # any conversion failure fills _mk_corrupt, so a null below is a JSON null or a missing key
-    ok = F.trim(text).startswith("{") & parsed.isNotNull() & parsed["_mk_corrupt"].isNull()
+    ok = F.trim(text).startswith("{") & parsed.isNotNull() & parsed.getField("_mk_corrupt").isNull()
     out = []
     for r in rules:
-        v = parsed[quote_back(r.name)]
+        v = parsed.getField(r.name)
         conds = []
         if r.kind in ("str", "datetime", "date", "enum"):
             # Spark hands a non-string JSON token to a string field as its JSON text; a value
@@ -146,11 +146,11 @@ def checked_columns(rules: list[FieldRule], text):
                 conds.append(v.rlike(r.pattern))
             stored = v
         elif r.kind == "datetime":
-            ts = F.to_timestamp(v)
+            ts = v.try_cast("timestamp")
             conds += [v.rlike(ISO_DATETIME), ts.isNotNull()]
             stored = F.date_format(ts, TIMESTAMP_WRITE)
         elif r.kind == "date":
-            d = F.to_date(v)
+            d = v.try_cast("date")
             conds += [v.rlike(ISO_DATE), d.isNotNull()]
             stored = F.date_format(d, "yyyy-MM-dd")
         elif r.kind == "enum":

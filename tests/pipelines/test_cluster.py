@@ -17,7 +17,9 @@ import sys
 
 import pytest
 
+from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.cluster import standalone_cluster, unshare_permitted
+from minikafka.pipelines.runner import run_pipeline
 from tests.pipelines.helpers import ROOT, generate, homelab_copy
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -55,7 +57,7 @@ def prepared(home, dump):
     return pipeline
 
 
-def test_example_on_an_isolated_worker_matches_local_mode_and_fails_without_staging(tmp_path):
+def test_example_on_an_isolated_worker_matches_local_mode_and_fails_without_staging(spark, tmp_path):
     why = unshare_permitted()
     if why:
         pytest.skip(why)
@@ -66,8 +68,9 @@ def test_example_on_an_isolated_worker_matches_local_mode_and_fails_without_stag
     dump = generate(hidden, 120)
 
     local = prepared(hidden / "local", dump)
-    run = mk("run", local, "--in-process", "--master", "local[2]")
-    assert run.returncode == 0, run.stdout + run.stderr
+    # the reference: local mode, in this process's session (spares a JVM start)
+    reference = run_pipeline(load_pipeline(local), master="local[2]", in_process=True, echo=lambda m: None)
+    assert reference.ok, reference.table()
     expected = snapshot(hidden / "local" / "homelab.sqlite")
     assert len(expected["rss.scored"]) > 80
 

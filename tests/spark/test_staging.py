@@ -17,7 +17,7 @@ from minikafka.spark import staging as stg
 from minikafka.spark.stage import StageFailed
 from minikafka.util.faults import ENV, MODE_ENV
 from tests.spark.crash_child import Doubled, Item, open_topics, stage
-from tests.spark.test_crash import N, ROOT, seed, snapshot
+from tests.spark.test_crash import ROOT, N, seed, snapshot
 
 pytestmark = [pytest.mark.spark]
 
