@@ -9,16 +9,17 @@ import click
 
 from ..errors import MinikafkaError
 from .app import main
-from .common import DefinitionProblem, _load, stage_selection
+from .common import DefinitionProblem, _load, pipeline_argument, stage_selection, verbose_option
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
+@pipeline_argument
 @stage_selection
 @click.option("--strategy", type=click.Choice(["strict", "best_effort"]), default="strict", show_default=True,
               help="strict: stop after a failed stage; best_effort: run every branch not downstream of a failure.")
 @click.option("--dry-run", is_flag=True, help="Compute every stage but commit nothing.")
 @click.option("--in-process", is_flag=True, help="Run all stages in one Spark application (one JVM start).")
+@verbose_option
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
         dry_run: bool, in_process: bool) -> None:
     """Run a pipeline's stages in DAG order, each as its own spark-submit.
@@ -45,9 +46,10 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
+@pipeline_argument
 @click.option("--stage", help="Check only this stage.")
 @click.option("--master", help="Spark master URL.")
+@verbose_option
 def check(pipeline: str, stage: str | None, master: str | None) -> None:
     """Validate what each stage with expectation suites would commit, committing nothing.
 
@@ -85,7 +87,7 @@ def check(pipeline: str, stage: str | None, master: str | None) -> None:
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
+@pipeline_argument
 @stage_selection
 def plan(pipeline: str, master: str | None, stage: str | None, start: str | None) -> None:
     """Print the exact spark-submit commands, in the order run would use them.
@@ -105,7 +107,7 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
+@pipeline_argument
 @click.option("--counts", is_flag=True, help="Label each topic with its new/handled counts.")
 def plot(pipeline: str, counts: bool) -> None:
     """Print the pipeline's topic graph as Mermaid.
