@@ -18,7 +18,7 @@ def import_model(spec: str):
 
     module_name, _, cls_name = spec.partition(":")
     if not module_name or not cls_name:
-        raise click.BadParameter(f"{spec!r}: write module:Class, e.g. schemas.rss:Item", param_hint="--model")
+        raise click.BadParameter(f"{spec!r}: write module:Class, e.g. schemas.homelab:RssItem", param_hint="--model")
     try:
         model = importlib.import_module(module_name)
         for part in cls_name.split("."):
@@ -63,7 +63,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     minikafka ingest --source FILE --model module:Class TOPIC PATH
                                                   no pipeline file (the topic is created if new)
 
-    Example: curl -s https://example.org/feed.jsonl | minikafka ingest --source data/homelab.sqlite --model schemas.rss:Item rss.items -
+    Example: curl -s https://example.org/feed.jsonl | minikafka ingest --source data/homelab.sqlite --model schemas.homelab:RssItem rss.items -
     """
     import tempfile
 
@@ -205,7 +205,10 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     from ..spark.session import build_session
 
     model_cls = import_model(model) if model else None
-    click.echo("starting Spark (the JVM's own output is hidden; --verbose shows it)...", err=True)
+    import os
+
+    hint = "" if os.environ.get("MINIKAFKA_VERBOSE") else " (the JVM's own output is hidden; --verbose shows it)"
+    click.echo(f"starting Spark{hint}...", err=True)
     spark = build_session("minikafka:backfill", master)
     run_backfill(spark, source, topic, list(paths), model=model_cls, fmt=fmt, delimiter=delimiter, quote=quote,
                  header=not no_header, as_handled=as_handled, batch_rows=batch_rows,

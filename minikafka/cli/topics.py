@@ -78,7 +78,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
     (run_id, kind, stage, consumer, inputs, outputs, watermarks, rows_*, status, error,
     started_at, finished_at, duration_s, quality, details).
 
-    Example: minikafka status --failed --stage summarise
+    Example: minikafka status --failed --stage llm_summary
     """
     from ..ledger.runlog import read_runs
 
@@ -102,6 +102,9 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
         )
         if run["error"]:
             click.echo(f"    error: {run['error'][:300]}")
+        if run["rows_in"] and run["rows_quarantined"] >= run["rows_in"] and not run["rows_out"]:
+            click.echo(f"    all {run['rows_in']} input row(s) went to the quarantine: "
+                       f"minikafka quarantine {(run['inputs'] or ['TOPIC'])[0]}")
         for suite in (run["quality"] or {}).get("suites", []):
             bad = [r for r in suite["results"] if not r["success"]]
             verdict = "passed" if suite["success"] else f"{len(bad)} of {len(suite['results'])} failed"
@@ -165,7 +168,7 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
     _consumer_status with --consumer). --json prints one JSON array instead of lines.
     Filters are checked against the topic's columns; values are never pasted into SQL.
 
-    Example: minikafka show rss.items --consumer summarise --status new --where 'source=hn' --limit 5
+    Example: minikafka show rss.items --consumer split_youtube --status new --where 'feed=hn' --limit 5
     """
     layout: TopicLayout = source.layout(topic)
     if follow and as_json:

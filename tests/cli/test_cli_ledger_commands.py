@@ -44,6 +44,15 @@ def test_status_shows_run_ids_and_failed_only_with_failed(db_path):
     assert [r["status"] for r in one] == ["succeeded"]
 
 
+def test_status_says_when_every_input_row_went_to_the_quarantine(db_path):
+    seed(db_path)
+    with Source(db_path) as src, src._ledger.atomic() as conn:
+        r = RunResult("r-q", "stage", stage="clean", inputs=["items"], rows_in=3, rows_quarantined=3)
+        write_run_in_current_transaction(conn, r.finish("succeeded"))
+    out = invoke("status", "--source", db_path)
+    assert "all 3 input row(s) went to the quarantine: minikafka quarantine items" in out.output
+
+
 def test_schema_lists_columns_and_dedup(db_path):
     seed(db_path)
     out = invoke("schema", "items", "--source", db_path)
