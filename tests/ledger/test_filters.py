@@ -7,7 +7,6 @@ import enum
 import pytest
 from pydantic import BaseModel
 
-from minikafka import Source
 from minikafka.ledger.filters import InvalidFilterError, parse_condition, where_clause
 
 
