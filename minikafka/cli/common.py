@@ -63,6 +63,23 @@ def _load(pipeline: str):
         raise DefinitionProblem(str(exc)) from exc
 
 
+def pipeline_source_option(fn):
+    """--source FILE on a pipeline command: use this ledger instead of the file's ``source =``.
+
+    Only an explicit option counts: $MINIKAFKA_SOURCE never redirects a pipeline's writes.
+    """
+    return click.option("--source", "-s", "source_override", metavar="FILE",
+                        help="Use this ledger instead of the pipeline file's 'source ='.")(fn)
+
+
+def load_with_source(pipeline: str, source_override: str | None):
+    """The pipeline definition, with its ledger replaced by ``source_override`` when given."""
+    defn = _load(pipeline)
+    if source_override:
+        defn.source = Path(source_override).resolve()
+    return defn
+
+
 def _explicit(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.PROMPT)
 

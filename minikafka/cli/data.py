@@ -7,7 +7,7 @@ import click
 from ..api.source import Source
 from ..errors import MinikafkaError
 from .app import main
-from .common import _load, _nullcontext, _row_json, verbose_option, with_source
+from .common import _nullcontext, _row_json, load_with_source, verbose_option, with_source
 
 
 def import_model(spec: str):
@@ -46,7 +46,8 @@ def _spool_stdin(tmpdir: str) -> str:
 @click.argument("args", nargs=-1, metavar="[PIPELINE] TOPIC PATH")
 @click.option("--pipeline", "-p", "pipeline_opt", metavar="FILE", help="The pipeline file declaring TOPIC.")
 @click.option("--source", "-s", "source_path", envvar="MINIKAFKA_SOURCE", metavar="FILE",
-              help="Ingest straight into this ledger (default: $MINIKAFKA_SOURCE), with --model; no pipeline file.")
+              help="Ingest into this ledger (default: $MINIKAFKA_SOURCE) with --model and no pipeline file; "
+                   "with a pipeline, instead of its 'source ='.")
 @click.option("--model", metavar="module:Class",
               help="With --source: the topic's model (default: the one recorded in the ledger for TOPIC).")
 @click.option("--dedup", multiple=True, metavar="FIELD", help="With --source, for a new topic: its dedup field(s).")
@@ -80,8 +81,6 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
         pipeline, (topic, path) = pipeline_opt, args
     else:
         raise click.UsageError("expected [PIPELINE] TOPIC PATH")
-    if pipeline and explicit_source:
-        raise click.UsageError("use --pipeline or --source, not both")
     if not pipeline and not source_path:
         raise click.UsageError("which ledger? pass PIPELINE, --pipeline FILE, or --source FILE with --model")
     if model and pipeline:
@@ -97,7 +96,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
             path = _spool_stdin(tmpdir)
         try:
             if pipeline:
-                defn = _load(pipeline)
+                defn = load_with_source(pipeline, source_path if explicit_source else None)
                 if topic not in defn.topics:
                     raise click.ClickException(f"topic {topic!r} is not declared in {pipeline}")
                 with open_source(defn) as source:

@@ -118,7 +118,8 @@ def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str
            "--jars", jar, "--driver-class-path", jar]
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
-    cmd += [str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id]
+    cmd += [str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id,
+            "--source", str(defn.source)]
     if dry_run:
         cmd.append("--dry-run")
     return cmd
