@@ -6,6 +6,7 @@ import click
 
 from ..api.source import Source
 from ..errors import MinikafkaError
+from ..util.progress import heartbeat
 from .app import main
 from .common import _nullcontext, _row_json, load_with_source, verbose_option, with_source
 
@@ -28,6 +29,10 @@ def import_model(spec: str):
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise click.BadParameter(f"{spec!r} is not a pydantic model", param_hint="--model")
     return model
+
+
+def _err(message: str) -> None:
+    click.echo(message, err=True)
 
 
 def _spool_stdin(tmpdir: str) -> str:
@@ -99,10 +104,10 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 defn = load_with_source(pipeline, source_path if explicit_source else None)
                 if topic not in defn.topics:
                     raise click.ClickException(f"topic {topic!r} is not declared in {pipeline}")
-                with open_source(defn) as source:
+                with open_source(defn) as source, heartbeat(_err, f"ingest {shown}"):
                     r = ingest_jsonl(source._topics[topic], path)
             else:
-                with Source(source_path) as source:
+                with Source(source_path) as source, heartbeat(_err, f"ingest {shown}"):
                     r = ingest_jsonl(_open_topic(source, topic, model, dedup), path)
         except (MinikafkaError, OSError, UnicodeDecodeError) as exc:
             raise click.ClickException(str(exc)) from exc

@@ -133,9 +133,12 @@ def plot(pipeline: str, counts: bool, source_override: str | None) -> None:
     if counts:
         from ..pipelines.runner import open_source
 
-        with open_source(defn) as source:
-            numbers = {}
-            for name in defn.topics:
-                t = source._topics[name]
-                numbers[name] = (t.count("new"), t.count("handled"))
+        try:
+            with open_source(defn) as source:
+                numbers = {}
+                for name in defn.topics:
+                    t = source._topics[name]
+                    numbers[name] = (t.count("new"), t.count("handled"))
+        except MinikafkaError as exc:
+            raise click.ClickException(str(exc)) from exc
     click.echo(render(defn.edges(), numbers))

@@ -116,3 +116,18 @@ def test_prune_rejects_a_bad_age_as_a_usage_error(db_path):
     out = invoke("prune", "--runs-older-than", "thirty", "--source", db_path)
     assert out.exit_code == 2 and "30d" in out.output
     assert invoke("prune", "--source", db_path).exit_code == 2
+
+
+def test_consumers_with_pipeline_marks_consumers_no_stage_uses_as_retired(tmp_path):
+    from tests.pipelines.helpers import homelab_copy
+
+    pipeline = homelab_copy(tmp_path)
+    assert invoke("run", pipeline).exit_code == 0  # nothing pending: registers the DAG's consumers, no JVM
+    with Source(str(tmp_path / "homelab.sqlite")) as src:
+        src.register_consumers([("rss.items", "old_stage")])
+    out = invoke("consumers", "--pipeline", pipeline, "--json")
+    rows = {(r["topic"], r["name"]): r for r in json.loads(out.output)}
+    assert rows[("rss.items", "old_stage")]["in_pipeline"] is False
+    assert rows[("rss.items", "split_youtube")]["in_pipeline"] is True
+    text = invoke("consumers", "--pipeline", pipeline)
+    assert "retired" in text.output
