@@ -17,8 +17,10 @@ class Item(BaseModel):
 
 
 def invoke(*args, input=None, env=None):
+    """The command with the caller's environment minus minikafka's variables (unless given in ``env``)."""
     runner = CliRunner()
-    return runner.invoke(main, [str(a) for a in args], input=input, env=env or {}, catch_exceptions=False)
+    clean = {"MINIKAFKA_SOURCE": None, "MINIKAFKA_PIPELINE": None, "MINIKAFKA_VERBOSE": None, **(env or {})}
+    return runner.invoke(main, [str(a) for a in args], input=input, env=clean, catch_exceptions=False)
 
 
 def seed(path, n=5, consumers=("clean",)):
