@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import click
@@ -126,6 +127,8 @@ def with_source(fn=None, *, must_exist: bool = True):
                 return fn(source, **kwargs)
         except MinikafkaError as exc:
             raise click.ClickException(str(exc)) from exc
+        except sqlite3.Error as exc:  # locked, corrupt, read-only: name the file, no traceback
+            raise click.ClickException(f"{path}: {exc}") from exc
 
     return wrapper
 

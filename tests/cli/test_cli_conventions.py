@@ -133,3 +133,10 @@ def test_ingest_with_a_pipeline_and_source_uses_that_ledger(tmp_path):
     assert not (tmp_path / "homelab.sqlite").exists()
     with Source(str(other)) as src:
         assert src.layout("rss.items") and src._ledger.conn.execute('SELECT count(*) FROM "rss.items"').fetchone()[0] == 1
+
+
+def test_a_file_that_is_not_a_ledger_exits_1_naming_it(tmp_path):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("not a database at all, just some text that is long enough to look like a header" * 20)
+    out = invoke("topics", "--source", junk)
+    assert out.exit_code == 1 and str(junk) in out.output
