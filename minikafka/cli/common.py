@@ -102,6 +102,13 @@ def resolve_source_path(ctx: click.Context, source_path: str | None, pipeline: s
         f"which ledger? pass --source FILE, --pipeline FILE, or set {SOURCE_ENV}", ctx=ctx)
 
 
+def pipeline_model(topic: str):
+    """The model the --pipeline file declares for ``topic`` (None without --pipeline or when undeclared)."""
+    defn = click.get_current_context().meta.get("minikafka.pipeline")
+    declared = defn.topics.get(topic) if defn is not None else None
+    return declared.model if declared is not None else None
+
+
 def with_source(fn=None, *, must_exist: bool = True):
     """The options every command that opens a ledger shares: --source, --pipeline.
 

@@ -8,7 +8,7 @@ from ..api.source import Source
 from ..errors import MinikafkaError
 from ..util.progress import heartbeat
 from .app import main
-from .common import _nullcontext, _row_json, load_with_source, verbose_option, with_source
+from .common import _nullcontext, _row_json, load_with_source, pipeline_model, verbose_option, with_source
 
 
 def import_model(spec: str):
@@ -208,7 +208,7 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     from ..spark.backfill import backfill as run_backfill
     from ..spark.session import build_session
 
-    model_cls = import_model(model) if model else None
+    model_cls = import_model(model) if model else pipeline_model(topic)
     import os
 
     hint = "" if os.environ.get("MINIKAFKA_VERBOSE") else " (the JVM's own output is hidden; --verbose shows it)"

@@ -9,7 +9,7 @@ import click
 from ..api.source import Source
 from ..ledger import quarantine as store
 from .app import main
-from .common import echo_json, json_option, with_source
+from .common import echo_json, json_option, pipeline_model, with_source
 
 ACTIONS = ("list", "show", "requeue", "purge")
 
@@ -27,7 +27,8 @@ def _ids(values: tuple[str, ...]) -> list[int]:
 @click.argument("ids", nargs=-1, metavar="[IDS]...")
 @click.option("--all", "everything", is_flag=True, help="requeue/purge: every quarantined row of the topic.")
 @click.option("--older-than", metavar="AGE", help="purge: only rows quarantined longer ago than AGE (e.g. 30d).")
-@click.option("--model", metavar="module:Class", help="requeue: the topic's model (default: the one in the ledger).")
+@click.option("--model", metavar="module:Class",
+              help="requeue: the topic's model (default: the --pipeline's, else the one recorded in the ledger).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1), help="list: rows to print.")
 @json_option
 @with_source
@@ -130,11 +131,8 @@ def _requeue(source: Source, topic: str, ids: list[int] | None, model: str | Non
     from ..api.quarantine import requeue
     from .data import import_model
 
-    if model:
-        layout = source.layout(topic)
-        t = source.topic(topic, import_model(model), dedup=layout.dedup or None)
-    else:
-        t = source.topic(topic, source.model_of(topic), dedup=source.layout(topic).dedup or None)
+    cls = import_model(model) if model else (pipeline_model(topic) or source.model_of(topic))
+    t = source.topic(topic, cls, dedup=source.layout(topic).dedup or None)
     result = requeue(t, ids)
     if as_json:
         echo_json({"topic": topic, "appended": result.appended, "replayed": result.replayed,
