@@ -10,7 +10,7 @@ from typing import Any
 
 from ..api.source import Source
 from ..errors import MinikafkaError, PipelineError
-from ..ledger import acks
+from ..ledger import acks, retention
 from ..ledger.commit import InputState, StagedOutput, commit_stage
 from ..ledger.events import Event
 from ..ledger.identifiers import validate_consumer_name, validate_topic_name
@@ -255,7 +255,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     staged: dict[str, tuple[str, int]] = {}  # topic -> (uri, rows Spark wrote)
     outcomes: list = []
     quarantined: list[tuple] = []
-    report_dir = Path(source.path).resolve().parent / "quality-reports"
+    report_dir = retention.report_dir(source.path)
     if run.rows_in:
         frames = _read_inputs(spark, source, stage, in_layouts, bounds, area, run_uri, run)
         if stage.row_fn is not None:
