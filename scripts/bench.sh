@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Run every scripts/bench_*.py (each under the shared Spark lock) and print one table:
 # figure, target, PASS/FAIL. Exit 1 when any benchmark missed a target or crashed.
-# Usage: scripts/bench.sh [bench_name ...]   (default: all)
+# Usage: scripts/bench.sh [bench_name ...]   (default: all; e.g. scripts/bench.sh staging backfill)
+# PYTHON=... picks the interpreter (default .venv/bin/python).
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 [ -x "$PY" ] || PY="$(command -v python3)"
 LOCK="${MINIKAFKA_SPARK_LOCK:-/tmp/minikafka-spark.lock}"
+# BENCH_LOCK_HELD=1: the caller already holds the lock (flock LOCK scripts/bench.sh ...)
+if [ "${BENCH_LOCK_HELD:-0}" = 1 ]; then locked() { "$@"; }; else locked() { flock "$LOCK" "$@"; }; fi
 OUT="$(mktemp -d)"
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
@@ -17,7 +20,7 @@ fi
 status=0
 for n in "${names[@]}"; do
   echo "== bench_$n" >&2
-  ( cd "$ROOT" && PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" flock "$LOCK" "$PY" "scripts/bench_$n.py" ) \
+  ( cd "$ROOT" && PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" locked "$PY" "scripts/bench_$n.py" ) \
     > "$OUT/$n.log" 2>&1
   rc=$?
   cat "$OUT/$n.log" >&2

@@ -227,9 +227,14 @@ def _read_inputs(spark, source: Source, stage: Stage, in_layouts: dict, bounds: 
     frames = {}
     for name, layout in in_layouts.items():
         uri = stg.join(run_uri, "in", name)
-        stg.export_topic(source._ledger.conn, layout, bounds[name].where, uri)
+        rows = stg.export_topic(source._ledger.conn, layout, bounds[name].where, uri)
         frame = to_model_columns(stg.read_exported(spark, layout, uri), layout)
-        frames[name] = frame.repartition(stage.partitions) if stage.partitions else frame
+        files = -(-rows // stg.EXPORT_ROWS_PER_FILE)
+        if stage.partitions or files > 1:
+            # partitions as id ranges in id order, as the JDBC read gives them: Spark packs files
+            # by size, and the commit's "earliest row wins" on duplicates needs id order
+            frame = frame.repartitionByRange(stage.partitions or files, "_id")
+        frames[name] = frame
     run.details["export_seconds"] = round(time.perf_counter() - t0, 3)
     return frames
 
