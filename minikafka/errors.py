@@ -120,3 +120,18 @@ class FanOutError(MinikafkaError):
 
 class MissingDependencyError(MinikafkaError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class TransactionError(MinikafkaError):
+    """A transaction cannot be opened or joined (one already open, another Source's, closed)."""
+
+
+class QueueNotFoundError(MinikafkaError, KeyError):
+    """No work queue with that name in the ledger."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class JobNotOursError(MinikafkaError):
+    """A job was not claimed through this queue, or this handle already finished it."""
