@@ -450,7 +450,7 @@ class Queue(Generic[ModelT]):
         jobs = list(jobs)
         for job in jobs:
             if job._queue is not self:
-                raise JobNotOursError(f"job {job.id} was not claimed through queue {self.name!r}")
+                raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
         if not jobs:
             return 0
         now = self._now_ms()
