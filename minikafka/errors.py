@@ -135,3 +135,7 @@ class QueueNotFoundError(MinikafkaError, KeyError):
 
 class JobNotOursError(MinikafkaError):
     """A job was not claimed through this queue, or this handle already finished it."""
+
+
+class HandlerError(MinikafkaError):
+    """A worker handler (MODULE:FUNCTION) cannot be imported or called."""

@@ -9,8 +9,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from minikafka import Source
-from minikafka.errors import JobNotOursError, QueueNotFoundError, TransactionError
 from minikafka.api.queues import Job, find_queue
+from minikafka.errors import JobNotOursError, QueueNotFoundError, TransactionError
 
 
 class Item(BaseModel):
