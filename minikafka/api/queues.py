@@ -221,7 +221,8 @@ class Queue(Generic[ModelT]):
         now = self._now_ms()
         due = self._due_ms(now, delay, run_at)
         model = self.topic._validate(payload)
-        with joined(self.source, tx) as conn:
+        # inside tx no savepoint: only the first statement (the topic insert) can fail
+        with joined(self.source, tx, savepoint=False) as conn:
             row_id = self.topic._insert_one_in_current_transaction(model, now=self._now_text(now))
             conn.execute(
                 f"INSERT OR REPLACE INTO {JOBS} (consumer_id, row_id, state, priority, run_at) "
@@ -458,9 +459,8 @@ class Queue(Generic[ModelT]):
         with joined(self.source, tx) as conn:
             acked = [r[0] for r in conn.execute(
                 f"DELETE FROM {JOBS} WHERE consumer_id = ?1 AND state = 'processing' AND lease_expires_at > ?2 "
-                "AND row_id IN (SELECT json_extract(value, '$[0]') FROM json_each(?3)) "
-                "AND EXISTS (SELECT 1 FROM json_each(?3) c WHERE json_extract(c.value, '$[0]') = row_id "
-                "AND json_extract(c.value, '$[1]') = worker_id AND json_extract(c.value, '$[2]') = attempts) "
+                "AND (row_id, worker_id, attempts) IN (SELECT json_extract(value, '$[0]'), "
+                "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?3)) "
                 "RETURNING row_id",
                 (self.consumer_id, now, claims),
             ).fetchall()]

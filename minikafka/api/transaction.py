@@ -108,8 +108,11 @@ def open_transaction(source: Source) -> Iterator[Transaction]:
 
 
 @contextmanager
-def joined(source: Source, tx: Transaction | None) -> Iterator[sqlite3.Connection]:
+def joined(source: Source, tx: Transaction | None, *, savepoint: bool = True) -> Iterator[sqlite3.Connection]:
     """The connection inside ``tx`` (a savepoint in it), or inside a new transaction when tx is None.
+
+    ``savepoint=False`` skips the savepoint inside ``tx``: only for writes whose sole
+    statement that can fail comes first (nothing to undo when it does).
 
     Raises:
         TransactionError: tx is closed or belongs to another Source.
@@ -123,5 +126,8 @@ def joined(source: Source, tx: Transaction | None) -> Iterator[sqlite3.Connectio
             )
         if not tx._open:
             raise TransactionError("this transaction is closed: use it only inside its `with` block")
+        if not savepoint:
+            yield source._ledger.conn
+            return
     with source._ledger.atomic() as conn:
         yield conn
