@@ -327,8 +327,8 @@ class Queue(Generic[ModelT]):
             raise ValueError(f"n must be an integer >= 0, got {n!r}")
         if n == 0 or not self.claimable():
             return []
-        now = self._now_ms()
         with self.source._ledger.atomic() as conn:
+            now = self._now_ms()  # after the write lock: waiting for it must not shorten leases
             self._sync_in_current_transaction(conn, now)
             self._bury_exhausted_in_current_transaction(conn, now)
             rows = conn.execute(
@@ -406,9 +406,9 @@ class Queue(Generic[ModelT]):
         if how == "retried" and (isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0):
             raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
         error = "" if error is None else str(error)
-        now = self._now_ms()
-        where, params = self._claim_filter(job, now)
         with joined(self.source, tx) as conn:
+            now = self._now_ms()  # after the write lock: a lease that ran out meanwhile is not ours
+            where, params = self._claim_filter(job, now)
             if how == "acked":
                 done = conn.execute(f"DELETE FROM {JOBS} WHERE {where}", params).rowcount
                 if done:
@@ -437,10 +437,10 @@ class Queue(Generic[ModelT]):
             raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
         if extend is not None and (isinstance(extend, bool) or not isinstance(extend, (int, float)) or extend <= 0):
             raise ValueError(f"extend must be > 0 seconds, got {extend!r}")
-        now = self._now_ms()
-        lease = now + (self._vt_ms if extend is None else max(1, _ms(extend)))
-        where, params = self._claim_filter(job, now)
         with self.source._ledger.atomic() as conn:
+            now = self._now_ms()
+            lease = now + (self._vt_ms if extend is None else max(1, _ms(extend)))
+            where, params = self._claim_filter(job, now)
             done = conn.execute(f"UPDATE {JOBS} SET lease_expires_at = ? WHERE {where}", (lease, *params)).rowcount
         if done:
             job.lease_expires_at = _dt(lease)
@@ -454,9 +454,9 @@ class Queue(Generic[ModelT]):
                 raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
         if not jobs:
             return 0
-        now = self._now_ms()
         claims = json.dumps([[j.id, j.worker_id, j.attempts] for j in jobs if not j._finished])
         with joined(self.source, tx) as conn:
+            now = self._now_ms()
             acked = [r[0] for r in conn.execute(
                 f"DELETE FROM {JOBS} WHERE consumer_id = ?1 AND state = 'processing' AND lease_expires_at > ?2 "
                 "AND (row_id, worker_id, attempts) IN (SELECT json_extract(value, '$[0]'), "
