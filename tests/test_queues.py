@@ -357,3 +357,13 @@ def test_times_have_millisecond_resolution(q, clock):
     job = q.claim_one("w")
     assert job is not None
     assert job.lease_expires_at - datetime.fromtimestamp(clock.now, tz=timezone.utc) == timedelta(seconds=10)
+
+
+def test_lowering_max_attempts_sends_exhausted_pending_jobs_to_the_dead_letter(file_source, clock):
+    q = file_source.queue("jobs", Item, max_attempts=5, clock=clock)
+    q.enqueue({"url": "a"})
+    for _ in range(2):
+        q.claim_one("w").retry(delay=0, error="flaky")
+    strict = file_source.queue("jobs", Item, max_attempts=2, clock=clock)
+    assert strict.claim_one("w") is None
+    assert [(d["attempts"], d["last_error"]) for d in strict.dead()] == [(2, "flaky")]

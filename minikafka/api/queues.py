@@ -167,6 +167,7 @@ class Queue(Generic[ModelT]):
                 "OR max_attempts != excluded.max_attempts",
                 (self.consumer_id, topic.name, consumer, self._vt_ms, max_attempts, self._now_text(now)),
             )
+            self._bury_exhausted_in_current_transaction(conn, now, pending=True)
 
     @property
     def name(self) -> str:
@@ -484,14 +485,20 @@ class Queue(Generic[ModelT]):
             for row_id in row_ids:
                 ledger.emit(Event("message_handled", self.topic.name, row_id, {"consumer": self.consumer}))
 
-    def _bury_exhausted_in_current_transaction(self, conn, now: int) -> None:
+    def _bury_exhausted_in_current_transaction(self, conn, now: int, *, pending: bool = False) -> None:
+        """Dead-letter claimable rows that have no attempt left.
+
+        Claims look only at expired leases (an index range over the few expired ones).
+        Pending rows with no attempt left exist only after ``max_attempts`` was lowered
+        (retry dead-letters the last attempt itself), so opening a queue sweeps those.
+        """
+        which = "(state = 'pending' AND run_at <= ?)" if pending else "(state = 'processing' AND lease_expires_at <= ?)"
         rows = conn.execute(
             f"UPDATE {JOBS} SET state = 'dead', worker_id = NULL, lease_expires_at = NULL, "
             "last_error = coalesce(nullif(last_error, ''), 'max attempts exceeded') "
-            "WHERE consumer_id = ? AND state IN ('pending', 'processing') AND attempts >= ? "
-            "AND ((state = 'pending' AND run_at <= ?) OR (state = 'processing' AND lease_expires_at <= ?)) "
+            f"WHERE consumer_id = ? AND {which} AND attempts >= ? "
             "RETURNING row_id, attempts, last_error",
-            (self.consumer_id, self.max_attempts, now, now),
+            (self.consumer_id, now, self.max_attempts),
         ).fetchall()
         if rows:
             self._quarantine_in_current_transaction(conn, rows, now)
