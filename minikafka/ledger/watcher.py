@@ -154,13 +154,13 @@ class Watcher:
         self._poke()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
-        for fd in (self._wake_r, self._wake_w):
+        fds, (self._wake_r, self._wake_w) = (self._wake_r, self._wake_w), (None, None)
+        for fd in fds:
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        self._wake_r = self._wake_w = None
 
     # -- the thread's side ------------------------------------------------------
     def _start(self) -> None:
@@ -202,6 +202,7 @@ class Watcher:
             inotify = _open_inotify(str(Path(self.path).resolve().parent))
             if inotify is None:
                 log.debug("inotify unavailable for %s; polling", self.path)
+        wake_r = self._wake_r
         self._started.set()
         hot_until = 0.0
         try:
@@ -213,8 +214,11 @@ class Watcher:
                     timeout = POLL_INTERVAL
                 else:
                     timeout = None  # nobody waits: sleep until a waiter pokes us
-                fds = [self._wake_r] + ([inotify] if inotify is not None else [])
-                ready, _, _ = select.select(fds, [], [], timeout)
+                fds = [wake_r] + ([inotify] if inotify is not None else [])
+                try:
+                    ready, _, _ = select.select(fds, [], [], timeout)
+                except (OSError, ValueError):
+                    return  # closed under us
                 if self._closed:
                     return
                 for fd in ready:
