@@ -22,7 +22,7 @@ from .app import main
 @click.option("--source", "-s", "source_path", default="data/homelab.sqlite", show_default=True,
               help="The SQLite ledger file.")
 def work(handler: str, queue_name: str, concurrency: int, once: bool, retry_delay: float, source_path: str) -> None:
-    """Run HANDLER on every job of a queue in N worker processes.
+    """Run MODULE:FUNCTION on every job of a queue in N worker processes.
 
     A return acks the job; an exception retries it after retry_delay * 2**(attempts-1)
     seconds, and the dead letter takes it once its attempts are used up. SIGTERM lets
