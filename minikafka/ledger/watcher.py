@@ -17,9 +17,11 @@ How often it asks depends on the backend:
   wal-index update, which no file event reports), so one check per event is
   not enough. Outside hot windows it checks every ``IDLE_CHECK`` seconds as a
   safety net. An idle waiter costs almost no CPU.
-- ``poll`` (elsewhere, or ``MINIKAFKA_WATCHER=poll``): polls every
-  ``POLL_INTERVAL`` while at least one thread waits, and sleeps while nobody
-  waits. In CPython one 1 ms poll costs about 30 us of CPU (3% of a core).
+- ``poll`` (elsewhere, or ``MINIKAFKA_WATCHER=poll``): while at least one
+  thread waits it polls every ``POLL_INTERVAL`` for ``HOT_WINDOW`` after a
+  waiter arrives or a commit is seen, then every ``POLL_BACKOFF`` (10 ms); it
+  sleeps while nobody waits. In CPython a 1 ms poll loop costs about 5% of a
+  core on a small VM, which is why neither backend polls that fast for long.
 
 Interface for waiters (used by ``topic.wait``, queues, listeners, groups,
 streams)::
@@ -51,6 +53,7 @@ from typing import TypeVar
 log = logging.getLogger("minikafka")
 
 POLL_INTERVAL = 0.001
+POLL_BACKOFF = 0.01
 HOT_WINDOW = 0.25
 IDLE_CHECK = 0.25
 
@@ -211,7 +214,7 @@ class Watcher:
                 if inotify is not None:
                     timeout = POLL_INTERVAL if (now < hot_until and self._waiting) else IDLE_CHECK
                 elif self._waiting:
-                    timeout = POLL_INTERVAL
+                    timeout = POLL_INTERVAL if now < hot_until else POLL_BACKOFF
                 else:
                     timeout = None  # nobody waits: sleep until a waiter pokes us
                 fds = [wake_r] + ([inotify] if inotify is not None else [])
@@ -223,7 +226,7 @@ class Watcher:
                     return
                 for fd in ready:
                     _drain(fd)
-                    if fd == inotify:
+                    if fd == inotify or inotify is None:  # a file event, or (polling) a new waiter
                         hot_until = time.monotonic() + HOT_WINDOW
                 if conn is None:
                     conn = self._connect()
@@ -239,6 +242,7 @@ class Watcher:
                 if version != last:
                     if last is not None:
                         self._fire()
+                        hot_until = time.monotonic() + HOT_WINDOW  # commits come in bursts
                     last = version
         finally:
             if conn is not None:
