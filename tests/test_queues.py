@@ -367,3 +367,23 @@ def test_lowering_max_attempts_sends_exhausted_pending_jobs_to_the_dead_letter(f
     strict = file_source.queue("jobs", Item, max_attempts=2, clock=clock)
     assert strict.claim_one("w") is None
     assert [(d["attempts"], d["last_error"]) for d in strict.dead()] == [(2, "flaky")]
+
+
+def test_the_generic_quarantine_requeue_revives_a_dead_job_instead_of_appending_a_copy(q):
+    from minikafka.api.quarantine import requeue
+
+    q.enqueue({"url": "a"})
+    q.claim_one("w").fail("bad")
+    result = requeue(q.topic)
+    assert result.replayed == 1 and result.appended == 0
+    assert q.topic.count() == 1 and q.dead() == []
+    job = q.claim_one("w")
+    assert job.id == 1 and job.attempts == 1
+
+
+def test_purging_the_quarantine_forgets_dead_jobs(q):
+    q.enqueue({"url": "a"})
+    q.claim_one("w").fail("bad")
+    with q.source.transaction() as tx:
+        tx.execute("DELETE FROM _minikafka_quarantine")
+    assert q.stats()["dead"] == 0 and q.dead() == []

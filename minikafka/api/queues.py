@@ -541,23 +541,17 @@ class Queue(Generic[ModelT]):
                 chosen = [int(i) for i in ids]
             if not chosen:
                 return 0
-            payload = json.dumps(chosen)
-            moved = conn.execute(
-                f"UPDATE {JOBS} SET state = 'pending', attempts = 0, run_at = ?, worker_id = NULL, "
-                "lease_expires_at = NULL WHERE consumer_id = ? AND state = 'dead' "
-                "AND row_id IN (SELECT value FROM json_each(?)) RETURNING row_id",
-                (now, self.consumer_id, payload),
-            ).fetchall()
-            back = json.dumps([r[0] for r in moved])
+            moved = revive_dead_in_current_transaction(conn, self.consumer_id, chosen, now)
             conn.execute(
                 "DELETE FROM _minikafka_quarantine WHERE topic = ? AND consumer = ? AND origin = ? "
                 "AND row_id IN (SELECT value FROM json_each(?))",
-                (self.topic.name, self.consumer, ORIGIN, back),
+                (self.topic.name, self.consumer, ORIGIN, json.dumps(moved)),
             )
         return len(moved)
 
     def stats(self) -> dict[str, int]:
-        """Counts: ``pending`` (waiting or reclaimable), ``processing`` (valid lease), ``dead``, ``done``."""
+        """Counts: ``pending`` (waiting or reclaimable), ``processing`` (valid lease), ``dead`` (in the
+        dead letter; purging the quarantine forgets them), ``done``."""
         conn = self._conn
         now = self._now_ms()
         counts = dict(conn.execute(
@@ -574,12 +568,33 @@ class Queue(Generic[ModelT]):
                 f"AND NOT EXISTS (SELECT 1 FROM {JOBS} j WHERE j.consumer_id = ? AND j.row_id = t.\"_id\")",
                 (synced, *params, self.consumer_id),
             ).fetchone()[0]
+        dead = conn.execute(
+            f"SELECT count(*) FROM {JOBS} j WHERE j.consumer_id = ? AND j.state = 'dead' AND EXISTS "
+            "(SELECT 1 FROM _minikafka_quarantine q WHERE q.topic = ? AND q.consumer = ? AND q.origin = ? "
+            "AND q.row_id = j.row_id)",
+            (self.consumer_id, self.topic.name, self.consumer, ORIGIN),
+        ).fetchone()[0] if counts.get("dead") else 0
         return {
             "pending": counts.get("pending", 0) + unsynced,
             "processing": counts.get("processing", 0),
-            "dead": counts.get("dead", 0),
+            "dead": dead,
             "done": self.topic.count("handled", consumer=self.consumer),
         }
+
+
+def revive_dead_in_current_transaction(conn, consumer_id: int, row_ids: list[int], now_ms: int) -> list[int]:
+    """Dead rows of a queue back to pending with fresh attempts; returns the row ids moved.
+
+    The caller removes their quarantine rows (``Queue.requeue``, or the generic quarantine
+    requeue for rows whose ``origin`` is ``'queue'``).
+    """
+    moved = conn.execute(
+        f"UPDATE {JOBS} SET state = 'pending', attempts = 0, run_at = ?, worker_id = NULL, "
+        "lease_expires_at = NULL WHERE consumer_id = ? AND state = 'dead' "
+        "AND row_id IN (SELECT value FROM json_each(?)) RETURNING row_id",
+        (now_ms, consumer_id, json.dumps([int(i) for i in row_ids])),
+    ).fetchall()
+    return [r[0] for r in moved]
 
 
 def find_queue(source: Source, name: str) -> tuple[str, str]:
