@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from minikafka import Source
+from minikafka import LedgerError, Source
 from minikafka.api.workers import backoff_delay
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,8 +134,14 @@ def test_bad_handler_or_queue_is_a_clear_error(workdir, handler, queue, message)
     assert message in err and "Traceback" not in err
 
 
-def test_a_ledger_on_a_read_only_path_is_a_clear_error(workdir):
+def test_a_missing_ledger_is_a_clear_error_and_no_file_is_created(workdir):
     path, _ = workdir
-    proc = _cli(path, "feedjobs:handle", "--queue", "feed", "--once", "--source", "/proc/ledger.sqlite")  # read-only even for root
+    proc = _cli(path, "feedjobs:handle", "--queue", "feed", "--once", "--source", str(path / "none.sqlite"))
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1 and "cannot open ledger" in err and "Traceback" not in err
+    assert proc.returncode == 1 and "no ledger at" in err and "Traceback" not in err
+    assert not (path / "none.sqlite").exists()
+
+
+def test_a_ledger_on_a_read_only_path_is_a_clear_error():
+    with pytest.raises(LedgerError, match="cannot open ledger"):
+        Source("/proc/ledger.sqlite")  # a read-only file system, even for root

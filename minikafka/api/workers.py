@@ -28,7 +28,7 @@ IDLE_CHECK = 0.5  # seconds between looks at the stop flag while idle
 
 
 def load_handler(ref: str) -> Callable[[Any], Any]:
-    """Import ``module:function`` (the current directory is on the path, as for ``python -m``).
+    """Import ``module:function`` (the current directory is appended to the path, as the CLI does).
 
     Raises:
         HandlerError: a malformed reference, a module that does not import, a missing or
@@ -38,7 +38,7 @@ def load_handler(ref: str) -> Callable[[Any], Any]:
     if not sep or not module_name or not attr:
         raise HandlerError(f"handler {ref!r} must look like MODULE:FUNCTION (e.g. myjobs:summarise)")
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())  # appended: a local file never shadows an installed package
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:  # any import-time failure of user code is the user's to see

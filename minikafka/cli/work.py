@@ -6,8 +6,9 @@ import sys
 
 import click
 
-from ..errors import MinikafkaError
+from ..api.source import Source
 from .app import main
+from .common import with_source
 
 
 @main.command()
@@ -19,9 +20,8 @@ from .app import main
 @click.option("--once", is_flag=True, help="Exit when nothing is claimable instead of waiting for more jobs.")
 @click.option("--retry-delay", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds before the first retry of a failed job; doubles with each attempt.")
-@click.option("--source", "-s", "source_path", default="data/homelab.sqlite", show_default=True,
-              help="The SQLite ledger file.")
-def work(handler: str, queue_name: str, concurrency: int, once: bool, retry_delay: float, source_path: str) -> None:
+@with_source
+def work(source: Source, handler: str, queue_name: str, concurrency: int, once: bool, retry_delay: float) -> None:
     """Run MODULE:FUNCTION on every job of a queue in N worker processes.
 
     A return acks the job; an exception retries it after retry_delay * 2**(attempts-1)
@@ -29,7 +29,7 @@ def work(handler: str, queue_name: str, concurrency: int, once: bool, retry_dela
     the jobs in flight finish. Progress goes to stderr, a summary line to stdout, and
     the run to the run log.
 
-    Example: minikafka work myjobs:summarise --queue rss.summarise --concurrency 4
+    Example: minikafka work myjobs:summarise --queue rss.summarise --concurrency 4 -s homelab.sqlite
     """
     from ..api.workers import work as run_work
 
@@ -37,11 +37,10 @@ def work(handler: str, queue_name: str, concurrency: int, once: bool, retry_dela
         click.echo(f"  {r.duration_s:7.1f} s  claimed {r.claimed}  acked {r.acked}  retried {r.retried}  "
                    f"dead {r.dead}", err=True)
 
-    try:
-        result = run_work(source_path, queue_name, handler, concurrency=concurrency, once=once,
-                          retry_delay=retry_delay, progress=progress)
-    except MinikafkaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    path = source.path
+    source.close()  # each worker opens its own: no connection crosses the fork
+    result = run_work(path, queue_name, handler, concurrency=concurrency, once=once,
+                      retry_delay=retry_delay, progress=progress)
     click.echo(result.summary())
     if result.crashed:
         sys.exit(1)
