@@ -11,6 +11,7 @@ from .api.source import Source
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
     ConsumerNotFoundError,
+    DedupFieldError,
     DuplicateMessageError,
     FanOutError,
     FanOutFailure,
@@ -46,6 +47,7 @@ _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
     "ConsumerNotFoundError",
+    "DedupFieldError",
     "DuplicateMessageError",
     "Event",
     "FanOutError",
