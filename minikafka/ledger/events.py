@@ -6,7 +6,8 @@ Delivery converts it to the observer's calling convention:
 - minikafka's (the default): ``on_event(event_name, **kwargs)`` with minikafka's keyword
   names (``topic_created(name, model, dedup)``, ``message_appended(topic, payload)``,
   ``message_handled(topic, id)``, ``pipeline_start(source, target)``,
-  ``pipeline_end(source, target, count, dry_run)``) plus our extra facts (run_id, consumer...).
+  ``pipeline_end(source, target, count, dry_run)``), nothing more: the extra facts
+  (run_id, consumer, counts) travel on the Event object.
 - the Event object, for an observer that opts in: one that takes a single positional
   parameter annotated ``Event``, or one that takes one argument and no keyword arguments
   (such as ``list.append``), which could not be called minikafka's way at all.
@@ -49,26 +50,29 @@ class Event:
     details: dict[str, Any] = field(default_factory=dict)
 
     def kwargs(self) -> dict[str, Any]:
-        """The keyword arguments minikafka passes for this event (ours appended after)."""
+        """The keyword arguments of minikafka's call for this event.
+
+        Exactly minikafka's names for its five events (so an observer with a fixed
+        signature such as ``def log(event, topic=None, payload=None)`` keeps working);
+        the extra facts (run_id, consumer, counts) are on the Event object. An event
+        minikafka does not have gets ``topic``, ``id`` (when known) and its details.
+        """
         d = self.details
         if self.name == "topic_created":
-            head = {"name": self.topic, "model": d.get("model"), "dedup": tuple(d.get("dedup", ()))}
-        elif self.name == "message_appended":
-            head = {"topic": self.topic, "payload": d.get("payload")}
-            if self.record_id is not None:
-                head["id"] = self.record_id
-        elif self.name == "message_handled":
-            head = {"topic": self.topic, "id": self.record_id}
-        elif self.name in ("pipeline_start", "pipeline_end"):
-            head = {"source": self.topic, "target": d.get("target")}
-            if self.name == "pipeline_end":
-                head["count"] = d.get("count", d.get("rows_out", 0))
-                head["dry_run"] = bool(d.get("dry_run", False))
-        else:
-            head = {"topic": self.topic}
-            if self.record_id is not None:
-                head["id"] = self.record_id
-        return {**{k: v for k, v in d.items() if k not in head}, **head}
+            return {"name": self.topic, "model": d.get("model"), "dedup": tuple(d.get("dedup", ()))}
+        if self.name == "message_appended":
+            return {"topic": self.topic, "payload": d.get("payload")}
+        if self.name == "message_handled":
+            return {"topic": self.topic, "id": self.record_id}
+        if self.name == "pipeline_start":
+            return {"source": self.topic, "target": d.get("target")}
+        if self.name == "pipeline_end":
+            return {"source": self.topic, "target": d.get("target"),
+                    "count": d.get("count", d.get("rows_out", 0)), "dry_run": bool(d.get("dry_run", False))}
+        head: dict[str, Any] = {"topic": self.topic}
+        if self.record_id is not None:
+            head["id"] = self.record_id
+        return {**d, **head}
 
 
 Observer = Callable[..., Any]
