@@ -106,10 +106,28 @@ def deliverer(observer: Observer | None) -> Callable[[Event], Any] | None:
     if wants_event_object(observer):
         return observer
 
+    clash = _first_parameter(observer)
+
     def call(event: Event) -> Any:
-        return observer(event.name, **event.kwargs())
+        kwargs = event.kwargs()
+        if clash in kwargs:
+            # ``lambda name, **kw`` cannot also take topic_created's ``name=`` keyword;
+            # minikafka's call fails there and the event is lost, ours drops the keyword
+            del kwargs[clash]
+        return observer(event.name, **kwargs)
 
     return call
+
+
+def _first_parameter(observer: Observer) -> str | None:
+    """The name the event name binds to, when a keyword of that name would clash with it."""
+    try:
+        params = list(inspect.signature(observer).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if params and params[0].kind is params[0].POSITIONAL_OR_KEYWORD:
+        return params[0].name
+    return None
 
 
 def notify(observer: Observer | None, events: list[Event], *, deliver: Callable[[Event], Any] | None = None) -> None:
