@@ -14,6 +14,7 @@ from .api.topic import RecordNotFoundError, Topic
 from .api.transaction import Transaction
 from .errors import (
     ConsumerNotFoundError,
+    DedupFieldError,
     DuplicateMessageError,
     FanOutError,
     FanOutFailure,
@@ -53,6 +54,7 @@ _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
     "ConsumerNotFoundError",
+    "DedupFieldError",
     "DuplicateMessageError",
     "Event",
     "FanOutError",
