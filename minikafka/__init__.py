@@ -5,26 +5,34 @@ are imported only by the engine and quality modules.
 """
 
 from .api import engines as _engines
+from .api.notifications import Listener, Notification
 from .api.pipes import FullPipeline, Pipeline
+from .api.queues import Job, Queue
 from .api.record import Record
 from .api.source import Source
 from .api.topic import RecordNotFoundError, Topic
+from .api.transaction import Transaction
 from .errors import (
     ConsumerNotFoundError,
+    DedupFieldError,
     DuplicateMessageError,
     FanOutError,
     FanOutFailure,
+    HandlerError,
     InvalidNameError,
     InvalidRecordError,
+    JobNotOursError,
     LedgerError,
     MigrationError,
     MinikafkaError,
     MissingDependencyError,
     PipelineCycleError,
     PipelineError,
+    QueueNotFoundError,
     SchemaMismatchError,
     SourceClosedError,
     TopicNotFoundError,
+    TransactionError,
     UnknownStatusError,
     UnsupportedTypeError,
     WrongThreadError,
@@ -46,20 +54,28 @@ _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
     "ConsumerNotFoundError",
+    "DedupFieldError",
     "DuplicateMessageError",
     "Event",
     "FanOutError",
     "FanOutFailure",
     "FullPipeline",
+    "HandlerError",
     "InvalidNameError",
     "InvalidRecordError",
+    "Job",
+    "JobNotOursError",
     "LedgerError",
+    "Listener",
     "MigrationError",
     "MinikafkaError",
     "MissingDependencyError",
+    "Notification",
     "Pipeline",
     "PipelineCycleError",
     "PipelineError",
+    "Queue",
+    "QueueNotFoundError",
     "Record",
     "RecordNotFoundError",
     "RunResult",
@@ -68,6 +84,8 @@ __all__ = [
     "SourceClosedError",
     "Topic",
     "TopicNotFoundError",
+    "Transaction",
+    "TransactionError",
     "UnknownStatusError",
     "UnsupportedTypeError",
     "WrongThreadError",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -19,9 +20,17 @@ from ..util.clock import utc_now
 from .pipes import FullPipeline, Pipeline
 from .topic import Topic
 
+if TYPE_CHECKING:
+    from ..ledger.watcher import Watcher
+    from .notifications import Listener
+    from .queues import Queue
+    from .transaction import Transaction
+
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 model_path = catalog.model_path
+
+REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "<required>"})()
 
 
 class Source:
@@ -29,8 +38,9 @@ class Source:
 
     Args:
         path: a file path (created if missing; its directory must exist) or ":memory:".
-        on_event: called with an Event after each commit it reports; exceptions
-            raised by it are swallowed.
+        on_event: called as ``on_event(event_name, **kwargs)`` (minikafka's convention)
+            after each commit it reports; exceptions raised by it are swallowed. An
+            observer taking one argument annotated ``Event`` gets the Event object.
         busy_timeout: seconds to wait for another writer before failing.
 
     Raises:
@@ -42,6 +52,7 @@ class Source:
         self._ledger = Ledger(self.path, on_event=on_event, busy_timeout=busy_timeout)
         self._topics: dict[str, Topic] = {}
         self._fingerprints: dict[str, str] = {}
+        self._watcher: Watcher | None = None
 
     def __enter__(self) -> Source:
         return self
@@ -50,8 +61,12 @@ class Source:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._ledger.closed else "open"
-        return f"Source({self.path!r}, {state})"
+        return f"Source({self.path!r})"
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The sqlite3 connection (minikafka's attribute name; closed when the Source is)."""
+        return self._ledger.conn
 
     @property
     def on_event(self) -> Observer | None:
@@ -62,23 +77,84 @@ class Source:
         self._ledger.on_event = observer
 
     def close(self) -> None:
-        """Close the connection; later use raises SourceClosedError. Idempotent."""
+        """Close the connection (and stop the watcher); later use raises SourceClosedError. Idempotent."""
+        if self._watcher is not None:
+            self._watcher.close()
         self._ledger.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Group several writes (appends, acks) into one transaction; nests as savepoints."""
-        with self._ledger.atomic():
-            yield
+    def transaction(self) -> Iterator[Transaction]:
+        """One write transaction that ``tx=`` writes, the caller's SQL and notifications join.
+
+        Yields:
+            ``tx`` with ``tx.execute(sql, params)``, ``tx.query(sql, params) -> list[dict]`` and
+            ``tx.notify(channel, payload)``. A clean exit commits all of it; an exception rolls
+            all of it back (the caller's own tables included).
+
+        Raises:
+            TransactionError: a transaction is already open on this Source.
+        """
+        from .transaction import open_transaction
+
+        with open_transaction(self) as tx:
+            yield tx
+
+    # -- wake-ups, notifications, queues -------------------------------------------
+    @property
+    def watcher(self) -> Watcher:
+        """The Source's watcher (started on the first wait): wakes waiters on commits by any process."""
+        if self._watcher is None:
+            from ..ledger.watcher import Watcher
+
+            self._ledger.conn  # noqa: B018 - a closed Source gets no watcher
+            self._watcher = Watcher(self.path)
+        return self._watcher
+
+    def listen(self, channel: str, timeout: float | None = None) -> Listener:
+        """Iterate the notifications on ``channel`` committed after this call (no history).
+
+        Iteration ends after ``timeout`` seconds without a notification (never with None).
+        """
+        from .notifications import Listener
+
+        return Listener(self, channel, timeout)
+
+    def notify(self, channel: str, payload: Any = None) -> int:
+        """Commit one notification on its own (inside a transaction use ``tx.notify``)."""
+        from .notifications import notify_in_current_transaction
+
+        with self._ledger.atomic() as conn:
+            return notify_in_current_transaction(conn, channel, payload)
+
+    def prune_notifications(self, older_than: float | None = None, max_keep: int | None = None) -> int:
+        """Delete notifications older than ``older_than`` seconds OR beyond the newest ``max_keep``.
+
+        Returns:
+            The number deleted (0 when neither is given).
+        """
+        from .notifications import prune_notifications
+
+        with self._ledger.atomic() as conn:
+            return prune_notifications(conn, older_than, max_keep)
+
+    def queue(self, name: str, model: type[ModelT], visibility_timeout: float = 300, max_attempts: int = 3,
+              *, dedup: tuple[str, ...] | None = None, clock=None) -> Queue[ModelT]:
+        """Create (or reopen) the typed topic ``name`` and its work queue (a consumer named ``name``).
+
+        See ``Queue``; ``clock`` (epoch seconds) is for tests.
+        """
+        return self.topic(name, model, dedup=dedup).queue(
+            name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
 
     # -- topics -----------------------------------------------------------------
-    def topic(self, name: str, model: type[ModelT], dedup: tuple[str, ...] | list[str] | str | None = None) -> Topic[ModelT]:
+    def topic(self, name: str, model: type[ModelT], dedup: Sequence[str] | str | None = REQUIRED) -> Topic[ModelT]:
         """Create or reopen the topic ``name`` typed by ``model``.
 
         Args:
             name: letters, digits, '_', '.', '-'; starts with a letter.
             model: a pydantic BaseModel class.
-            dedup: field names whose values must be unique in the topic, or None.
+            dedup: required (as in minikafka): field names whose values must be unique in
+                the topic, or None to disable dedup.
 
         Returns:
             The Topic.
@@ -86,12 +162,19 @@ class Source:
         Raises:
             InvalidNameError: a bad topic or field name.
             UnsupportedTypeError: a field type the ledger cannot store.
-            SchemaMismatchError: the topic exists with another schema or dedup fields,
-                or a dedup field is not on the model.
+            TypeError: ``dedup`` was not given.
+            DedupFieldError: (a ValueError) a dedup field is not on the model, or repeats.
+            SchemaMismatchError: the topic exists "with a different schema" or "with a
+                different dedup config".
 
         Emits:
             topic_created, when the topic is new.
         """
+        if dedup is REQUIRED:
+            raise TypeError(
+                f"source.topic({name!r}, ...) needs the keyword argument dedup: "
+                "dedup=(field, ...) for unique fields, or dedup=None to disable dedup"
+            )
         layout = TopicLayout.for_model(name, model, dedup)
         conn = self._ledger.conn
         row = catalog.catalog_row(conn, name)
@@ -106,7 +189,8 @@ class Source:
 
     def _create_in_current_transaction(self, layout: TopicLayout) -> None:
         catalog.create_topic_in_current_transaction(self._ledger.conn, layout)
-        self._ledger.emit(Event("topic_created", layout.name, None, {"model": layout.model.__qualname__}))
+        self._ledger.emit(Event("topic_created", layout.name, None, {
+            "model": layout.model.__name__, "dedup": tuple(sorted(layout.dedup))}))
 
     def model_of(self, name: str) -> type[BaseModel]:
         """The model class of a topic: the one it was opened with, else imported from the catalog.

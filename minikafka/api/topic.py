@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, TypeAdapter
 
 from ..errors import (
-    MigrationError,
     MinikafkaError,
     SchemaMismatchError,
     UnknownStatusError,
+    migration_failure,
 )
 from ..ledger import acks
 from ..ledger.events import Event
@@ -22,9 +22,11 @@ from ..util.clock import parse_timestamp, utc_now
 from ..util.gcpause import gc_paused
 from . import engines
 from .record import Record
+from .transaction import Transaction, joined
 
 if TYPE_CHECKING:
     from .pipes import Pipeline
+    from .queues import Queue
     from .source import Source
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -87,7 +89,7 @@ class Topic(Generic[ModelT]):
         return self._layout
 
     def __repr__(self) -> str:
-        return f"Topic({self.name!r}, {self.model.__name__}, dedup={self.dedup!r})"
+        return f"Topic({self.name!r}, {self.model.__name__})"
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -106,12 +108,14 @@ class Topic(Generic[ModelT]):
         return self.model.model_validate(payload)
 
     # -- writing ----------------------------------------------------------------
-    def append(self, payload: ModelT | dict[str, Any], *, on_duplicate: str = "raise") -> ModelT | None:
+    def append(self, payload: ModelT | dict[str, Any], *, on_duplicate: str = "raise",
+               tx: Transaction | None = None) -> ModelT | None:
         """Validate and append one message.
 
         Args:
             payload: a model instance or a dict.
             on_duplicate: "raise" (minikafka's behaviour) or "ignore" (return None).
+            tx: join the caller's transaction (``source.transaction()``).
 
         Returns:
             The validated model (None if ignored as a duplicate).
@@ -126,12 +130,13 @@ class Topic(Generic[ModelT]):
         """
         ignore = check_on_duplicate(on_duplicate)
         model = self._validate(payload)
-        with self.source._ledger.atomic():
+        with joined(self.source, tx):
             row_id = self._insert_one_in_current_transaction(model, ignore_duplicates=ignore)
         return None if row_id is None else model
 
     def extend(
-        self, rows: Iterable[ModelT | dict[str, Any]], *, on_duplicate: str = "raise", status: str = "new"
+        self, rows: Iterable[ModelT | dict[str, Any]], *, on_duplicate: str = "raise", status: str = "new",
+        tx: Transaction | None = None,
     ) -> int:
         """Validate and append many messages in one transaction: all or nothing.
 
@@ -156,7 +161,7 @@ class Topic(Generic[ModelT]):
         with gc_paused():
             rows = rows if isinstance(rows, list) else list(rows)
             models = self._adapter.validate_python(rows)
-            with self.source._ledger.atomic():
+            with joined(self.source, tx):
                 return self._insert_many_in_current_transaction(models, status=status, ignore_duplicates=ignore)
 
     def _insert_one_in_current_transaction(
@@ -175,7 +180,9 @@ class Topic(Generic[ModelT]):
         if cur.rowcount == 0:
             return None
         row_id = cur.lastrowid
-        self.source._ledger.emit(Event("message_appended", self.name, row_id))
+        ledger = self.source._ledger
+        if ledger.on_event is not None:
+            ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
         return row_id
 
     def _insert_many_in_current_transaction(
@@ -195,11 +202,21 @@ class Topic(Generic[ModelT]):
             raise self._layout.explain_write_error(exc, values, conn=conn, existing_upto=before) from None
         written = conn.total_changes - changes
         if ledger.on_event and written:
-            for (row_id,) in conn.execute(
-                f"SELECT \"_id\" FROM {self._layout.table} WHERE \"_id\" > ? ORDER BY \"_id\"", (before,)
-            ):
-                ledger.emit(Event("message_appended", self.name, row_id))
+            self._emit_appended_in_current_transaction(models if written == len(models) else None, before)
         return written
+
+    def _emit_appended_in_current_transaction(self, models: list[ModelT] | None, after: int) -> None:
+        """message_appended for each row above ``after`` (``models``: the rows, when all were written)."""
+        ledger = self.source._ledger
+        if models is None:
+            rows = self._conn.execute(f"{self._layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))
+            pairs = [(row[0], self.model.model_validate(self._decode(row))) for row in rows]
+        else:
+            ids = [r[0] for r in self._conn.execute(
+                f"SELECT \"_id\" FROM {self._layout.table} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))]
+            pairs = list(zip(ids, models))
+        for row_id, model in pairs:
+            ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
 
     # -- reading ----------------------------------------------------------------
     def high_watermark(self) -> int:
@@ -343,6 +360,36 @@ class Topic(Generic[ModelT]):
             ))
         return handled
 
+    # -- streams, wake-ups, queues ------------------------------------------------
+    def read_since(self, offset: int, limit: int = 1000) -> list[Record[ModelT]]:
+        """The rows with id > ``offset``, oldest first, at most ``limit`` (a stateless stream read)."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an integer >= 0, got {offset!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+        rows = self._conn.execute(
+            f"{self._layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\" LIMIT ?", (offset, limit)
+        ).fetchall()
+        return [self._record(row, None) for row in rows]
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the topic has rows newer than when the wait started (from any process).
+
+        Returns:
+            True when new rows arrived, False after ``timeout`` seconds.
+        """
+        from ..ledger.watcher import wait_until
+
+        start = self.high_watermark()
+        return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+
+    def queue(self, consumer: str, visibility_timeout: float = 300, max_attempts: int = 3, *,
+              clock=None) -> Queue[ModelT]:
+        """Consume this topic as a work queue for the named ``consumer`` (rows stay for other consumers)."""
+        from .queues import Queue
+
+        return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
+
     # -- consumers --------------------------------------------------------------
     def consumer(self, name: str) -> str:
         """Register a named consumer (idempotent); it starts with every 'new' row pending."""
@@ -395,8 +442,10 @@ class Topic(Generic[ModelT]):
             The Topic bound to the new model (this object becomes unusable).
 
         Raises:
-            SchemaMismatchError: the new model lacks a dedup field.
-            MigrationError: ``fn`` or validation failed on a row; nothing changed.
+            DedupFieldError: (a ValueError) the new model lacks a dedup field.
+            Whatever ``fn`` or validation raised (pydantic.ValidationError for a bad row,
+            as in minikafka), as an instance of both that type and MigrationError, with
+            the record id in a note; nothing changed.
         """
         new_layout = TopicLayout.for_model(self.name, new_model, self.dedup)
         tmp = self.name + "__migrating"
@@ -430,7 +479,10 @@ class Topic(Generic[ModelT]):
                 )
         except Exception as exc:
             where = f" at record {current}" if current is not None else ""
-            raise MigrationError(f"migration of topic {self.name!r} failed{where}: {exc}") from exc
+            failure = migration_failure(exc, f"migration of topic {self.name!r} failed{where}: {exc}")
+            if failure is exc:
+                raise
+            raise failure from exc
         return self.source._bind(new_layout, new_layout.fingerprint)
 
     # -- export -----------------------------------------------------------------
@@ -449,6 +501,27 @@ class Topic(Generic[ModelT]):
             consumer: the consumer whose view of new/handled to use.
         """
         return engines.engine("spark").read_topic(spark, self.source, self._layout, which=status or "all", consumer=consumer)
+
+    def to_polars(self, status: str | None = None, *, consumer: str | None = None, metadata: bool = False):
+        """The topic as a polars DataFrame, one column per model field (as in minikafka).
+
+        Nested models and lists become struct and list columns (through Arrow).
+
+        Args:
+            status: None for all rows, "new" or "handled".
+            consumer: the consumer whose view of new/handled to use.
+            metadata: also include the metadata columns (_id, _created_at, _status, ...).
+
+        Raises:
+            MissingDependencyError: polars is not installed (``pip install minikafka[polars]``).
+        """
+        from ..util.optional import require
+
+        pl = require("polars", "polars")
+        table = self.to_arrow(status, consumer=consumer)
+        if not metadata:
+            table = table.select(self._layout.field_names)
+        return pl.from_arrow(table)
 
     def to_pandas(self, status: str | None = None, *, consumer: str | None = None):
         """The topic as a pandas DataFrame (needs pandas: ``pip install minikafka[pandas]``)."""

@@ -189,7 +189,9 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
     run_uri = area.run_uri(stage.name, run.run_id) if area else None
     if run_uri:
         marker.write_text(run_uri)
-    source._ledger.emit(Event("pipeline_start", stage.inputs[0], None, {"stage": stage.name, "run_id": run.run_id}))
+    target = stage.outputs[0] if len(stage.outputs) == 1 else None
+    source._ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
+        "target": target, "stage": stage.name, "run_id": run.run_id, "dry_run": dry_run}))
     try:
         _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run)
     except BaseException as exc:
@@ -211,6 +213,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
             except Exception:  # noqa: BLE001 - the next run removes it
                 pass
         source._ledger.emit(Event("pipeline_end", stage.inputs[0], None, {
+            "target": target, "count": run.rows_out, "dry_run": dry_run,
             "stage": stage.name, "run_id": run.run_id, "status": run.status, "rows_out": run.rows_out}))
     return run
 
