@@ -70,7 +70,7 @@ def test_a_stage_whose_lock_is_held_fails_as_running_and_touches_nothing(tmp_pat
     db = tmp_path / "ledger.sqlite"
     with Source(str(db)) as src:
         src.topic("items", Item, dedup=("url",)).extend([{"url": "a"}])
-        src.topic("copies", Item)
+        src.topic("copies", Item, dedup=None)
         stage = Stage("copy", ["items"], ["copies"], transform=lambda df: df)
         holder = subprocess.Popen(
             [sys.executable, "-c", "import sys, time\nfrom minikafka.util.filelock import exclusive_lock as L\n"
