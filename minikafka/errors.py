@@ -120,3 +120,27 @@ class FanOutError(MinikafkaError):
 
 class MissingDependencyError(MinikafkaError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class StreamingConfigError(MinikafkaError, ValueError):
+    """``streaming()`` was given arguments that do not describe one window kind (message says which)."""
+
+
+class WindowFailedError(MinikafkaError):
+    """A window's function kept failing; the window stays open and is offered again next run.
+
+    Attributes:
+        consumer: the streaming consumer.
+        window_id: the window's id.
+        attempts: how many times it was offered.
+    """
+
+    def __init__(self, message: str, *, consumer: str, window_id: int, attempts: int):
+        super().__init__(message)
+        self.consumer = consumer
+        self.window_id = window_id
+        self.attempts = attempts
+
+
+class ConnectorError(MinikafkaError):
+    """A source or sink cannot reach the outside (broker, endpoint, file); the message names it."""
