@@ -34,6 +34,7 @@ from ..errors import InvalidRecordError, StreamingConfigError, WindowFailedError
 from ..ledger import acks, catalog
 from ..ledger import windows as stored
 from ..ledger.commit import ConcurrentRunError
+from ..ledger.identifiers import validate_consumer_name
 from ..ledger.layout import N_META
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ..util import clock
@@ -512,11 +513,11 @@ def streaming(source: Any, name: str, fn: Callable | None = None, *, size: int |
     def start(func: Callable) -> StreamingConsumer:
         if not callable(func):
             raise StreamingConfigError(f"streaming() decorates a function, got {func!r}")
-        name_ = consumer or getattr(func, "__name__", None) or "streaming"
-        probe.consumer = name_
-        from ..ledger.identifiers import validate_consumer_name
-
+        name_ = consumer or getattr(func, "__name__", None)
+        if not name_ or name_ == "<lambda>":
+            raise StreamingConfigError("the function has no usable name: pass consumer='name'")
         validate_consumer_name(name_)
+        probe.consumer = name_
         loop = StreamingConsumer(topic, func, probe, consumer=name_, workers=workers, sink=sink,
                                  until_idle=until_idle, max_attempts=max_attempts, retry_delay=retry_delay,
                                  poll=poll)
