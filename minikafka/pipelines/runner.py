@@ -184,7 +184,8 @@ def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
     return False
 
 
-def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool) -> StageOutcome:
+def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
+                    upto: dict[str, int] | None = None) -> StageOutcome:
     from ..spark.stage import StageFailed, run_stage
 
     t0 = time.perf_counter()
@@ -193,7 +194,13 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
             spark.conf.set(key, value)
     with open_source(defn) as source:
         try:
-            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run)
+            if sd.window_rows:  # a backlog in chunks of N input rows, one commit each
+                from ..spark.chunks import combine, run_stage_in_chunks
+
+                row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
+                                                  dry_run=dry_run, upto=upto))
+                return StageOutcome(sd.name, row["status"], time.perf_counter() - t0, row)
+            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run, upto=upto)
         except StageFailed as exc:
             return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
         row = _run_row(source, run.run_id) or run.as_row()
@@ -209,8 +216,8 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
     with Source(str(defn.source)) as source:
         row = _run_row(source, run_id)
     summary = _last_json(proc.stdout)
-    if row is None and summary:
-        row = summary
+    if summary and (row is None or (summary.get("details") or {}).get("chunks")):
+        row = summary  # a chunked stage prints the sum of its chunks
     if proc.returncode != 0:
         error = (row or {}).get("error") or _tail(proc.stderr)
         return StageOutcome(sd.name, "failed", seconds, row, error)

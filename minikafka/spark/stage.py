@@ -118,8 +118,12 @@ def register_consumers(source: Source, stages: list[Stage]) -> None:
 
 
 def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 50_000,
-              staging_dir: str | Path | None = None, dry_run: bool = False, run_id: str | None = None) -> RunResult:
+              staging_dir: str | Path | None = None, dry_run: bool = False, run_id: str | None = None,
+              upto: dict[str, int] | None = None) -> RunResult:
     """Run one stage end to end and return its RunResult (also in the run log).
+
+    ``upto`` caps the high-watermark of some inputs ({topic: id}): rows above it wait
+    for a later run (chunked backlogs, fixed-time triggers).
 
     Raises:
         TopicNotFoundError: an input or output topic is not in the ledger (nothing runs).
@@ -134,7 +138,7 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
     stage_dir = root / stage.name
     source._ledger.emit(Event("pipeline_start", stage.inputs[0], None, {"stage": stage.name, "run_id": run.run_id}))
     try:
-        _run(spark, source, stage, run, stage_dir, commit_batch_rows, dry_run)
+        _run(spark, source, stage, run, stage_dir, commit_batch_rows, dry_run, upto or {})
     except BaseException as exc:
         run.finish("failed", f"{type(exc).__name__}: {exc}")
         if not dry_run:
@@ -154,7 +158,8 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
     return run
 
 
-def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, batch_rows: int, dry_run: bool) -> None:
+def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, batch_rows: int, dry_run: bool,
+         upto: dict[str, int]) -> None:
     consumer = stage.consumer_name
     if stage_dir.exists():  # leftovers of a crashed run: nothing of it was committed
         shutil.rmtree(stage_dir)
@@ -164,7 +169,8 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
     out_layouts = {name: _layout(source, name) for name in stage.outputs}
     bounds = {
         name: read_bounds(source, layout, which="new",
-                          consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None)
+                          consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None,
+                          upto=upto.get(name))
         for name, layout in in_layouts.items()
     }
     run.watermarks = {name: b.upto for name, b in bounds.items()}
