@@ -153,6 +153,10 @@ def topic_for(source: Any, name: str) -> Topic:
     return source._topics[name]
 
 
+def _stream_data(row: tuple) -> dict[str, Any]:
+    return json.loads(row[N_META])
+
+
 # -- the streaming consumer -------------------------------------------------------------
 _WORKER_FN: Callable | None = None
 
@@ -348,10 +352,12 @@ class StreamingConsumer:
     def _materialise(self, window: stored.StoredWindow) -> Window:
         topic = self.topic
         sql, params = stored.window_rows_sql(topic.layout, self.consumer_id, window)
-        records = [topic._record(r, self.consumer, "new") for r in topic.source._ledger.conn.execute(sql, params)]
-        return Window(window.window_id, self.consumer, topic.name, window.kind, parse_timestamp(window.start),
-                      parse_timestamp(window.end), window.first_offset, window.last_offset, records,
-                      window.attempts)
+        rows = topic.source._ledger.conn.execute(sql, params).fetchall()
+        consumer = self.consumer
+        return Window(window.window_id, consumer, topic.name, window.kind, parse_timestamp(window.start),
+                      parse_timestamp(window.end), window.first_offset, window.last_offset, None, window.attempts,
+                      rows=rows, make_record=lambda r: topic._record(r, consumer, "new"),
+                      make_data=_stream_data if isinstance(topic, Stream) else None)
 
     def _process(self, batch: list[stored.StoredWindow]) -> tuple | None:
         """Run the batch's functions, then commit in id order; returns (window, error) of the first failure."""
@@ -431,7 +437,7 @@ class StreamingConsumer:
             if writer is not None:
                 self.rows_out += writer.write(self.run_id)
             self.windows_committed += 1
-            self.rows += len(window.records)
+            self.rows += len(window)
             self.run.rows_in, self.run.rows_out = self.rows, self.rows_out
             self.run.details["windows"] = self.windows_committed
             self.run.details["last_window"] = window.id

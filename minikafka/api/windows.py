@@ -13,7 +13,7 @@ consistent ledger; the function only ever sees stored windows.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from .topic import Topic
 
 
-@dataclass
 class Window:
     """The rows a streaming function gets, and where they sit in the stream.
 
@@ -42,33 +41,60 @@ class Window:
             window's end to this window's decision; count/custom: the first and last
             row's commit time). Aware UTC datetimes, or None for an empty window.
         first_offset, last_offset: the lowest and highest row id in it (0 when empty).
-        records: the rows as Records (id, created_at, data, ...).
+        records: the rows as Records (id, created_at, data, ...), built on first use.
         data: the rows' payloads: model instances for a typed topic, dicts for a stream.
         attempts: how many times this window was offered before (0 the first time).
     """
 
-    id: int
-    consumer: str
-    topic: str
-    kind: str
-    start: datetime | None
-    end: datetime | None
-    first_offset: int
-    last_offset: int
-    records: list[Record] = field(default_factory=list, repr=False)
-    attempts: int = 0
+    def __init__(self, id: int, consumer: str, topic: str, kind: str, start: datetime | None,
+                 end: datetime | None, first_offset: int, last_offset: int, records: list[Record] | None = None,
+                 attempts: int = 0, *, rows: list[tuple] | None = None, make_record=None, make_data=None):
+        self.id = id
+        self.consumer = consumer
+        self.topic = topic
+        self.kind = kind
+        self.start = start
+        self.end = end
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.attempts = attempts
+        self._records = records
+        self._data: list[Any] | None = None
+        self._rows = rows
+        self._make_record = make_record
+        self._make_data = make_data
+
+    @property
+    def records(self) -> list[Record]:
+        if self._records is None:
+            self._records = [self._make_record(r) for r in self._rows or ()]
+        return self._records
 
     @property
     def data(self) -> list[Any]:
-        return [r.data for r in self.records]
+        if self._data is None:
+            if self._records is None and self._make_data is not None:
+                self._data = list(map(self._make_data, self._rows or ()))
+            else:
+                self._data = [r.data for r in self.records]
+        return self._data
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self._rows) if self._records is None and self._rows is not None else len(self.records)
+
+    def __repr__(self) -> str:
+        return (f"Window(id={self.id}, consumer={self.consumer!r}, kind={self.kind!r}, rows={len(self)}, "
+                f"offsets={self.first_offset}..{self.last_offset})")
 
     def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["records"] = [_detached(r) for r in self.records]
-        return state
+        return {"id": self.id, "consumer": self.consumer, "topic": self.topic, "kind": self.kind,
+                "start": self.start, "end": self.end, "first_offset": self.first_offset,
+                "last_offset": self.last_offset, "attempts": self.attempts,
+                "_records": [_detached(r) for r in self.records], "_data": None, "_rows": None,
+                "_make_record": None, "_make_data": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
 
 def _detached(record: Record) -> Record:
