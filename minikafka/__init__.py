@@ -8,8 +8,11 @@ from .api import engines as _engines
 from .api.pipes import FullPipeline, Pipeline
 from .api.record import Record
 from .api.source import Source
+from .api.streams import JsonObject, Stream, StreamingConsumer
 from .api.topic import RecordNotFoundError, Topic
+from .api.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .errors import (
+    ConnectorError,
     ConsumerNotFoundError,
     DuplicateMessageError,
     FanOutError,
@@ -24,9 +27,11 @@ from .errors import (
     PipelineError,
     SchemaMismatchError,
     SourceClosedError,
+    StreamingConfigError,
     TopicNotFoundError,
     UnknownStatusError,
     UnsupportedTypeError,
+    WindowFailedError,
     WrongThreadError,
 )
 from .ledger.events import Event
@@ -45,7 +50,18 @@ def _load_spark_engine():
 _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
+    "ConnectorError",
     "ConsumerNotFoundError",
+    "CountWindow",
+    "FixedTimeWindow",
+    "JsonObject",
+    "RelaxedTimeWindow",
+    "Stream",
+    "StreamingConfigError",
+    "StreamingConsumer",
+    "Window",
+    "WindowEmitter",
+    "WindowFailedError",
     "DuplicateMessageError",
     "Event",
     "FanOutError",
