@@ -425,7 +425,8 @@ class StreamingConsumer:
             if isinstance(self.sink, Topic) or hasattr(self.sink, "write_in_current_transaction"):
                 writer = _TopicWriter(source, self.sink, messages)
             else:
-                _deliver(self.sink, messages, f"{self.consumer}:{window.id}")
+                key = f"{self.consumer}/{self.topic.name}/window-{window.id}/{window.first_offset}-{window.last_offset}"
+                _deliver(self.sink, messages, key)
         checkpoint("stream:before-commit")
         now = utc_now()
         with source._ledger.atomic() as conn:
@@ -487,6 +488,8 @@ class _TopicWriter:
 
 
 def _deliver(sink: Any, messages: list[Any], key: str) -> None:
+    if not messages:
+        return
     put_many = getattr(sink, "put_many", None)
     if callable(put_many):
         put_many(messages, key=key)

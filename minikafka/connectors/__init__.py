@@ -6,6 +6,6 @@ sinks have ``put(message)`` (give them to ``source.streaming(..., sink=)``).
 
 from .files import JSONLSource
 from .mqtt import MQTTSink, MQTTSource
-from .sinks import TopicSink
+from .sinks import HTTPSink, TopicSink
 
-__all__ = ["JSONLSource", "MQTTSink", "MQTTSource", "TopicSink"]
+__all__ = ["HTTPSink", "JSONLSource", "MQTTSink", "MQTTSource", "TopicSink"]
