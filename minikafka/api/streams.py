@@ -110,10 +110,6 @@ class Stream(Topic):
             else:
                 yield json.loads(row[N_META])
 
-    def streaming(self, fn: Callable | None = None, **kwargs: Any):
-        """``source.streaming(self.name, fn, **kwargs)`` (minibatch's ``Stream.streaming``)."""
-        return streaming(self.source, self.name, fn, **kwargs)
-
     def stop(self) -> None:
         """Cancel every source attached to this stream from this object."""
         for handle in self.__dict__.get("_attachments", []):

@@ -388,6 +388,10 @@ class Topic(Generic[ModelT]):
 
         return attach(self, source, background=background)
 
+    def streaming(self, fn: Callable | None = None, **kwargs: Any):
+        """``source.streaming(self.name, fn, **kwargs)``: windows of this topic delivered to ``fn``."""
+        return self.source.streaming(self.name, fn, **kwargs)
+
     def set_retention(self, max_age: Any) -> None:
         """Delete rows every consumer handled once older than ``max_age`` (None: keep all)."""
         from .retention import set_retention

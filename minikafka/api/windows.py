@@ -262,7 +262,8 @@ class FixedTimeWindow(WindowEmitter):
         previous_end = parse_timestamp(ctx.last.end) if ctx.last is not None and ctx.last.end else None
         now = self.now()
         if self.emit_empty:
-            start = previous_end or self._floor(parse_timestamp(earliest) if earliest else now)
+            interval = timedelta(seconds=self.interval)
+            start = previous_end or (self._floor(parse_timestamp(earliest)) if earliest else self._floor(now) - interval)
         elif earliest is None:
             return None
         else:

@@ -142,6 +142,20 @@ def test_fixed_window_empty_intervals_are_offered_only_with_emit_empty(source):
         assert seen == [(0, 5, [1]), (5, 10, []), (10, 15, []), (15, 20, []), (20, 25, [2])]
 
 
+def test_fixed_empty_windows_start_with_the_last_complete_interval_when_nothing_was_ever_appended(source):
+    clock = ManualClock(T0)
+    with use_clock(clock):
+        stream = source.stream("events")
+        clock.advance(12)
+        seen = []
+        stream.streaming(lambda w: seen.append((w.start.second, w.end.second, len(w))), consumer="tick",
+                         interval=5, relaxed=False, emit_empty=True, until_idle=True)
+        clock.advance(5)
+        stream.streaming(lambda w: seen.append((w.start.second, w.end.second, len(w))), consumer="tick",
+                         interval=5, relaxed=False, emit_empty=True, until_idle=True)
+    assert seen == [(5, 10, 0), (10, 15, 0)]
+
+
 def test_relaxed_window_takes_every_pending_row_each_interval(source):
     clock = ManualClock(T0)
     with use_clock(clock):

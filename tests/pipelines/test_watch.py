@@ -109,3 +109,16 @@ def test_sigterm_finishes_the_run_in_flight_and_exits_0(tmp_path):
     assert "run(s)" in out
     with Source(str(defn.source)) as source:
         assert all(r["status"] != "running" for r in source.runs(limit=100))
+
+
+def test_a_window_of_rows_also_chunks_a_stage_run_by_spark_submit(tmp_path):
+    defn = load_pipeline(homelab_copy(tmp_path, replace={
+        'name = "keep_articles"\njob = "jobs.keep_articles"':
+        'name = "keep_articles"\njob = "jobs.keep_articles"\nwindow = { rows = 50 }'}))
+    loaded = ingest(defn, generate(tmp_path, 80)).appended
+    result = run_pipeline(defn, stage="keep_articles", echo=lambda m: None)
+    assert result.ok, result.table()
+    row = result.outcomes[0].run
+    assert row["rows_in"] == loaded and row["details"]["chunks"] == 2
+    with Source(str(defn.source)) as source:
+        assert sorted(r["rows_in"] for r in source.runs(stage="keep_articles")) == sorted([50, loaded - 50])
