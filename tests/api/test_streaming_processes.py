@@ -104,3 +104,20 @@ def test_kill_during_a_window_then_restart_loses_no_row_and_repeats_no_committed
         assert [s.window for s in sums] == [1, 2, 3, 4, 5]
         assert sum(s.total for s in sums) == sum(range(10))
         assert source.stream("events").count("new", consumer="summed") == 0
+
+
+def slower_first(window):
+    time.sleep(0.6 if window.id == 1 else 0.0)
+    return {"window": window.id, "finished": time.monotonic()}
+
+
+def test_with_workers_windows_commit_in_id_order_even_when_a_later_one_finishes_first(db_path):
+    with Source(db_path) as source:
+        source.stream("events").extend([{"i": i} for i in range(3)])
+        out = source.stream("out")
+        source.streaming("events", slower_first, size=1, workers=3, sink=out, until_idle=True)
+        rows = list(out.iter_new())
+        assert [o["window"] for o in rows] == [1, 2, 3]
+        assert rows[1]["finished"] < rows[0]["finished"]  # window 2 finished first, committed second
+        committed = [w.committed_at for w in reversed(source.stream("events").windows("slower_first"))]
+        assert committed == sorted(committed)
