@@ -216,7 +216,8 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
     with Source(str(defn.source)) as source:
         row = _run_row(source, run_id)
     summary = _last_json(proc.stdout)
-    if summary and (row is None or (summary.get("details") or {}).get("chunks")):
+    details = (summary or {}).get("details")
+    if summary and (row is None or (isinstance(details, dict) and details.get("chunks"))):
         row = summary  # a chunked stage prints the sum of its chunks
     if proc.returncode != 0:
         error = (row or {}).get("error") or _tail(proc.stderr)
