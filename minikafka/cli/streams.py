@@ -9,15 +9,17 @@ import click
 from ..api.source import Source
 from ..errors import MinikafkaError
 from .app import main
-from .common import DefinitionProblem, _load, with_source
+from .common import load_with_source, pipeline_argument, pipeline_source_option, verbose_option, with_source
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
+@pipeline_argument
 @click.option("--until-idle", is_flag=True, help="Exit once no stage has work its trigger accepts (for cron, tests).")
 @click.option("--master", help="Spark master URL (default: the pipeline's).")
 @click.option("--poll", default=0.1, show_default=True, help="Seconds between looks at the ledger when idle.")
-def watch(pipeline: str, until_idle: bool, master: str | None, poll: float) -> None:
+@verbose_option
+@pipeline_source_option
+def watch(pipeline: str, until_idle: bool, master: str | None, poll: float, source_override: str | None) -> None:
     """Keep one Spark application warm and run each stage when its trigger fires.
 
     Triggers per stage in the pipeline file: trigger = { rows = N } | { every = "5m" } |
@@ -29,7 +31,7 @@ def watch(pipeline: str, until_idle: bool, master: str | None, poll: float) -> N
     """
     from ..pipelines.watch import Watch
 
-    defn = _load(pipeline)
+    defn = load_with_source(pipeline, source_override)
     try:
         result = Watch(defn, master=master, until_idle=until_idle, poll=poll,
                        echo=lambda m: click.echo(m, err=True)).run()
@@ -57,4 +59,4 @@ def retention(source: Source) -> None:
         click.echo(f"{topic}: {n} row(s) deleted")
 
 
-__all__ = ["retention", "watch", "DefinitionProblem"]
+__all__ = ["retention", "watch"]
