@@ -275,11 +275,12 @@ class StreamingConsumer:
         try:
             while not self._stop.is_set():
                 self._maybe_retention()
+                mark = self._mark()  # before reading: a commit after it wakes the wait below
                 batch = self._next_batch()
                 if not batch:
                     if self.until_idle:
                         break
-                    self._wait()
+                    self._wait(mark)
                     continue
                 failed = self._process(batch)
                 if failed is not None:
@@ -297,10 +298,19 @@ class StreamingConsumer:
             except Exception:  # the loop's own error matters more than its log row
                 pass
 
-    def _wait(self) -> None:
-        waiter = getattr(self.topic, "wait", None)
-        if callable(waiter):
-            waiter(timeout=self.poll)
+    def _watcher(self):
+        # the Source's commit watcher (PRAGMA data_version) where the ledger has one
+        return getattr(self.topic.source, "watcher", None) if self.topic.source.path != ":memory:" else None
+
+    def _mark(self):
+        watcher = self._watcher()
+        return watcher.mark() if watcher is not None else None
+
+    def _wait(self, mark) -> None:
+        """Until a commit (by any process) or ``poll`` seconds: time windows need the timeout."""
+        watcher = self._watcher()
+        if watcher is not None and mark is not None:
+            watcher.wait(mark, self.poll)
         else:
             self._stop.wait(self.poll)
 

@@ -125,12 +125,18 @@ class Watch:
                         st.last_run = parse_timestamp(last[0]["finished_at"])
             self.echo(f"watching {self.defn.name}: {len(self.states)} stage(s)"
                       + (" until idle" if self.until_idle else "; SIGTERM or Ctrl-C to stop"))
-            while not self._stop.is_set():
-                ran = self._pass(result)
-                if self.until_idle and not ran:
-                    break
-                if not ran:
-                    self._stop.wait(self.poll)
+            with Source(str(self.defn.source)) as source:
+                while not self._stop.is_set():
+                    watcher = getattr(source, "watcher", None)  # wakes on commits where the ledger has one
+                    mark = watcher.mark() if watcher is not None else None
+                    ran = self._pass(result, source)
+                    if self.until_idle and not ran:
+                        break
+                    if not ran:
+                        if mark is not None:
+                            watcher.wait(mark, self.poll)
+                        else:
+                            self._stop.wait(self.poll)
         finally:
             for sig, previous in handlers.items():
                 signal.signal(sig, previous)
@@ -143,19 +149,22 @@ class Watch:
         self._stop.set()
 
     # -- one pass over the DAG ------------------------------------------------------------
-    def _pass(self, result: WatchResult) -> bool:
+    def _pass(self, result: WatchResult, source: Source | None = None) -> bool:
+        """Run the first stage (in DAG order) whose trigger fires; True if one ran."""
         ran = False
-        with Source(str(self.defn.source)) as source:
-            self._maybe_retention(source)
-            due = []
-            for sd in self.defn.stages:
-                st = self.states[sd.name]
-                if time.monotonic() < st.backoff_until or (self.until_idle and st.failures):
-                    continue
-                decision = self._due(source, st)
-                if decision is not None:
-                    due.append((st, decision))
-                    break  # run one, then look again: downstream inputs may just have filled
+        if source is None:
+            with Source(str(self.defn.source)) as own:
+                return self._pass(result, own)
+        self._maybe_retention(source)
+        due = []
+        for sd in self.defn.stages:
+            st = self.states[sd.name]
+            if time.monotonic() < st.backoff_until or (self.until_idle and st.failures):
+                continue
+            decision = self._due(source, st)
+            if decision is not None:
+                due.append((st, decision))
+                break  # run one, then look again: downstream inputs may just have filled
         for st, (reason, upto) in due:
             if self._stop.is_set():
                 break
