@@ -5,11 +5,14 @@ are imported only by the engine and quality modules.
 """
 
 from .api import engines as _engines
+from .api.notifications import Listener, Notification
 from .api.pipes import FullPipeline, Pipeline
+from .api.queues import Job, Queue
 from .api.record import Record
 from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
 from .api.topic import RecordNotFoundError, Topic
+from .api.transaction import Transaction
 from .api.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .errors import (
     ConnectorError,
@@ -17,18 +20,22 @@ from .errors import (
     DuplicateMessageError,
     FanOutError,
     FanOutFailure,
+    HandlerError,
     InvalidNameError,
     InvalidRecordError,
+    JobNotOursError,
     LedgerError,
     MigrationError,
     MinikafkaError,
     MissingDependencyError,
     PipelineCycleError,
     PipelineError,
+    QueueNotFoundError,
     SchemaMismatchError,
     SourceClosedError,
     StreamingConfigError,
     TopicNotFoundError,
+    TransactionError,
     UnknownStatusError,
     UnsupportedTypeError,
     WindowFailedError,
@@ -67,15 +74,22 @@ __all__ = [
     "FanOutError",
     "FanOutFailure",
     "FullPipeline",
+    "HandlerError",
     "InvalidNameError",
     "InvalidRecordError",
+    "Job",
+    "JobNotOursError",
     "LedgerError",
+    "Listener",
     "MigrationError",
     "MinikafkaError",
     "MissingDependencyError",
+    "Notification",
     "Pipeline",
     "PipelineCycleError",
     "PipelineError",
+    "Queue",
+    "QueueNotFoundError",
     "Record",
     "RecordNotFoundError",
     "RunResult",
@@ -84,6 +98,8 @@ __all__ = [
     "SourceClosedError",
     "Topic",
     "TopicNotFoundError",
+    "Transaction",
+    "TransactionError",
     "UnknownStatusError",
     "UnsupportedTypeError",
     "WrongThreadError",
