@@ -17,6 +17,7 @@ from .api.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window
 from .errors import (
     ConnectorError,
     ConsumerNotFoundError,
+    DedupFieldError,
     DuplicateMessageError,
     FanOutError,
     FanOutFailure,
@@ -69,6 +70,7 @@ __all__ = [
     "Window",
     "WindowEmitter",
     "WindowFailedError",
+    "DedupFieldError",
     "DuplicateMessageError",
     "Event",
     "FanOutError",

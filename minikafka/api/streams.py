@@ -128,7 +128,7 @@ def open_stream(source: Any, name: str, *, max_age: Any = None) -> Stream:
     if isinstance(existing, Stream):
         stream = existing
     else:
-        topic = source.topic(name, JsonObject)
+        topic = source.topic(name, JsonObject, dedup=None)
         stream = Stream(source, topic.layout, source._fingerprints[name])
         source._topics[name] = stream
     if seconds is not None:

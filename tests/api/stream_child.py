@@ -31,7 +31,7 @@ def main(path: str, log_path: str) -> None:
                          total=sum(d["i"] for d in window.data))
 
     with Source(path) as source:
-        sums = source.topic("sums", WindowSum)
+        sums = source.topic("sums", WindowSum, dedup=None)
         source.streaming("events", summed, size=2, sink=sums, until_idle=True)
 
 

@@ -58,7 +58,7 @@ def test_a_stream_refuses_what_is_not_a_json_object(source):
 
 
 def test_a_typed_topic_cannot_be_reopened_as_a_stream(source):
-    source.topic("readings", Reading)
+    source.topic("readings", Reading, dedup=None)
     with pytest.raises(SchemaMismatchError):
         source.stream("readings")
 
@@ -219,8 +219,8 @@ def test_a_window_that_keeps_failing_stays_open_and_until_idle_raises(source):
 
 
 def test_topic_sink_writes_the_output_in_the_window_commit(source):
-    readings = source.topic("readings", Reading)
-    totals = source.topic("totals", Total)
+    readings = source.topic("readings", Reading, dedup=None)
+    totals = source.topic("totals", Total, dedup=None)
     readings.extend([{"sensor": "a", "value": float(v)} for v in range(6)])
 
     def summarise(window):
@@ -236,8 +236,8 @@ def test_topic_sink_writes_the_output_in_the_window_commit(source):
 
 
 def test_an_output_that_does_not_fit_the_sink_topic_fails_the_window_and_commits_nothing(source):
-    readings = source.topic("readings", Reading)
-    totals = source.topic("totals", Total)
+    readings = source.topic("readings", Reading, dedup=None)
+    totals = source.topic("totals", Total, dedup=None)
     readings.extend([{"sensor": "a", "value": 1.0}, {"sensor": "b", "value": 2.0}])
     with pytest.raises(WindowFailedError, match="validation error"):
         source.streaming("readings", lambda w: {"n": "many"}, consumer="bad", size=2, sink=totals,
@@ -280,7 +280,7 @@ def test_a_custom_emitter_decides_its_own_windows(source):
 
 
 def test_a_typed_topic_works_everywhere_a_stream_does(source):
-    readings = source.topic("readings", Reading)
+    readings = source.topic("readings", Reading, dedup=None)
     readings.extend([{"sensor": "a", "value": float(v)} for v in range(4)])
     seen, _ = collect(source, "readings", size=2)
     assert [[r.value for r in w[2]] for w in seen] == [[0.0, 1.0], [2.0, 3.0]]

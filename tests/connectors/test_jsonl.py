@@ -49,7 +49,7 @@ def test_a_restart_resumes_after_the_last_stored_line(file_source, tmp_path):
 def test_a_malformed_line_is_quarantined_with_file_and_line_and_the_stream_goes_on(file_source, tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_text('{"sensor": "a", "value": 1}\n{oops\n{"sensor": "b"}\n{"sensor": "c", "value": 3}\n')
-    readings = file_source.topic("readings", Reading)
+    readings = file_source.topic("readings", Reading, dedup=None)
     readings.attach(JSONLSource(path, follow=False), background=False)
     assert [r.sensor for r in readings.iter_new()] == ["a", "c"]
     bad = sorted(file_source.quarantined("readings"), key=lambda q: q["origin"])
