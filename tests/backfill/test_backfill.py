@@ -132,7 +132,7 @@ from minikafka.spark.backfill import backfill
 from tests.backfill.test_backfill import Event
 spark = build_session(master="local[1]", testing=True)
 with Source(sys.argv[1]) as src:
-    src.topic("plain", Event)
+    src.topic("plain", Event, dedup=None)
     backfill(spark, src, "plain", [sys.argv[2]], model=Event, batch_rows=1000, progress=None)
 """
 

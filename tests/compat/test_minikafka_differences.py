@@ -285,3 +285,29 @@ def test_package_ships_a_py_typed_marker():
 def test_strategy_is_typed_as_the_two_literals():
     hints = typing.get_type_hints(FullPipeline.run)
     assert typing.get_args(hints["strategy"]) == ("strict", "best_effort")
+
+
+def test_record_carries_minikafkas_payload_and_dedup_hashes():
+    import hashlib
+    import json
+
+    from pydantic import BaseModel
+
+    from minikafka import Source
+
+    class Clip(BaseModel):
+        url: str
+        minutes: int
+
+    def sha(value):
+        return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    with Source(":memory:") as src:
+        clips = src.topic("clips", Clip, dedup=("url",))
+        clips.append({"url": "https://x/1", "minutes": 3})
+        record = next(clips.iter_new(records=True))
+        plain = src.topic("plain", Clip, dedup=None)
+        plain.append({"url": "u", "minutes": 1})
+        assert next(plain.iter_new(records=True)).dedup_hash is None
+    assert record.payload_hash == sha({"url": "https://x/1", "minutes": 3})
+    assert record.dedup_hash == sha({"url": "https://x/1"})
