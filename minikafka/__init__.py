@@ -10,9 +10,12 @@ from .api.pipes import FullPipeline, Pipeline
 from .api.queues import Job, Queue
 from .api.record import Record
 from .api.source import Source
+from .api.streams import JsonObject, Stream, StreamingConsumer
 from .api.topic import RecordNotFoundError, Topic
 from .api.transaction import Transaction
+from .api.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .errors import (
+    ConnectorError,
     ConsumerNotFoundError,
     DedupFieldError,
     DuplicateMessageError,
@@ -31,10 +34,12 @@ from .errors import (
     QueueNotFoundError,
     SchemaMismatchError,
     SourceClosedError,
+    StreamingConfigError,
     TopicNotFoundError,
     TransactionError,
     UnknownStatusError,
     UnsupportedTypeError,
+    WindowFailedError,
     WrongThreadError,
 )
 from .ledger.events import Event
@@ -53,7 +58,18 @@ def _load_spark_engine():
 _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
+    "ConnectorError",
     "ConsumerNotFoundError",
+    "CountWindow",
+    "FixedTimeWindow",
+    "JsonObject",
+    "RelaxedTimeWindow",
+    "Stream",
+    "StreamingConfigError",
+    "StreamingConsumer",
+    "Window",
+    "WindowEmitter",
+    "WindowFailedError",
     "DedupFieldError",
     "DuplicateMessageError",
     "Event",

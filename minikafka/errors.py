@@ -179,6 +179,30 @@ class StageRunningError(MinikafkaError):
     """Another run of the same stage holds its lock ("stage is running")."""
 
 
+class StreamingConfigError(MinikafkaError, ValueError):
+    """``streaming()`` was given arguments that do not describe one window kind (message says which)."""
+
+
+class WindowFailedError(MinikafkaError):
+    """A window's function kept failing; the window stays open and is offered again next run.
+
+    Attributes:
+        consumer: the streaming consumer.
+        window_id: the window's id.
+        attempts: how many times it was offered.
+    """
+
+    def __init__(self, message: str, *, consumer: str, window_id: int, attempts: int):
+        super().__init__(message)
+        self.consumer = consumer
+        self.window_id = window_id
+        self.attempts = attempts
+
+
+class ConnectorError(MinikafkaError):
+    """A source or sink cannot reach the outside (broker, endpoint, file); the message names it."""
+
+
 class TransactionError(MinikafkaError):
     """A transaction cannot be opened or joined (one already open, another Source's, closed)."""
 

@@ -58,9 +58,15 @@ def main(argv: list[str] | None = None) -> int:
         sd = defn.stage(args.stage)
         spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
         with open_source(defn) as source:
-            run = run_stage(spark, source, build_stage(defn, sd), run_id=args.run_id, dry_run=args.dry_run,
-                            staging=args.staging)
-        print(json.dumps(run.as_row()), flush=True)
+            if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
+                from .spark.chunks import combine, run_stage_in_chunks
+
+                row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
+                                                  run_id=args.run_id, dry_run=args.dry_run, staging=args.staging))
+            else:
+                row = run_stage(spark, source, build_stage(defn, sd), run_id=args.run_id,
+                                dry_run=args.dry_run, staging=args.staging).as_row()
+        print(json.dumps(row), flush=True)
         code = 0
     except MinikafkaError as exc:
         print(f"minikafka: {exc}", file=sys.stderr, flush=True)

@@ -244,6 +244,52 @@ class Source:
                 self.layout(topic)
                 acks.register_consumer_in_current_transaction(conn, topic, consumer, now)
 
+    # -- streams (api/streams.py) -------------------------------------------------------
+    def stream(self, name: str, max_age: Any = None):
+        """Create or reopen a schemaless stream of JSON objects; ``stream.append(dict)``.
+
+        Args:
+            max_age: a retention (seconds, timedelta, or "7d"): rows every consumer has
+                handled are deleted once older; None leaves the stored setting as it is.
+
+        Raises:
+            SchemaMismatchError: ``name`` is a typed topic.
+        """
+        from .streams import open_stream
+
+        return open_stream(self, name, max_age=max_age)
+
+    def streaming(self, name: str, fn=None, **kwargs: Any):
+        """Deliver windows of stream/topic ``name`` to a function (a decorator without ``fn``).
+
+        Args:
+            size: count windows of exactly N rows (a partial window waits).
+            interval: time windows every ``interval`` seconds: all pending rows (relaxed,
+                the default) or, with ``relaxed=False``, back-to-back fixed intervals of
+                commit time (empty ones only with ``emit_empty=True``).
+            emitter: a WindowEmitter subclass deciding windows itself.
+            consumer: the consumer name (default: the function's name).
+            workers: windows run in this many processes at once (they still commit in order).
+            sink: a Topic (written in the window's commit) or an object with ``put(message)``.
+            until_idle: return once no window is ready; blocking=False: run in a thread.
+
+        Returns:
+            A StreamingConsumer (``.stop()``, ``.windows_committed``, ``.rows``).
+
+        Raises:
+            StreamingConfigError: inconsistent arguments (named in the message).
+            WindowFailedError: with until_idle, a window kept failing (it stays open).
+        """
+        from .streams import streaming
+
+        return streaming(self, name, fn, **kwargs)
+
+    def apply_retention(self) -> dict[str, int]:
+        """Delete handled rows older than each topic's max age now; returns {topic: deleted}."""
+        from .retention import apply_retention
+
+        return apply_retention(self)
+
     def topics(self) -> list[str]:
         """Names of every topic stored in the file, sorted."""
         return catalog.topic_names(self._ledger.conn)

@@ -424,6 +424,34 @@ class Topic(Generic[ModelT]):
             cid = acks.require_consumer(conn, self.name, name)
             acks.drop_consumer_in_current_transaction(conn, self.name, cid, utc_now())
 
+    # -- streams (api/attach.py, api/retention.py) ---------------------------------------
+    def attach(self, source: Any, *, background: bool = True):
+        """Feed this topic from ``source`` (an object with ``stream(topic)`` and ``cancel()``).
+
+        Returns:
+            An Attachment (``.cancel()``) running the source in a background thread.
+        """
+        from .attach import attach
+
+        return attach(self, source, background=background)
+
+    def streaming(self, fn: Callable | None = None, **kwargs: Any):
+        """``source.streaming(self.name, fn, **kwargs)``: windows of this topic delivered to ``fn``."""
+        return self.source.streaming(self.name, fn, **kwargs)
+
+    def set_retention(self, max_age: Any) -> None:
+        """Delete rows every consumer handled once older than ``max_age`` (None: keep all)."""
+        from .retention import set_retention
+
+        set_retention(self.source, self.name, max_age)
+
+    def windows(self, consumer: str, *, limit: int = 100) -> list:
+        """A streaming consumer's stored windows, most recent first."""
+        from ..ledger import windows as stored
+
+        cid = acks.require_consumer(self._conn, self.name, consumer)
+        return stored.windows(self._conn, cid, limit=limit)
+
     # -- composing ----------------------------------------------------------------
     def pipe(self, fn: Callable[[ModelT], Any], *, consumer: str | None = None) -> Pipeline:
         """Start a pipeline: ``fn`` applied to each new row; chain ``.to(target).run()``."""

@@ -91,6 +91,45 @@ CREATE TABLE IF NOT EXISTS _minikafka_quarantine (
 CREATE INDEX IF NOT EXISTS _minikafka_quarantine_by_topic ON _minikafka_quarantine (topic, id);
 """
 
+# Windowed streams (api/streams.py): a window's bounds are stored before its function
+# runs, so a crash or an exception offers the same window again; committing it acks its
+# rows in the same transaction. Retention settings and followed-file positions too.
+STREAMS = """
+CREATE TABLE IF NOT EXISTS _minikafka_windows (
+    consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
+    window_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    first_offset INTEGER NOT NULL,
+    last_offset INTEGER NOT NULL,
+    rows INTEGER NOT NULL,
+    row_ids TEXT CHECK (row_ids IS NULL OR json_valid(row_ids)),
+    start TEXT,
+    "end" TEXT,
+    state TEXT NOT NULL CHECK (state IN ('open', 'committed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    run_id TEXT,
+    created_at TEXT NOT NULL,
+    committed_at TEXT,
+    PRIMARY KEY (consumer_id, window_id)
+) STRICT;
+CREATE INDEX IF NOT EXISTS _minikafka_windows_open ON _minikafka_windows (consumer_id, window_id)
+    WHERE state = 'open';
+
+CREATE TABLE IF NOT EXISTS _minikafka_retention (
+    topic TEXT PRIMARY KEY REFERENCES _minikafka_topics(name) ON DELETE CASCADE,
+    max_age_s REAL NOT NULL CHECK (max_age_s > 0),
+    updated_at TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS _minikafka_positions (
+    key TEXT PRIMARY KEY,
+    topic TEXT NOT NULL,
+    position TEXT NOT NULL CHECK (json_valid(position)),
+    updated_at TEXT NOT NULL
+) STRICT;
+"""
+
 # Work queues (api/queues.py): a queue is one consumer of a topic. Per-row state lives here
 # only while a row is live (pending, processing) or dead; an acked row leaves this table and
 # stays in its topic as history, acked for the queue's consumer. Times are milliseconds
@@ -141,7 +180,7 @@ CREATE INDEX IF NOT EXISTS _minikafka_notifications_by_channel ON _minikafka_not
 """
 
 # every block, in creation order
-PARTS: list[str] = [CORE, QUEUES, NOTIFICATIONS]
+PARTS: list[str] = [CORE, STREAMS, QUEUES, NOTIFICATIONS]
 
 
 def schema_statements() -> list[str]:

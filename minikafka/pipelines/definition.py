@@ -22,6 +22,8 @@ outputs = ["youtube_items"]
 strategy = "strict"                    # or best_effort
 max_attempts = 3
 expectations = []                      # suite files (data quality)
+trigger = { rows = 1000 }              # minikafka watch: or { every = "5m" }, { every = "5m", fixed = true }
+window = { rows = 100000 }             # a backlog is processed in chunks of N input rows, one commit each
 [stages.spark]                         # settings for this stage only
 ```
 
@@ -44,7 +46,9 @@ from ..util.dag import topological_order
 from ..util.tomlfile import read_toml
 
 STAGE_KEYS = {"name", "job", "inputs", "outputs", "consumer", "strategy", "max_attempts", "expectations",
-              "spark", "partitions", "description"}
+              "spark", "partitions", "description", "trigger", "window"}
+TRIGGER_KEYS = {"rows", "every", "fixed", "debounce"}
+WINDOW_KEYS = {"rows"}
 TOPIC_KEYS = {"model", "dedup", "description"}
 TOP_KEYS = {"pipeline", "spark", "topics", "stages"}
 
@@ -74,6 +78,8 @@ class StageDefinition:
     spark: dict[str, str] = field(default_factory=dict)
     partitions: int | None = None
     suites: list = field(default_factory=list)
+    trigger: dict[str, Any] = field(default_factory=dict)  # rows | every [fixed] | debounce (seconds)
+    window_rows: int | None = None
 
     def job_module(self):
         return importlib.import_module(self.job)
@@ -229,6 +235,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
             expectations=[str((path.parent / e).resolve()) for e in spec.get("expectations", [])],
             spark=_settings(path, f"{where}, key 'spark'", spec.get("spark", {})),
             partitions=spec.get("partitions"),
+            trigger=_trigger(path, where, spec.get("trigger", {})),
+            window_rows=_window(path, where, spec.get("window")),
         )
         if check_jobs:
             _check_job(path, where, stage)
@@ -246,6 +254,57 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
                               staging)
+
+
+def _positive_int(path: Path, where: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _fail(path, where, f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _trigger(path: Path, where: str, spec: Any) -> dict[str, Any]:
+    """``trigger = { rows = N } | { every = "5m" [, fixed = true] }`` (+ ``debounce``), checked."""
+    from ..util.duration import parse_duration
+
+    where = f"{where}, key 'trigger'"
+    if not isinstance(spec, dict):
+        raise _fail(path, where, f"must be a table such as {{ rows = 1000 }} or {{ every = \"5m\" }}, got {spec!r}")
+    unknown = sorted(set(spec) - TRIGGER_KEYS)
+    if unknown:
+        raise _fail(path, where, f"unknown trigger key(s) {unknown}; expected {sorted(TRIGGER_KEYS)}")
+    out: dict[str, Any] = {}
+    if "rows" in spec and "every" in spec:
+        raise _fail(path, where, "give rows or every, not both")
+    if "rows" in spec:
+        out["rows"] = _positive_int(path, f"{where} 'rows'", spec["rows"])
+    for key in ("every", "debounce"):
+        if key in spec:
+            try:
+                out[key] = parse_duration(spec[key], what=key)
+            except ValueError as exc:
+                raise _fail(path, where, str(exc)) from exc
+    if "fixed" in spec:
+        if not isinstance(spec["fixed"], bool):
+            raise _fail(path, f"{where} 'fixed'", f"must be true or false, got {spec['fixed']!r}")
+        if spec["fixed"] and "every" not in spec:
+            raise _fail(path, where, "fixed = true needs every = \"<duration>\"")
+        out["fixed"] = spec["fixed"]
+    return out
+
+
+def _window(path: Path, where: str, spec: Any) -> int | None:
+    """``window = { rows = N }``: process a backlog in chunks of N input rows."""
+    if spec is None:
+        return None
+    where = f"{where}, key 'window'"
+    if not isinstance(spec, dict):
+        raise _fail(path, where, f"must be a table such as {{ rows = 100000 }}, got {spec!r}")
+    unknown = sorted(set(spec) - WINDOW_KEYS)
+    if unknown:
+        raise _fail(path, where, f"unknown window key(s) {unknown}; expected {sorted(WINDOW_KEYS)}")
+    if "rows" not in spec:
+        raise _fail(path, where, "missing key 'rows'")
+    return _positive_int(path, f"{where} 'rows'", spec["rows"])
 
 
 def _load_suites(path: Path, where: str, stage: StageDefinition, topics: dict[str, TopicDefinition]) -> list:

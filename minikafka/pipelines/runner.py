@@ -242,7 +242,7 @@ def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
 
 
 def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
-                    staging: str | None = None) -> StageOutcome:
+                    staging: str | None = None, upto: dict[str, int] | None = None) -> StageOutcome:
     from ..errors import StageRunningError, StagingError
     from ..spark.stage import StageFailed, run_stage
 
@@ -252,7 +252,13 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
             spark.conf.set(key, value)
     with open_source(defn) as source:
         try:
-            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run, staging=staging)
+            if sd.window_rows:  # a backlog in chunks of N input rows, one commit each
+                from ..spark.chunks import combine, run_stage_in_chunks
+
+                row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
+                                                  dry_run=dry_run, upto=upto, staging=staging))
+                return StageOutcome(sd.name, row["status"], time.perf_counter() - t0, row)
+            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run, upto=upto, staging=staging)
         except StageFailed as exc:
             return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
         except (StageRunningError, StagingError) as exc:
@@ -277,8 +283,9 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
     with Source(str(defn.source)) as source:
         row = _run_row(source, run_id)
     summary = _last_json(proc.stdout)
-    if row is None and summary:
-        row = summary
+    details = (summary or {}).get("details")
+    if summary and (row is None or (isinstance(details, dict) and details.get("chunks"))):
+        row = summary  # a chunked stage prints the sum of its chunks
     if proc.returncode != 0:
         error = (row or {}).get("error") or _tail(proc.stderr)
         return StageOutcome(sd.name, "failed", seconds, row, error)

@@ -136,8 +136,11 @@ def register_consumers(source: Source, stages: list[Stage]) -> None:
 
 def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 50_000,
               staging: str | None = None, dry_run: bool = False, run_id: str | None = None,
-              lock_wait: float = 0.0) -> RunResult:
+              lock_wait: float = 0.0, upto: dict[str, int] | None = None) -> RunResult:
     """Run one stage end to end and return its RunResult (also in the run log).
+
+    ``upto`` caps the high-watermark of some inputs ({topic: id}): rows above it wait
+    for a later run (chunked backlogs, fixed-time triggers).
 
     Args:
         staging: a staging URI every node sees (the driver exports the inputs there and
@@ -168,13 +171,13 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
         raise StageRunningError(f"stage {stage.name!r} is running ({exc.holder or 'another process'}); "
                                 f"this run ({run.run_id}) did nothing") from None
     try:
-        return _run_locked(spark, source, stage, run, staging, commit_batch_rows, dry_run)
+        return _run_locked(spark, source, stage, run, staging, commit_batch_rows, dry_run, upto or {})
     finally:
         lock.__exit__(None, None, None)
 
 
 def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: str | None, batch_rows: int,
-                dry_run: bool) -> RunResult:
+                dry_run: bool, upto: dict[str, int]) -> RunResult:
     from . import staging as stg
 
     area = None
@@ -193,7 +196,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
     source._ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
         "target": target, "stage": stage.name, "run_id": run.run_id, "dry_run": dry_run}))
     try:
-        _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run)
+        _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run, upto)
     except BaseException as exc:
         run.finish("failed", describe(exc))
         if not dry_run:
@@ -243,7 +246,7 @@ def _read_inputs(spark, source: Source, stage: Stage, in_layouts: dict, bounds: 
 
 
 def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str | None, batch_rows: int,
-         dry_run: bool) -> None:
+         dry_run: bool, upto: dict[str, int]) -> None:
     from . import staging as stg
 
     consumer = stage.consumer_name
@@ -253,7 +256,8 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     out_layouts = {name: _layout(source, name) for name in stage.outputs}
     bounds = {
         name: read_bounds(source, layout, which="new",
-                          consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None)
+                          consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None,
+                          upto=upto.get(name))
         for name, layout in in_layouts.items()
     }
     run.watermarks = {name: b.upto for name, b in bounds.items()}

@@ -1,14 +1,23 @@
-"""UTC timestamps as the ledger stores them: fixed-width ISO 8601 text with microseconds."""
+"""UTC timestamps as the ledger stores them, and the one clock every write reads.
+
+The clock can be replaced (``use_clock(ManualClock(...))``) so that tests of time
+windows and triggers move time forward instead of sleeping.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 
 TIMESTAMP_GLOB = (
     "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
     ".[0-9][0-9][0-9][0-9][0-9][0-9]Z"
 )
 DATE_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
+
+_clock: Callable[[], datetime] | None = None
 
 
 def format_timestamp(value: datetime) -> str:
@@ -28,6 +37,48 @@ def parse_timestamp(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text)
 
 
+def now() -> datetime:
+    """The current time, aware UTC (the injected clock's when one is in use)."""
+    return _clock() if _clock is not None else datetime.now(timezone.utc)
+
+
 def utc_now() -> str:
     """The current time in the ledger's text form."""
-    return format_timestamp(datetime.now(timezone.utc))
+    return format_timestamp(now())
+
+
+class ManualClock:
+    """A clock that only moves when told to (for tests of time windows and triggers).
+
+    Args:
+        start: the initial time (default: 2030-01-01T00:00:00Z).
+    """
+
+    def __init__(self, start: datetime | None = None):
+        self._now = start or datetime(2030, 1, 1, tzinfo=timezone.utc)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        """Move time forward by ``seconds``; returns the new time."""
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+            return self._now
+
+    def set(self, when: datetime) -> None:
+        with self._lock:
+            self._now = when
+
+
+@contextmanager
+def use_clock(clock: Callable[[], datetime]) -> Iterator[Callable[[], datetime]]:
+    """Make ``clock`` the time source of every timestamp the ledger writes, for the block."""
+    global _clock
+    previous, _clock = _clock, clock
+    try:
+        yield clock
+    finally:
+        _clock = previous

@@ -1,0 +1,62 @@
+"""Long-running commands: watch (stages by trigger in one warm Spark app) and retention."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..api.source import Source
+from ..errors import MinikafkaError
+from .app import main
+from .common import load_with_source, pipeline_argument, pipeline_source_option, verbose_option, with_source
+
+
+@main.command()
+@pipeline_argument
+@click.option("--until-idle", is_flag=True, help="Exit once no stage has work its trigger accepts (for cron, tests).")
+@click.option("--master", help="Spark master URL (default: the pipeline's).")
+@click.option("--poll", default=0.1, show_default=True, help="Seconds between looks at the ledger when idle.")
+@verbose_option
+@pipeline_source_option
+def watch(pipeline: str, until_idle: bool, master: str | None, poll: float, source_override: str | None) -> None:
+    """Keep one Spark application warm and run each stage when its trigger fires.
+
+    Triggers per stage in the pipeline file: trigger = { rows = N } | { every = "5m" } |
+    { every = "5m", fixed = true }; default: as soon as new rows are committed (debounced).
+    One status line per run. SIGTERM/Ctrl-C finishes the run in flight and exits 0;
+    with --until-idle the exit code is 1 when a stage failed.
+
+    Example: minikafka watch conf/homelab.toml
+    """
+    from ..pipelines.watch import Watch
+
+    defn = load_with_source(pipeline, source_override)
+    try:
+        result = Watch(defn, master=master, until_idle=until_idle, poll=poll,
+                       echo=lambda m: click.echo(m, err=True)).run()
+    except MinikafkaError as exc:
+        raise click.ClickException(str(exc)) from exc
+    runs = len(result.outcomes)
+    click.echo(f"watch {defn.name}: {runs} run(s), {len(result.failed)} failed, {result.seconds:.1f}s")
+    if until_idle and not result.ok:
+        sys.exit(1)
+
+
+@main.command()
+@with_source
+def retention(source: Source) -> None:
+    """Delete rows every consumer has handled that are older than their topic's max age.
+
+    A topic's max age is set with source.stream(name, max_age=...) or topic.set_retention(...).
+
+    Example: minikafka retention --source data/homelab.sqlite
+    """
+    deleted = source.apply_retention()
+    if not deleted:
+        click.echo("no topic has a retention")
+    for topic, n in deleted.items():
+        click.echo(f"{topic}: {n} row(s) deleted")
+
+
+__all__ = ["retention", "watch"]

@@ -1,0 +1,47 @@
+"""Turning outside messages into topic rows: validate each, quarantine what does not fit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import InvalidRecordError
+from ..util.clock import utc_now
+
+
+def parse_message(topic: Any, raw: bytes | str) -> tuple[Any, str | None]:
+    """(validated model, None) or (None, reason) for one raw JSON message."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8: {exc}"
+    try:
+        payload = json.loads(text)
+    except ValueError as exc:
+        return None, f"malformed JSON: {exc}"
+    return validate_payload(topic, payload)
+
+
+def validate_payload(topic: Any, payload: Any) -> tuple[Any, str | None]:
+    try:
+        return topic._validate(payload), None
+    except ValidationError as exc:
+        reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return None, f"invalid row: {reason}"
+    except (InvalidRecordError, TypeError, ValueError) as exc:
+        return None, f"invalid row: {exc}"
+
+
+def store_in_current_transaction(topic: Any, valid: list[Any], bad: list[tuple[str, str, str]]) -> int:
+    """Append ``valid`` models and quarantine ``bad`` (payload text, reason, origin); returns rows appended."""
+    conn = topic.source._ledger.conn
+    now = utc_now()
+    for payload, reason, origin in bad:
+        conn.execute(
+            "INSERT INTO _minikafka_quarantine (topic, payload, reason, origin, created_at) VALUES (?, ?, ?, ?, ?)",
+            (topic.name, payload[:10000], reason, origin, now))
+    if not valid:
+        return 0
+    return topic._insert_many_in_current_transaction(valid, ignore_duplicates=bool(topic.dedup), now=now)
