@@ -1,0 +1,210 @@
+"""POSTing JSON to an HTTP endpoint: the one implementation every HTTP connector reuses.
+
+The delivery worker (``connectors/delivery.py``) and any sink that sends rows to an
+endpoint build on three pieces from here instead of re-implementing them:
+
+- ``HttpPoster``: one pooled ``httpx.Client`` for one endpoint, fixed headers (secrets
+  allowed: they are never part of ``repr`` or of an outcome), a timeout covering
+  connect, write, read and pool wait. ``post_json(payload, idempotency_key=...)``
+  never raises for transport trouble: it returns a ``PostOutcome``.
+- ``PostOutcome``: what happened (``ok`` for any 2xx, ``status``, a short excerpt of
+  the answer body, ``error`` for timeouts and refused connections, ``elapsed``), with
+  ``describe()`` for logs and the quarantine reason.
+- ``Backoff``: exponential backoff with jitter, capped (``delay(attempt)``), and
+  ``idempotency_key(...)``: the ``Idempotency-Key`` header value of a batch, the same
+  every time the same batch is sent, so a receiver can drop a re-sent batch.
+
+``to_json_bytes`` encodes ledger values (datetimes, dates, Decimals, enums, bytes,
+UUIDs, pydantic models) the same way for every connector.
+
+Example::
+
+    with HttpPoster("https://example.com/ingest", headers={"Authorization": token}, timeout=5) as http:
+        outcome = http.post_json({"messages": [...]}, idempotency_key=idempotency_key("g", "orders", 0, 1, 500))
+        if not outcome.ok:
+            print(outcome.describe())
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+EXCERPT_CHARS = 500
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+@dataclass(frozen=True)
+class PostOutcome:
+    """The result of one POST.
+
+    Attributes:
+        ok: the endpoint answered 2xx.
+        status: the HTTP status code, or None when no answer came (timeout, refused, DNS).
+        body_excerpt: the first characters of the answer body ('' without an answer).
+        error: what went wrong on the way (None when an answer came, even a non-2xx one).
+        elapsed: seconds the request took.
+    """
+
+    ok: bool
+    status: int | None
+    body_excerpt: str
+    error: str | None
+    elapsed: float
+
+    def describe(self) -> str:
+        """One line for logs and quarantine reasons: ``HTTP 500: <excerpt>`` or the error."""
+        if self.status is None:
+            return self.error or "no answer"
+        text = " ".join(self.body_excerpt.split())
+        return f"HTTP {self.status}" + (f": {text}" if text else "")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info, query or fragment (where tokens tend to hide)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+class HttpPoster:
+    """POST JSON bodies to one endpoint over one pooled connection.
+
+    Args:
+        endpoint: an http(s) URL.
+        headers: extra headers sent with every request (values may be secrets: they
+            never appear in ``repr``, logs or outcomes).
+        timeout: seconds allowed for each of connecting, sending, reading the answer
+            and waiting for a pooled connection.
+        client: an ``httpx.Client`` to use instead of a new one (not closed by ``close()``).
+
+    Raises:
+        ValueError: the endpoint is not an http(s) URL with a host.
+    """
+
+    def __init__(self, endpoint: str, *, headers: dict[str, str] | None = None, timeout: float = 10.0,
+                 client: httpx.Client | None = None):
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"endpoint must be an http:// or https:// URL with a host, got {redact_url(endpoint)!r}")
+        if not timeout or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.endpoint = endpoint
+        self.timeout = float(timeout)
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self._own_client = client is None
+        self._client = client or httpx.Client(timeout=httpx.Timeout(self.timeout), follow_redirects=False)
+
+    def __repr__(self) -> str:
+        names = sorted(k for k in self._headers if k.lower() != "content-type")
+        return f"HttpPoster({redact_url(self.endpoint)!r}, headers={names!r}, timeout={self.timeout})"
+
+    def __enter__(self) -> HttpPoster:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._own_client:
+            self._client.close()
+
+    def post_json(self, payload: Any = None, *, body: bytes | None = None,
+                  idempotency_key: str | None = None) -> PostOutcome:
+        """POST ``payload`` encoded as JSON (or ``body``, already encoded).
+
+        Never raises for network trouble or error answers: a timeout, a refused
+        connection or a non-2xx status come back as an outcome with ``ok=False``.
+        """
+        data = body if body is not None else to_json_bytes(payload)
+        headers = self._headers
+        if idempotency_key is not None:
+            headers = {**headers, IDEMPOTENCY_HEADER: idempotency_key}
+        t0 = time.perf_counter()
+        try:
+            response = self._client.post(self.endpoint, content=data, headers=headers)
+        except httpx.TimeoutException as exc:
+            return PostOutcome(False, None, "", f"timeout after {self.timeout:g}s ({type(exc).__name__})",
+                               time.perf_counter() - t0)
+        except httpx.HTTPError as exc:
+            return PostOutcome(False, None, "", f"{type(exc).__name__}: {_first_line(exc)}", time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        excerpt = "" if 200 <= response.status_code < 300 else response.text[:EXCERPT_CHARS]
+        return PostOutcome(200 <= response.status_code < 300, response.status_code, excerpt, None, elapsed)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with jitter, capped.
+
+    Attempt ``n`` (1 = the first retry) waits ``min(cap, base * 2**(n-1))`` seconds,
+    spread by +/- ``jitter`` (a fraction) so many workers do not retry in step, and
+    never more than ``cap``.
+    """
+
+    base: float
+    cap: float
+    jitter: float = 0.2
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        exp = min(max(attempt, 1) - 1, 62)
+        raw = min(self.cap, self.base * (2 ** exp))
+        spread = 1.0 + self.jitter * (2.0 * (rng or random).random() - 1.0)
+        return max(0.0, min(self.cap, raw * spread))
+
+
+def idempotency_key(group: str, topic: str, partition: int, first_offset: int, last_offset: int) -> str:
+    """The ``Idempotency-Key`` of a batch: ``group/topic/partition/first-last``.
+
+    Offsets are never reused, so the key names one batch of one group for good; '/'
+    appears in neither group nor topic names, so the key is unambiguous.
+    """
+    return f"{group}/{topic}/{int(partition)}/{int(first_offset)}-{int(last_offset)}"
+
+
+def json_default(value: Any) -> Any:
+    """JSON form of values ``json`` cannot encode by itself (ledger field types)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+            return value.isoformat(timespec="microseconds") + "Z"
+        return value.isoformat(timespec="microseconds")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return str(value)
+
+
+def to_json_bytes(payload: Any) -> bytes:
+    """``payload`` as compact UTF-8 JSON (see ``json_default`` for non-JSON values)."""
+    return json.dumps(payload, default=json_default, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
