@@ -16,6 +16,7 @@ from ..ledger.events import Event, Observer
 from ..ledger.layout import TopicLayout
 from ..ledger.runlog import read_runs
 from ..util.clock import utc_now
+from .groups import ConsumerGroup
 from .pipes import FullPipeline, Pipeline
 from .topic import Topic
 
@@ -72,13 +73,18 @@ class Source:
             yield
 
     # -- topics -----------------------------------------------------------------
-    def topic(self, name: str, model: type[ModelT], dedup: tuple[str, ...] | list[str] | str | None = None) -> Topic[ModelT]:
+    def topic(self, name: str, model: type[ModelT], dedup: tuple[str, ...] | list[str] | str | None = None,
+              partitions: int | None = None, key: tuple[str, ...] | list[str] | str | None = None) -> Topic[ModelT]:
         """Create or reopen the topic ``name`` typed by ``model``.
 
         Args:
             name: letters, digits, '_', '.', '-'; starts with a letter.
             model: a pydantic BaseModel class.
             dedup: field names whose values must be unique in the topic, or None.
+            partitions: the number of partitions (1 when the topic is created without it;
+                None on reopening means "as stored").
+            key: fields whose values pick a row's partition (a stable hash); None on
+                reopening means "as stored".
 
         Returns:
             The Topic.
@@ -86,13 +92,14 @@ class Source:
         Raises:
             InvalidNameError: a bad topic or field name.
             UnsupportedTypeError: a field type the ledger cannot store.
-            SchemaMismatchError: the topic exists with another schema or dedup fields,
-                or a dedup field is not on the model.
+            SchemaMismatchError: the topic exists with another schema, dedup fields,
+                partition count or key, or a dedup/key field is not on the model.
+            ValueError: partitions is not an integer from 1 to 4096.
 
         Emits:
             topic_created, when the topic is new.
         """
-        layout = TopicLayout.for_model(name, model, dedup)
+        layout = TopicLayout.for_model(name, model, dedup, partitions=1 if partitions is None else partitions, key=key)
         conn = self._ledger.conn
         row = catalog.catalog_row(conn, name)
         if row is None:
@@ -101,6 +108,11 @@ class Source:
                 if row is None:
                     self._create_in_current_transaction(layout)
                     return self._bind(layout, layout.fingerprint)
+        stored = catalog.layout_of_row(row)
+        if partitions is None:
+            layout.partitions = stored.partitions
+        if key is None:
+            layout.key = stored.key
         catalog.check_reopen(layout, row)
         return self._bind(layout, row[4])
 
@@ -159,6 +171,14 @@ class Source:
             for topic, consumer in pairs:
                 self.layout(topic)
                 acks.register_consumer_in_current_transaction(conn, topic, consumer, now)
+
+    def group(self, name: str) -> ConsumerGroup:
+        """The consumer group ``name``: fetch, commit, seek, lag, follow (see api/groups.py).
+
+        Raises:
+            InvalidNameError: not a valid consumer name.
+        """
+        return ConsumerGroup(self, name)
 
     def topics(self) -> list[str]:
         """Names of every topic stored in the file, sorted."""

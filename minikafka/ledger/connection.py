@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import LedgerError, SourceClosedError, WrongThreadError
+from ..util.clock import utc_now
+from . import upgrade
 from .events import Event, Observer, notify
 from .schema import LEDGER_FORMAT, MIN_SQLITE, schema_statements
 
@@ -66,16 +68,23 @@ class Ledger:
 
     def _init_schema(self) -> None:
         with self.atomic():
-            for statement in schema_statements():
-                self.conn.execute(statement)
-            self.conn.execute(
-                "INSERT OR IGNORE INTO _minikafka_meta (key, value) VALUES ('format', ?)",
-                (str(LEDGER_FORMAT),),
-            )
-            found = self.conn.execute("SELECT value FROM _minikafka_meta WHERE key = 'format'").fetchone()[0]
-            if int(found) > LEDGER_FORMAT:
+            conn = self.conn
+            found = upgrade.stored_format(conn)
+            if found is not None and found > LEDGER_FORMAT:
                 raise LedgerError(
                     f"{self.path!r} was written by a newer minikafka (ledger format {found}); upgrade"
+                )
+            if found is not None and found < LEDGER_FORMAT:
+                upgrade.before_schema(conn, found)
+            for statement in schema_statements():
+                conn.execute(statement)
+            if found is not None and found < LEDGER_FORMAT:
+                upgrade.after_schema(conn, found, utc_now())
+            if found != LEDGER_FORMAT:
+                conn.execute(
+                    "INSERT INTO _minikafka_meta (key, value) VALUES ('format', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(LEDGER_FORMAT),),
                 )
 
     @property
