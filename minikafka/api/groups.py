@@ -14,13 +14,15 @@ commit all move the same committed offset.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidOffsetError, TopicNotFoundError
 from ..ledger import acks, catalog
-from ..ledger.identifiers import validate_consumer_name
+from ..ledger.identifiers import quote_identifier, validate_consumer_name
 from ..ledger.layout import TopicLayout
 from ..util.clock import parse_timestamp, utc_now
 from .record import Record
@@ -43,6 +45,40 @@ def check_offset(offset: object, what: str = "offset") -> int:
     if offset < 0:
         raise InvalidOffsetError(f"{what} must be a non-negative integer, got {offset!r}")
     return offset
+
+
+FETCH_META = '"_id", "_created_at", "_parent_id", "_parent_topic", "_run_id"'
+N_FETCH_META = 5
+
+
+def _field_dicts(layout: TopicLayout, rows: list[tuple]) -> list[dict]:
+    names, start = layout.field_names, N_FETCH_META
+    end = start + len(names)
+    dicts = [dict(zip(names, r[start:end])) for r in rows]
+    steps = [(c.name, c.decode) for c in layout.columns if c.decode]
+    if steps:
+        for d in dicts:
+            for field_name, decode in steps:
+                v = d[field_name]
+                if v is not None:
+                    d[field_name] = decode(v)
+    return dicts
+
+
+@functools.cache
+def _record_maker() -> Callable[[dict], Record]:
+    """Build Records from complete field dicts without the keyword-argument call (hot path of fetch)."""
+    fields = dataclasses.fields(Record)
+    if hasattr(Record, "__post_init__") or any(f.default_factory is not dataclasses.MISSING for f in fields):
+        return lambda values: Record(**values)
+    new = object.__new__
+
+    def make(values: dict) -> Record:
+        record = new(Record)
+        record.__dict__.update(values)
+        return record
+
+    return make
 
 
 class ConsumerGroup:
@@ -97,7 +133,7 @@ class ConsumerGroup:
         if found is not None or not register:
             return found
         with ledger.atomic() as conn:
-            return acks.register_consumer_in_current_transaction(conn, topic, self.name, utc_now())
+            return acks.register_group_in_current_transaction(conn, topic, self.name, utc_now())
 
     def _check_offset_exists(self, layout: TopicLayout, partition: int, offset: int) -> None:
         if offset == 0:
@@ -114,8 +150,8 @@ class ConsumerGroup:
         """The oldest rows of ``partition`` above this group's committed offset, oldest first.
 
         Fetching never advances anything: without a commit, the next fetch returns the
-        same rows. The group is registered on the topic at its first fetch (starting
-        from what is not yet handled).
+        same rows. The group is registered on the topic at its first fetch or commit,
+        starting at the beginning of the log (offset 0).
 
         Args:
             topic: a Topic or a topic name (its model is imported from the catalog).
@@ -141,30 +177,41 @@ class ConsumerGroup:
         rows, cid = self._fetch_rows(layout, partition, max_messages, after)
         if not rows:
             return []
-        return self._records(self._open_topic(topic), rows)
+        return self._records(self._open_topic(topic), rows, partition)
 
     def _fetch_rows(self, layout: TopicLayout, partition: int, limit: int, after: int = 0) -> tuple[list[tuple], int]:
-        """Raw ``select_sql`` rows pending for this group in one partition (registers the group)."""
+        """Rows (``FETCH_META`` then the fields) pending for this group in one partition; registers the group."""
         cid = self._consumer_id(layout.name, register=True)
         conn = self.source._ledger.conn
         start = max(acks.committed_offset(conn, cid, partition), after)
-        rows = conn.execute(
-            f'{layout.select_sql()} WHERE "_partition" = ? AND "_id" > ? AND "_status" = \'new\' AND NOT EXISTS '
-            f'(SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.row_id = "_id") ORDER BY "_id" LIMIT ?',
-            (partition, start, cid, limit),
-        ).fetchall()
-        return rows, cid
+        acked = conn.execute("SELECT 1 FROM _minikafka_acks WHERE consumer_id = ? AND row_id > ? AND partition = ? "
+                             "LIMIT 1", (cid, start, partition)).fetchone()
+        sql = self.__dict__.setdefault("_sql", {}).get((layout.name, acked is None))
+        if sql is None:
+            unacked = "" if acked is None else (
+                ' AND NOT EXISTS (SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.row_id = "_id")')
+            sql = self._sql[(layout.name, acked is None)] = (
+                f'SELECT {FETCH_META}, {", ".join(quote_identifier(n) for n in layout.field_names)} '
+                f'FROM {layout.table} WHERE "_partition" = ? AND "_id" > ? AND "_status" = \'new\'{unacked} '
+                'ORDER BY "_id" LIMIT ?')
+        params = (partition, start, limit) if acked is None else (partition, start, cid, limit)
+        return conn.execute(sql, params).fetchall(), cid
 
-    def _records(self, topic: Topic, rows: list[tuple]) -> list[Record]:
-        decode = topic._decode
-        models = topic._adapter.validate_python([decode(r) for r in rows])
-        at = topic.layout.partition_index
+    def _records(self, topic: Topic, rows: list[tuple], partition: int) -> list[Record]:
+        """Records of ``_fetch_rows`` rows (``_id, _created_at, lineage..., fields``)."""
+        models = topic._adapter.validate_python(_field_dicts(topic.layout, rows))
+        make = _record_maker()
         name, group = topic.name, self.name
-        return [
-            Record(id=r[0], topic=name, created_at=parse_timestamp(r[1]), handled_at=None, status="new", data=m,
-                   parent_id=r[4], parent_topic=r[5], run_id=r[6], consumer=group, partition=r[at], _topic=topic)
-            for r, m in zip(rows, models)
-        ]
+        stamps: dict[str, Any] = {}  # rows appended together share one timestamp text
+        out = []
+        for r, m in zip(rows, models):
+            created = stamps.get(r[1])
+            if created is None:
+                created = stamps[r[1]] = parse_timestamp(r[1])
+            out.append(make({"id": r[0], "topic": name, "created_at": created, "handled_at": None, "status": "new",
+                             "data": m, "parent_id": r[2], "parent_topic": r[3], "run_id": r[4],
+                             "consumer": group, "partition": partition, "_topic": topic}))
+        return out
 
     def committed(self, topic: Topic | str, partition: int = 0) -> int:
         """This group's committed offset in ``partition`` (0 when never committed or no such topic).
@@ -195,7 +242,9 @@ class ConsumerGroup:
 
         Monotonic: an offset at or below the committed one changes nothing and returns
         False (use ``seek`` to go back). The cost does not depend on how many rows the
-        offset covers.
+        offset covers. Durability: a commit survives a crash of the process; a power cut
+        may undo the last commits (their rows are fetched again: at-least-once), so a
+        standalone commit skips the fsync. With ``tx`` it is as durable as the transaction.
 
         Args:
             tx: a transaction from ``source.transaction()`` to join, so the commit lands
@@ -215,9 +264,10 @@ class ConsumerGroup:
         check_offset(offset)
         self._check_tx(tx)
         self._check_offset_exists(layout, partition, offset)
-        with self.source._ledger.atomic() as conn:
+        ledger = self.source._ledger
+        with ledger.relaxed_sync(), ledger.atomic() as conn:
             now = utc_now()
-            cid = acks.register_consumer_in_current_transaction(conn, layout.name, self.name, now)
+            cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
             return acks.commit_offset_in_current_transaction(conn, layout.name, cid, partition, offset, now)
 
     def seek(self, topic: Topic | str, partition: int, offset: int) -> None:
@@ -234,7 +284,7 @@ class ConsumerGroup:
         self._check_offset_exists(layout, partition, offset)
         with self.source._ledger.atomic() as conn:
             now = utc_now()
-            cid = acks.register_consumer_in_current_transaction(conn, layout.name, self.name, now)
+            cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
             acks.seek_in_current_transaction(conn, layout.name, cid, partition, offset, now)
 
     def _check_tx(self, tx: Any) -> None:

@@ -94,6 +94,24 @@ def register_consumer_in_current_transaction(
     return cur.lastrowid
 
 
+def register_group_in_current_transaction(conn: sqlite3.Connection, topic: str, name: str, now: str) -> int:
+    """Register ``name`` as a consumer group on ``topic`` (idempotent) and return its id.
+
+    A consumer group starts at the beginning of the log (offset 0 in every partition,
+    as klite's groups do): rows handled before it existed are pending for it, and stay
+    done for every other consumer. Registering costs a pass over the topic's handled
+    rows, once.
+    """
+    found = find_consumer(conn, topic, name)
+    if found is not None:
+        return found
+    cid = register_consumer_in_current_transaction(conn, topic, name, now)
+    for partition in range(partition_count(conn, topic)):
+        _reopen(conn, topic, cid, partition, 1, MAX_ID, now, count=False)
+        _set_committed(conn, cid, partition, 0, now)
+    return cid
+
+
 def ensure_partitions_in_current_transaction(conn: sqlite3.Connection, topic: str) -> None:
     """Create the topic's per-partition position rows (idempotent; the catalog gives the count)."""
     n = partition_count(conn, topic)
@@ -534,16 +552,20 @@ def seek_in_current_transaction(
 
 
 def lag(conn: sqlite3.Connection, topic: str, consumer_id: int | None) -> dict[int, int]:
-    """{partition: rows pending for the consumer (None: for someone)}; cost grows with the lag."""
+    """{partition: rows pending for the consumer}; cost grows with the lag.
+
+    ``consumer_id`` None: for a group not registered yet (every row of the partition).
+    """
     table = quote_identifier(topic)
-    if consumer_id is None:
-        offsets, extra, params = handled_positions(conn, topic), "", ()
+    if consumer_id is None:  # a group not registered yet: it would start at the log's beginning
+        offsets, extra, params = {}, "", ()
     else:
         offsets, extra, params = committed_offsets(conn, consumer_id), f" AND {_NOT_ACKED}", (consumer_id,)
     out = {}
     for partition in range(partition_count(conn, topic)):
         out[partition] = conn.execute(
-            f"SELECT count(*) FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_status\" = 'new'{extra}",
+            f"SELECT count(*) FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ?"
+            + (f" AND \"_status\" = 'new'{extra}" if consumer_id is not None else ""),
             (partition, offsets.get(partition, 0), *params),
         ).fetchone()[0]
     return out

@@ -103,6 +103,26 @@ class Ledger:
         return self._depth > 0
 
     @contextmanager
+    def relaxed_sync(self) -> Iterator[None]:
+        """Commits made inside skip the fsync (``synchronous=NORMAL`` in WAL mode).
+
+        For writes that only move consumer positions (offset commits): they survive a
+        process crash; a power cut may undo the last of them, which means rows are
+        delivered again (at-least-once), never that data is lost. The next FULL commit
+        makes them durable too. Inside an enclosing transaction nothing changes.
+        """
+        if self._depth or self.path == ":memory:":
+            yield
+            return
+        conn = self.conn
+        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            yield
+        finally:
+            if self._conn is not None:
+                self._conn.execute("PRAGMA synchronous = FULL")
+
+    @contextmanager
     def atomic(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (or a savepoint when nested).
 
