@@ -17,6 +17,27 @@ def _row_json(row: tuple, decode) -> str:
     return json.dumps({**meta, **decode(row)}, default=str, ensure_ascii=False)
 
 
+def status_where(source: Source, layout, which: str | None):
+    """(WHERE condition, params, row fixer) for 'new'/'handled'/'all' rows of a topic, as every
+    consumer sees them: rows below the partitions' handled positions count as handled."""
+    from ..ledger import acks
+
+    conn = source._ledger.conn
+    if which in (None, "all"):
+        where, params = "1", ()
+    elif which == "new":
+        where, params = acks.pending_filter(None, layout.name)
+    else:
+        where, params = acks.done_filter(None, layout.name)
+    handled = acks.handled_positions(conn, layout.name)
+    at = layout.partition_index
+
+    def fix(row: tuple) -> tuple:
+        return (row[0], row[1], acks.status_of(row[2], row[0], row[at], handled), *row[3:])
+
+    return where, params, fix
+
+
 def with_source(fn):
     """Shared --source option; library errors become clean CLI errors (exit 1)."""
 

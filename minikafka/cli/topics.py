@@ -7,26 +7,34 @@ import click
 from ..api.source import Source
 from ..ledger.layout import TopicLayout
 from .app import main
-from .common import _row_json, with_source
+from .common import _row_json, status_where, with_source
 
 
 @main.command()
 @with_source
 def topics(source: Source) -> None:
-    """List topics with their new/handled counts and consumers.
+    """List topics with their new/handled counts, and each consumer (group) with its
+    committed offset and lag per partition.
 
     Example: minikafka topics --source data/homelab.sqlite
     """
+    from ..ledger import acks
+
     conn = source._ledger.conn
-    click.echo(f"{'topic':30} {'new':>10} {'handled':>10}  consumers")
+    click.echo(f"{'topic':30} {'new':>10} {'handled':>10} {'parts':>5}  consumers")
     for name in source.topics():
         layout = source.layout(name)
+        where, params = acks.pending_filter(None, name)
         new, total = conn.execute(
-            f"SELECT (SELECT count(*) FROM {layout.table} WHERE \"_status\" = 'new'), count(*) FROM {layout.table}"
+            f"SELECT (SELECT count(*) FROM {layout.table} WHERE {where}), count(*) FROM {layout.table}", params
         ).fetchone()
-        consumers = [r[0] for r in conn.execute(
-            "SELECT name FROM _minikafka_consumers WHERE topic = ? ORDER BY id", (name,))]
-        click.echo(f"{name:30} {new:>10} {total - new:>10}  {', '.join(consumers)}")
+        consumers = acks.consumer_names(conn, name)
+        click.echo(f"{name:30} {new:>10} {total - new:>10} {layout.partitions:>5}  {', '.join(consumers)}")
+        for consumer in consumers:
+            cid = acks.find_consumer(conn, name, consumer)
+            offsets, lag = acks.committed_offsets(conn, cid), acks.lag(conn, name, cid)
+            parts = "  ".join(f"p{p}: committed {offsets.get(p, 0)} lag {lag[p]}" for p in sorted(lag))
+            click.echo(f"    {consumer:26} {parts}")
 
 
 @main.command()
@@ -70,13 +78,12 @@ def show(source: Source, topic: str, which: str, limit: int) -> None:
     Example: minikafka show rss.items --status new --limit 5
     """
     layout: TopicLayout = source.layout(topic)
-    where = "1" if which == "all" else "\"_status\" = ?"
-    params = () if which == "all" else (which,)
+    where, params, fix = status_where(source, layout, which)
     decode = layout.decoder()
     rows = source._ledger.conn.execute(
         f"{layout.select_sql()} WHERE {where} ORDER BY \"_id\" LIMIT ?", (*params, limit)).fetchall()
     for row in rows:
-        click.echo(_row_json(row, decode))
+        click.echo(_row_json(fix(row), decode))
 
 
 @main.command()
