@@ -12,6 +12,7 @@ master = "local[2]"                    # default master URL (override with --mas
 [topics."rss.items"]
 model = "schemas.homelab:RssItem"      # module:Class
 dedup = ["url"]
+partitions = 4                         # optional; key = ["field"] routes rows by a stable hash
 
 [[stages]]
 name = "split_youtube"
@@ -20,6 +21,7 @@ inputs = ["rss.items"]
 outputs = ["youtube_items"]
 strategy = "strict"                    # or best_effort
 max_attempts = 3
+partitions = [0, 1]                    # optional: consume only these topic partitions
 expectations = []                      # suite files (data quality)
 [stages.spark]                         # settings for this stage only
 ```
@@ -44,8 +46,8 @@ from ..util.tomlfile import read_toml
 
 STAGE_KEYS = {"name", "job", "inputs", "outputs", "consumer", "strategy", "max_attempts", "expectations",
               "spark", "partitions", "description"}
-TOPIC_KEYS = {"model", "dedup", "description"}
-TOP_KEYS = {"pipeline", "spark", "topics", "stages"}
+TOPIC_KEYS = {"model", "dedup", "description", "partitions", "key"}
+TOP_KEYS = {"pipeline", "spark", "topics", "stages", "deliveries"}  # deliveries: see connectors/delivery.py
 
 
 class PipelineDefinitionError(MinikafkaError, ValueError):
@@ -58,6 +60,8 @@ class TopicDefinition:
     model_path: str
     dedup: tuple[str, ...]
     model: type[BaseModel]
+    partitions: int | None = None
+    key: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -71,8 +75,9 @@ class StageDefinition:
     max_attempts: int = 3
     expectations: list[str] = field(default_factory=list)
     spark: dict[str, str] = field(default_factory=dict)
-    partitions: int | None = None
+    partitions: int | None = None  # an integer: JDBC read partitions
     suites: list = field(default_factory=list)
+    topic_partitions: list[int] | None = None  # a list: the topic partitions this stage consumes
 
     def job_module(self):
         return importlib.import_module(self.job)
@@ -181,7 +186,15 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
         missing = [d for d in dedup if d not in model.model_fields]
         if missing:
             raise _fail(path, where, f"dedup field(s) {missing} are not fields of {spec['model']}")
-        topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model)
+        parts = spec.get("partitions")
+        if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 4096):
+            raise _fail(path, f"{where}, key 'partitions'", f"must be an integer from 1 to 4096, got {parts!r}")
+        key = spec.get("key")
+        if key is not None:
+            key = tuple([key] if isinstance(key, str) else key)
+            if not key or any(k not in model.model_fields for k in key):
+                raise _fail(path, f"{where}, key 'key'", f"must name fields of {spec['model']}, got {list(key)!r}")
+        topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model, parts, key)
 
     stages: list[StageDefinition] = []
     seen: set[str] = set()
@@ -223,7 +236,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
             consumer=spec.get("consumer", stage_name), strategy=strategy, max_attempts=attempts,
             expectations=[str((path.parent / e).resolve()) for e in spec.get("expectations", [])],
             spark=_settings(path, f"{where}, key 'spark'", spec.get("spark", {})),
-            partitions=spec.get("partitions"),
+            **_stage_partitions(path, where, spec.get("partitions"), inputs, topics),
         )
         if check_jobs:
             _check_job(path, where, stage)
@@ -240,6 +253,26 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
     except PipelineCycleError as exc:
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order])
+
+
+def _stage_partitions(path: Path, where: str, value: Any, inputs: list[str],
+                      topics: dict[str, TopicDefinition]) -> dict[str, Any]:
+    """``partitions``: a list names the topic partitions the stage consumes; an integer keeps
+    its older meaning, the number of JDBC read partitions."""
+    if value is None:
+        return {}
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return {"partitions": value}
+    if not isinstance(value, list) or not value or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in value):
+        raise _fail(path, f"{where}, key 'partitions'", f"must be a list of topic partitions like [0, 1], got {value!r}")
+    for name in inputs:
+        count = topics[name].partitions or 1
+        beyond = [p for p in value if p >= count]
+        if beyond and topics[name].partitions is not None:
+            raise _fail(path, f"{where}, key 'partitions'",
+                        f"topic {name!r} has partitions 0..{count - 1}; {beyond} do not exist")
+    return {"topic_partitions": sorted(set(value))}
 
 
 def _load_suites(path: Path, where: str, stage: StageDefinition, topics: dict[str, TopicDefinition]) -> list:

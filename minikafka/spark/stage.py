@@ -54,6 +54,8 @@ class Stage:
             a dict, a list of them, or None; run on the executors.
         strategy: "strict" (any failing row fails the stage) or "best_effort" (failing
             rows stay new with their error; after ``max_attempts`` they are quarantined).
+        topic_partitions: consume only these partitions of the input topics, so runs
+            (or hosts) given disjoint partitions split a topic without overlap.
     """
 
     name: str
@@ -66,6 +68,7 @@ class Stage:
     max_attempts: int = 3
     partitions: int | None = None
     suites: list[Any] = field(default_factory=list)
+    topic_partitions: list[int] | None = None  # consume only these partitions of the inputs
 
     def __post_init__(self) -> None:
         validate_consumer_name(self.name)
@@ -164,7 +167,8 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
     out_layouts = {name: _layout(source, name) for name in stage.outputs}
     bounds = {
         name: read_bounds(source, layout, which="new",
-                          consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None)
+                          consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None,
+                          partitions=stage.topic_partitions)
         for name, layout in in_layouts.items()
     }
     run.watermarks = {name: b.upto for name, b in bounds.items()}
@@ -215,7 +219,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
         return
     checkpoint("stage:staged")
     t1 = time.perf_counter()
-    inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {})
+    inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {}, partitions=b.partitions)
               for name, b in bounds.items()]
     outputs = [StagedOutput(out_layouts[dst], _batches(p, batch_rows)) for dst, p in staged_paths.items()]
     commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
