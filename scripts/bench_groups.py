@@ -78,6 +78,7 @@ def bench_one_commit(path: Path, n: int) -> tuple[float, float]:
 
 class _Ok(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # a real server answers in one segment; without it each answer waits for a delayed ACK
     received = 0
 
     def log_message(self, *args):

@@ -75,7 +75,7 @@ def _record_maker() -> Callable[[dict], Record]:
 
     def make(values: dict) -> Record:
         record = new(Record)
-        record.__dict__.update(values)
+        record.__dict__ = values  # every field is in ``values``; the dict is the record's own
         return record
 
     return make
