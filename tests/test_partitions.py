@@ -120,3 +120,27 @@ def test_a_partition_index_serves_reads_of_one_partition(source):
         'EXPLAIN QUERY PLAN SELECT "_id" FROM "orders" WHERE "_partition" = 1 AND "_id" > 5 ORDER BY "_id"'
     ).fetchall()
     assert any("orders__partition" in str(row) for row in plan)
+
+
+def test_a_row_level_pipe_routes_its_outputs_into_a_partitioned_target(source):
+    orders = source.topic("orders", Order)
+    orders.extend([{"user": u, "n": i} for i, u in enumerate(["alice", "bob", "carol", "dave"])])
+    routed = source.topic("routed", Order, partitions=4, key=("user",))
+    orders.pipe(lambda o: o).to(routed).run()
+    assert {(r.data.user, r.partition) for r in routed.iter_new(records=True)} == {
+        ("alice", 0), ("bob", 1), ("carol", 3), ("dave", 3)}
+
+
+def test_the_stage_commit_routes_staged_rows_into_a_partitioned_target(db_path):
+    import pyarrow as pa
+
+    from minikafka.ledger.commit import StagedOutput, commit_stage
+    from minikafka.ledger.runlog import RunResult
+
+    with Source(db_path) as src:
+        routed = src.topic("routed", Order, partitions=4, key=("user",))
+        batch = pa.record_batch({"user": ["alice", "bob", "carol"], "n": [1, 2, 3]})
+        commit_stage(src._ledger, RunResult("r1", "stage"), consumer="s", inputs=[],
+                     outputs=[StagedOutput(routed.layout, [batch])])
+        assert {(r.data.user, r.partition) for r in routed.iter_new(records=True)} == {
+            ("alice", 0), ("bob", 1), ("carol", 3)}

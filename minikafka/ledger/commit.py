@@ -142,6 +142,9 @@ def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResul
             parents, parent_topics = repeat(None, n), repeat(None, n)
         # rows are built by zip in C rather than a Python loop per row
         rows = list(zip(*cols, repeat(now, n), repeat("new", n), parents, parent_topics, repeat(run.run_id, n)))
+        if layout.partitions > 1:  # routed by key (or spread by expected id)
+            top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
+            rows = layout.with_partitions(rows, top + 1)
         before = conn.total_changes
         try:
             conn.executemany(sql, rows)
