@@ -247,7 +247,7 @@ class _GroupRun:
         deadline = time.monotonic() + self.full.max_batch_seconds
         upto = self.result.watermarks[self.topic.name]
         for row in self.topic._rows("new", reader, upto=upto):
-            record = self.topic._record(row, self.consumer)
+            record = self.topic._record(row, self.consumer, "new")
             self.result.rows_in += 1
             outs, errs = [], []
             for arm in self.arms:

@@ -448,6 +448,15 @@ def ack_many_in_current_transaction(
         above = [i for i in ids if i > committed]
         if not above:
             continue
+        pending = [r[0] for r in conn.execute(
+            f"SELECT \"_id\" FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_id\" <= ? "
+            f"AND \"_status\" = 'new' AND {_NOT_ACKED} ORDER BY \"_id\" LIMIT ?",
+            (partition, committed, above[-1], consumer_id, len(above) + 1),
+        )]
+        if pending == above:  # exactly the oldest pending rows: the offset moves, no ack rows
+
+            _advance(conn, topic, table, consumer_id, partition, above[-1], now, materialise=True)
+            continue
         conn.executemany(
             f"INSERT OR IGNORE INTO _minikafka_acks (consumer_id, row_id, acked_at, partition) "
             f"SELECT ?, \"_id\", ?, ? FROM {table} WHERE \"_id\" = ? AND \"_status\" = 'new'",
