@@ -10,7 +10,7 @@ A job file is small::
     if __name__ == "__main__":
         raise SystemExit(main())
 
-``main`` reads ``--pipeline FILE --stage NAME [--run-id ID] [--dry-run]``, builds the
+``main`` reads ``--pipeline FILE --stage NAME [--run-id ID] [--source FILE] [--dry-run]``, builds the
 SparkSession spark-submit started, runs the stage with the ledger, prints the run
 record as one JSON line, and exits 0 (succeeded/partial) or 1 (failed).
 """
@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipeline", required=True)
     parser.add_argument("--stage", required=True)
     parser.add_argument("--run-id")
+    parser.add_argument("--source", help="The ledger, instead of the pipeline file's 'source ='.")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
 
@@ -38,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         defn = load_pipeline(args.pipeline)
+        if args.source:
+            from pathlib import Path
+
+            defn.source = Path(args.source).resolve()
         sd = defn.stage(args.stage)
         spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
         with open_source(defn) as source:

@@ -32,7 +32,7 @@ def test_topics_shows_committed_offset_and_lag_per_partition(db_path):
     out = cli("topics", "--source", db_path)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[1].split()[:5] == ["orders", "4", "2", "2", "order-processors"]
+    assert lines[1].split()[:6] == ["orders", "4", "2", "0", "2", "order-processors"]
     assert "p0: committed 4 lag 1  p1: committed 0 lag 3" in lines[2]
 
 

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
+
+
+def working_directory_on_path() -> None:
+    """Make modules in the working directory importable (``schemas.*``, ``jobs.*``), as
+    spark-submit stages get them, but after the installed packages: a local file never
+    shadows an installed one."""
+    cwd = os.getcwd()
+    if not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path):
+        sys.path.append(cwd)
 
 
 @click.group()
 @click.version_option(package_name="minikafka")
 def main() -> None:
-    """Typed, durable pipelines with one SQLite file as the state ledger."""
+    """Typed, durable pipelines with one SQLite file as the state ledger.
+
+    Commands that read or write a ledger take --source FILE (or $MINIKAFKA_SOURCE, or
+    --pipeline FILE for the pipeline's ledger); --json prints machine-readable output.
+
+    Example: minikafka topics --source data/homelab.sqlite
+    """
+    working_directory_on_path()

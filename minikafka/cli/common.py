@@ -1,20 +1,44 @@
-"""Shared pieces of the CLI: the --source option, pipeline loading, error mapping."""
+"""Shared pieces of the CLI: the ledger and pipeline options, --json, error mapping.
+
+Every command that opens a ledger takes the same options through ``with_source``:
+
+- ``--source FILE`` (or ``-s``), else ``--pipeline FILE`` (its ``source =``), else the
+  ``MINIKAFKA_SOURCE`` environment variable; with none of them the command stops with a
+  usage error (exit 2). No command falls back to the example's path.
+- library errors (``MinikafkaError``) become ``click.ClickException`` (exit 1).
+
+Commands over a pipeline file take it as a positional PIPELINE argument or as
+``--pipeline FILE`` (or ``MINIKAFKA_PIPELINE``) through ``pipeline_argument``.
+"""
 
 from __future__ import annotations
 
 import functools
 import json
+import os
+import sqlite3
+from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from ..api.source import Source
 from ..errors import MinikafkaError
 
+SOURCE_ENV = "MINIKAFKA_SOURCE"
+PIPELINE_ENV = "MINIKAFKA_PIPELINE"
+VERBOSE_ENV = "MINIKAFKA_VERBOSE"
+
 
 def _row_json(row: tuple, decode) -> str:
     """One stored row as a JSON line: metadata first, then the fields."""
+    return json.dumps(row_dict(row, decode), default=str, ensure_ascii=False)
+
+
+def row_dict(row: tuple, decode) -> dict:
+    """One stored row as a dict: ``_id``, ``_created_at``, ``_status``, ``_parent_id``, then the fields."""
     meta = {"_id": row[0], "_created_at": row[1], "_status": row[2], "_parent_id": row[4]}
-    return json.dumps({**meta, **decode(row)}, default=str, ensure_ascii=False)
+    return {**meta, **decode(row)}
 
 
 def status_where(source: Source, layout, which: str | None):
@@ -38,20 +62,12 @@ def status_where(source: Source, layout, which: str | None):
     return where, params, fix
 
 
-def with_source(fn):
-    """Shared --source option; library errors become clean CLI errors (exit 1)."""
+def echo_json(value) -> None:
+    """Print ``value`` as indented JSON (the --json output of every command)."""
+    click.echo(json.dumps(value, indent=2, default=str, ensure_ascii=False))
 
-    @click.option("--source", "-s", "source_path", default="data/homelab.sqlite", show_default=True,
-                  help="The SQLite ledger file.")
-    @functools.wraps(fn)
-    def wrapper(source_path: str, **kwargs):
-        try:
-            with Source(source_path) as source:
-                return fn(source, **kwargs)
-        except MinikafkaError as exc:
-            raise click.ClickException(str(exc)) from exc
 
-    return wrapper
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output (stable keys).")
 
 
 class DefinitionProblem(click.ClickException):
@@ -67,6 +83,113 @@ def _load(pipeline: str):
         return load_pipeline(pipeline)
     except MinikafkaError as exc:
         raise DefinitionProblem(str(exc)) from exc
+
+
+def pipeline_source_option(fn):
+    """--source FILE on a pipeline command: use this ledger instead of the file's ``source =``.
+
+    Only an explicit option counts: $MINIKAFKA_SOURCE never redirects a pipeline's writes.
+    """
+    return click.option("--source", "-s", "source_override", metavar="FILE",
+                        help="Use this ledger instead of the pipeline file's 'source ='.")(fn)
+
+
+def load_with_source(pipeline: str, source_override: str | None):
+    """The pipeline definition, with its ledger replaced by ``source_override`` when given."""
+    defn = _load(pipeline)
+    if source_override:
+        defn.source = Path(source_override).resolve()
+    return defn
+
+
+def _explicit(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.PROMPT)
+
+
+def resolve_source_path(ctx: click.Context, source_path: str | None, pipeline: str | None) -> str:
+    """--source, else --pipeline's ``source =``, else $MINIKAFKA_SOURCE; a usage error when none.
+
+    The loaded pipeline (if any) is kept in ``ctx.meta['minikafka.pipeline']``.
+    """
+    if source_path and _explicit(ctx, "source_path"):
+        return source_path
+    if pipeline:
+        defn = _load(pipeline)
+        ctx.meta["minikafka.pipeline"] = defn
+        return str(defn.source)
+    if source_path:
+        return source_path
+    raise click.UsageError(
+        f"which ledger? pass --source FILE, --pipeline FILE, or set {SOURCE_ENV}", ctx=ctx)
+
+
+def pipeline_model(topic: str):
+    """The model the --pipeline file declares for ``topic`` (None without --pipeline or when undeclared)."""
+    defn = click.get_current_context().meta.get("minikafka.pipeline")
+    declared = defn.topics.get(topic) if defn is not None else None
+    return declared.model if declared is not None else None
+
+
+def with_source(fn=None, *, must_exist: bool = True):
+    """The options every command that opens a ledger shares: --source, --pipeline.
+
+    The command receives an open ``Source`` as its first argument. With ``must_exist``
+    (reading commands) a missing file is an error naming the path, never a new ledger.
+    """
+    if fn is None:
+        return functools.partial(with_source, must_exist=must_exist)
+
+    @click.option("--source", "-s", "source_path", envvar=SOURCE_ENV, metavar="FILE",
+                  help=f"The SQLite ledger file (default: ${SOURCE_ENV}, or the --pipeline's source).")
+    @click.option("--pipeline", "-p", "ledger_pipeline", metavar="FILE",
+                  help="Take the ledger from this pipeline file's 'source ='.")
+    @functools.wraps(fn)
+    def wrapper(source_path: str | None, ledger_pipeline: str | None, **kwargs):
+        ctx = click.get_current_context()
+        path = resolve_source_path(ctx, source_path, ledger_pipeline)
+        if must_exist and path != ":memory:" and not Path(path).exists():
+            raise click.ClickException(
+                f"no ledger at {path}: check the path (--source, --pipeline or ${SOURCE_ENV})")
+        try:
+            with Source(path) as source:
+                return fn(source, **kwargs)
+        except MinikafkaError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except sqlite3.Error as exc:  # locked, corrupt, read-only: name the file, no traceback
+            raise click.ClickException(f"{path}: {exc}") from exc
+
+    return wrapper
+
+
+def pipeline_argument(fn):
+    """PIPELINE as a positional argument (as before) or as --pipeline FILE / $MINIKAFKA_PIPELINE."""
+
+    @click.argument("pipeline_arg", metavar="[PIPELINE]", required=False, type=click.Path(dir_okay=False))
+    @click.option("--pipeline", "-p", "pipeline_opt", envvar=PIPELINE_ENV, metavar="FILE",
+                  type=click.Path(dir_okay=False), help=f"The pipeline file (default: ${PIPELINE_ENV}).")
+    @functools.wraps(fn)
+    def wrapper(pipeline_arg: str | None, pipeline_opt: str | None, **kwargs):
+        ctx = click.get_current_context()
+        if pipeline_arg and pipeline_opt and _explicit(ctx, "pipeline_opt") and pipeline_arg != pipeline_opt:
+            raise click.UsageError("give the pipeline once: as PIPELINE or as --pipeline", ctx=ctx)
+        pipeline = pipeline_arg or pipeline_opt
+        if not pipeline:
+            raise click.UsageError(f"which pipeline? pass PIPELINE, --pipeline FILE, or set {PIPELINE_ENV}", ctx=ctx)
+        return fn(pipeline, **kwargs)
+
+    return wrapper
+
+
+def verbose_option(fn):
+    """--verbose: show the JVM's own start-up and log output (hidden by default)."""
+
+    def callback(ctx, param, value):
+        if value:
+            os.environ[VERBOSE_ENV] = "1"
+        return value
+
+    return click.option("--verbose", "-v", is_flag=True, expose_value=False, callback=callback, is_eager=True,
+                        help="Show the JVM's start-up noise and Spark's log lines.")(fn)
 
 
 def stage_selection(fn):

@@ -6,34 +6,132 @@ import click
 
 from ..api.source import Source
 from ..errors import MinikafkaError
+from ..util.progress import heartbeat
 from .app import main
-from .common import DefinitionProblem, _load, _nullcontext, _row_json, status_where, with_source
+from .common import _nullcontext, _row_json, load_with_source, pipeline_model, status_where, verbose_option, with_source
+
+
+def import_model(spec: str):
+    """``module:Class`` -> the pydantic model class; a usage error (exit 2) when it cannot be imported."""
+    import importlib
+
+    from pydantic import BaseModel
+
+    module_name, _, cls_name = spec.partition(":")
+    if not module_name or not cls_name:
+        raise click.BadParameter(f"{spec!r}: write module:Class, e.g. schemas.homelab:RssItem", param_hint="--model")
+    try:
+        model = importlib.import_module(module_name)
+        for part in cls_name.split("."):
+            model = getattr(model, part)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"{spec!r}: {exc}", param_hint="--model") from exc
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise click.BadParameter(f"{spec!r} is not a pydantic model", param_hint="--model")
+    return model
+
+
+def _err(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _spool_stdin(tmpdir: str) -> str:
+    """Copy standard input to a file named ``<stdin>`` (quarantine origins read ``<stdin>:LINE``)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    path = Path(tmpdir) / "<stdin>"
+    with open(path, "wb") as fh:
+        shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
+    return str(path)
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
-@click.argument("topic")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
-def ingest(pipeline: str, topic: str, path: str) -> None:
-    """Append a JSONL file (or .jsonl.gz) to a topic, validating every line in Python.
+@click.argument("args", nargs=-1, metavar="[PIPELINE] TOPIC PATH")
+@click.option("--pipeline", "-p", "pipeline_opt", metavar="FILE", help="The pipeline file declaring TOPIC.")
+@click.option("--source", "-s", "source_path", envvar="MINIKAFKA_SOURCE", metavar="FILE",
+              help="Ingest into this ledger (default: $MINIKAFKA_SOURCE) with --model and no pipeline file; "
+                   "with a pipeline, instead of its 'source ='.")
+@click.option("--model", metavar="module:Class",
+              help="With --source: the topic's model (default: the one recorded in the ledger for TOPIC).")
+@click.option("--dedup", multiple=True, metavar="FIELD", help="With --source, for a new topic: its dedup field(s).")
+def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | None, model: str | None,
+           dedup: tuple[str, ...]) -> None:
+    """Append a JSONL file (or .jsonl.gz; '-' for standard input) to a topic, validating every line.
 
-    Invalid lines go to the quarantine with their line number; duplicates are skipped.
+    Invalid lines go to the quarantine with file:line and the reason; duplicates are
+    skipped. Exit code 1 when no line could be stored.
 
-    Example: minikafka ingest conf/homelab.toml rss.items data/rss_dump.jsonl
+    \b
+    minikafka ingest PIPELINE TOPIC PATH          the topic as the pipeline declares it
+    minikafka ingest --pipeline FILE TOPIC PATH   the same
+    minikafka ingest --source FILE --model module:Class TOPIC PATH
+                                                  no pipeline file (the topic is created if new)
+
+    Example: curl -s https://example.org/feed.jsonl | minikafka ingest --source data/homelab.sqlite --model schemas.homelab:RssItem rss.items -
     """
+    import tempfile
+
     from ..api.ingest import ingest_jsonl
     from ..pipelines.runner import open_source
 
-    defn = _load(pipeline)
-    if topic not in defn.topics:
-        raise click.ClickException(f"topic {topic!r} is not declared in {pipeline}")
-    try:
-        with open_source(defn) as source:
-            r = ingest_jsonl(source._topics[topic], path)
-    except (MinikafkaError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"{path}: {r.lines} lines, {r.appended} appended, {r.duplicates} duplicates, "
+    ctx = click.get_current_context()
+    explicit_source = source_path and ctx.get_parameter_source("source_path").name == "COMMANDLINE"
+    if len(args) == 3:
+        if pipeline_opt:
+            raise click.UsageError("give the pipeline once: as PIPELINE or as --pipeline")
+        pipeline, topic, path = args
+    elif len(args) == 2:
+        pipeline, (topic, path) = pipeline_opt, args
+    else:
+        raise click.UsageError("expected [PIPELINE] TOPIC PATH")
+    if not pipeline and not source_path:
+        raise click.UsageError("which ledger? pass PIPELINE, --pipeline FILE, or --source FILE with --model")
+    if model and pipeline:
+        raise click.UsageError("--model goes with --source; a pipeline file names its topics' models")
+    if path != "-":
+        from pathlib import Path
+
+        if not Path(path).is_file():
+            raise click.BadParameter(f"no file {path!r}", param_hint="PATH")
+    shown = "<stdin>" if path == "-" else path
+    with tempfile.TemporaryDirectory(prefix="minikafka-stdin-") as tmpdir:
+        if path == "-":
+            path = _spool_stdin(tmpdir)
+        try:
+            if pipeline:
+                defn = load_with_source(pipeline, source_path if explicit_source else None)
+                if topic not in defn.topics:
+                    raise click.ClickException(f"topic {topic!r} is not declared in {pipeline}")
+                with open_source(defn) as source, heartbeat(_err, f"ingest {shown}"):
+                    r = ingest_jsonl(source._topics[topic], path)
+            else:
+                with Source(source_path) as source, heartbeat(_err, f"ingest {shown}"):
+                    r = ingest_jsonl(_open_topic(source, topic, model, dedup), path)
+        except (MinikafkaError, OSError, UnicodeDecodeError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    click.echo(f"{shown}: {r.lines} lines, {r.appended} appended, {r.duplicates} duplicates, "
                f"{r.quarantined} quarantined")
+    if r.lines and not (r.appended or r.duplicates):
+        raise click.ClickException(f"no line of {shown} could be stored: see 'minikafka quarantine {topic}'")
+
+
+def _open_topic(source: Source, topic: str, model: str | None, dedup: tuple[str, ...]):
+    from ..errors import TopicNotFoundError
+
+    try:
+        layout = source.layout(topic)
+    except TopicNotFoundError:
+        layout = None
+    if layout is None:
+        if not model:
+            raise click.UsageError(f"topic {topic!r} is new: pass --model module:Class (and --dedup FIELD)")
+        return source.topic(topic, import_model(model), dedup=dedup or None)
+    if dedup and tuple(dedup) != layout.dedup:
+        raise click.BadParameter(f"topic {topic!r} exists with dedup {layout.dedup!r}", param_hint="--dedup")
+    cls = import_model(model) if model else source.model_of(topic)
+    return source.topic(topic, cls, dedup=layout.dedup or None)
 
 
 @main.command()
@@ -62,6 +160,8 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
                 break
             last = page[-1][0]
             written += len(page)
+            if written > len(page) or len(page) == 50000:
+                click.echo(f"  {written} row(s) written...", err=True)
             if fmt == "jsonl":
                 for row in page:
                     fh.write(_row_json(row, decode) + "\n")
@@ -92,7 +192,8 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
 @click.option("--as-handled", is_flag=True, help="Load as already handled: history downstream stages skip.")
 @click.option("--master", help="Spark master URL (default local[*]).")
 @click.option("--batch-rows", default=50_000, show_default=True, help="Rows per commit transaction.")
-@with_source
+@verbose_option
+@with_source(must_exist=False)
 def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | None, fmt: str | None, delimiter: str,
              quote: str, no_header: bool, as_handled: bool, master: str | None, batch_rows: int) -> None:
     """Load historical dumps (JSONL, CSV, Parquet, gzip; files, directories, globs) into a topic.
@@ -102,18 +203,14 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
 
     Example: minikafka backfill --source data/homelab.sqlite rss.items dumps/2025-*.jsonl.gz
     """
-    import importlib
-
     from ..spark.backfill import backfill as run_backfill
     from ..spark.session import build_session
 
-    model_cls = None
-    if model:
-        module_name, _, cls_name = model.partition(":")
-        try:
-            model_cls = getattr(importlib.import_module(module_name), cls_name)
-        except (ImportError, AttributeError) as exc:
-            raise DefinitionProblem(f"--model {model!r}: {exc}") from exc
+    model_cls = import_model(model) if model else pipeline_model(topic)
+    import os
+
+    hint = "" if os.environ.get("MINIKAFKA_VERBOSE") else " (the JVM's own output is hidden; --verbose shows it)"
+    click.echo(f"starting Spark{hint}...", err=True)
     spark = build_session("minikafka:backfill", master)
     run_backfill(spark, source, topic, list(paths), model=model_cls, fmt=fmt, delimiter=delimiter, quote=quote,
                  header=not no_header, as_handled=as_handled, batch_rows=batch_rows,

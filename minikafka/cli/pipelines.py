@@ -9,18 +9,27 @@ import click
 
 from ..errors import MinikafkaError
 from .app import main
-from .common import DefinitionProblem, _load, stage_selection
+from .common import (
+    DefinitionProblem,
+    load_with_source,
+    pipeline_argument,
+    pipeline_source_option,
+    stage_selection,
+    verbose_option,
+)
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
+@pipeline_argument
 @stage_selection
 @click.option("--strategy", type=click.Choice(["strict", "best_effort"]), default="strict", show_default=True,
               help="strict: stop after a failed stage; best_effort: run every branch not downstream of a failure.")
 @click.option("--dry-run", is_flag=True, help="Compute every stage but commit nothing.")
 @click.option("--in-process", is_flag=True, help="Run all stages in one Spark application (one JVM start).")
+@verbose_option
+@pipeline_source_option
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
-        dry_run: bool, in_process: bool) -> None:
+        dry_run: bool, in_process: bool, source_override: str | None) -> None:
     """Run a pipeline's stages in DAG order, each as its own spark-submit.
 
     Exit code 0 when every stage succeeded, 1 when a stage failed, 2 for a bad
@@ -31,7 +40,7 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     from ..pipelines.definition import PipelineDefinitionError
     from ..pipelines.runner import run_pipeline
 
-    defn = _load(pipeline)
+    defn = load_with_source(pipeline, source_override)
     try:
         result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
                               in_process=in_process, echo=lambda m: click.echo(m, err=True))
@@ -45,10 +54,12 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
+@pipeline_argument
 @click.option("--stage", help="Check only this stage.")
 @click.option("--master", help="Spark master URL.")
-def check(pipeline: str, stage: str | None, master: str | None) -> None:
+@verbose_option
+@pipeline_source_option
+def check(pipeline: str, stage: str | None, master: str | None, source_override: str | None) -> None:
     """Validate what each stage with expectation suites would commit, committing nothing.
 
     Runs the stages in one Spark application in dry-run mode and prints every suite's
@@ -58,7 +69,7 @@ def check(pipeline: str, stage: str | None, master: str | None) -> None:
     """
     from ..pipelines.runner import run_pipeline
 
-    defn = _load(pipeline)
+    defn = load_with_source(pipeline, source_override)
     try:
         result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
                               in_process=True, echo=lambda m: click.echo(m, err=True))
@@ -85,9 +96,11 @@ def check(pipeline: str, stage: str | None, master: str | None) -> None:
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
+@pipeline_argument
 @stage_selection
-def plan(pipeline: str, master: str | None, stage: str | None, start: str | None) -> None:
+@pipeline_source_option
+def plan(pipeline: str, master: str | None, stage: str | None, start: str | None,
+         source_override: str | None) -> None:
     """Print the exact spark-submit commands, in the order run would use them.
 
     Example: minikafka plan conf/homelab.toml --from llm_summary
@@ -96,7 +109,7 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
 
     from ..pipelines.runner import select_stages, submit_command
 
-    defn = _load(pipeline)
+    defn = load_with_source(pipeline, source_override)
     try:
         for sd in select_stages(defn, stage=stage, start=start):
             click.echo(shlex.join(submit_command(defn, sd, master=master or defn.master, run_id=f"<{sd.name}-run-id>")))
@@ -105,23 +118,27 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
 
 
 @main.command()
-@click.argument("pipeline", type=click.Path(dir_okay=False))
+@pipeline_argument
 @click.option("--counts", is_flag=True, help="Label each topic with its new/handled counts.")
-def plot(pipeline: str, counts: bool) -> None:
+@pipeline_source_option
+def plot(pipeline: str, counts: bool, source_override: str | None) -> None:
     """Print the pipeline's topic graph as Mermaid.
 
     Example: minikafka plot conf/homelab.toml --counts
     """
     from ..util.mermaid import render
 
-    defn = _load(pipeline)
+    defn = load_with_source(pipeline, source_override)
     numbers = None
     if counts:
         from ..pipelines.runner import open_source
 
-        with open_source(defn) as source:
-            numbers = {}
-            for name in defn.topics:
-                t = source._topics[name]
-                numbers[name] = (t.count("new"), t.count("handled"))
+        try:
+            with open_source(defn) as source:
+                numbers = {}
+                for name in defn.topics:
+                    t = source._topics[name]
+                    numbers[name] = (t.count("new"), t.count("handled"))
+        except MinikafkaError as exc:
+            raise click.ClickException(str(exc)) from exc
     click.echo(render(defn.edges(), numbers))

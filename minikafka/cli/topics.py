@@ -1,89 +1,305 @@
-"""Commands that read and fix the ledger: topics, status, show, replay."""
+"""Commands that read and fix the ledger: topics, status, show, schema, replay."""
 
 from __future__ import annotations
+
+import time
 
 import click
 
 from ..api.source import Source
+from ..ledger import acks
+from ..ledger import quarantine as qstore
+from ..ledger.filters import InvalidFilterError, where_clause
 from ..ledger.layout import TopicLayout
+from ..ledger.runlog import COLUMNS as RUN_COLUMNS
 from .app import main
-from .common import _row_json, status_where, with_source
+from .common import echo_json, json_option, row_dict, with_source
+
+
+def topic_summary(source: Source, name: str) -> dict:
+    """The --json record of one topic (keys: topic, new, handled, total, high_watermark,
+    consumers, quarantined, partitions, groups: [{name, partitions: [{partition, committed, lag}]}])."""
+    conn = source._ledger.conn
+    layout = source.layout(name)
+    where, params = acks.pending_filter(None, name)  # rows committed by offset count as handled
+    new, total, high = conn.execute(
+        f"SELECT (SELECT count(*) FROM {layout.table} WHERE {where}), count(*), "
+        f"coalesce(max(\"_id\"), 0) FROM {layout.table}", params
+    ).fetchone()
+    groups = []
+    for consumer in acks.consumer_names(conn, name):
+        cid = acks.find_consumer(conn, name, consumer)
+        offsets, lag = acks.committed_offsets(conn, cid), acks.lag(conn, name, cid)
+        groups.append({"name": consumer, "partitions": [
+            {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
+    return {"topic": name, "new": new, "handled": total - new, "total": total, "high_watermark": high,
+            "partitions": layout.partitions, "consumers": acks.consumer_names(conn, name), "groups": groups,
+            "quarantined": qstore.count_quarantined(conn, name)}
 
 
 @main.command()
+@json_option
 @with_source
-def topics(source: Source) -> None:
-    """List topics with their new/handled counts, and each consumer (group) with its
-    committed offset and lag per partition.
+def topics(source: Source, as_json: bool) -> None:
+    """List topics with their new/handled counts, consumers and quarantined rows, and each
+    consumer (group) with its committed offset and lag per partition.
 
-    Example: minikafka topics --source data/homelab.sqlite
+    --json prints a list of {topic, new, handled, total, high_watermark, consumers, quarantined,
+    partitions, groups: [{name, partitions: [{partition, committed, lag}]}]}.
+
+    Example: minikafka topics --source data/homelab.sqlite --json
     """
-    from ..ledger import acks
+    summaries = [topic_summary(source, name) for name in source.topics()]
+    if as_json:
+        echo_json(summaries)
+        return
+    click.echo(f"{'topic':30} {'new':>10} {'handled':>10} {'quar':>6} {'parts':>5}  consumers")
+    for s in summaries:
+        click.echo(f"{s['topic']:30} {s['new']:>10} {s['handled']:>10} {s['quarantined']:>6} {s['partitions']:>5}  "
+                   f"{', '.join(s['consumers'])}")
+        for g in s["groups"]:
+            parts = "  ".join(f"p{p['partition']}: committed {p['committed']} lag {p['lag']}" for p in g["partitions"])
+            click.echo(f"    {g['name']:26} {parts}")
 
-    conn = source._ledger.conn
-    click.echo(f"{'topic':30} {'new':>10} {'handled':>10} {'parts':>5}  consumers")
-    for name in source.topics():
-        layout = source.layout(name)
-        where, params = acks.pending_filter(None, name)
-        new, total = conn.execute(
-            f"SELECT (SELECT count(*) FROM {layout.table} WHERE {where}), count(*) FROM {layout.table}", params
-        ).fetchone()
-        consumers = acks.consumer_names(conn, name)
-        click.echo(f"{name:30} {new:>10} {total - new:>10} {layout.partitions:>5}  {', '.join(consumers)}")
-        for consumer in consumers:
-            cid = acks.find_consumer(conn, name, consumer)
-            offsets, lag = acks.committed_offsets(conn, cid), acks.lag(conn, name, cid)
-            parts = "  ".join(f"p{p}: committed {offsets.get(p, 0)} lag {lag[p]}" for p in sorted(lag))
-            click.echo(f"    {consumer:26} {parts}")
+
+def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int) -> list[dict]:
+    from ..ledger.runlog import read_runs
+
+    if not failed:
+        return read_runs(conn, stage=stage, limit=limit)
+    where, params = "status IN ('failed', 'partial')", []
+    if stage:
+        where += " AND stage = ?"
+        params.append(stage)
+    ids = [r[0] for r in conn.execute(
+        f"SELECT run_id FROM _minikafka_runs WHERE {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
+        (*params, limit))]
+    return [read_runs(conn, run_id=i, limit=1)[0] for i in ids]
 
 
 @main.command()
 @click.option("--stage", help="Only this stage.")
-@click.option("--limit", default=20, show_default=True)
+@click.option("--run", "run_id", help="Only this run id (as shown in the first column).")
+@click.option("--failed", is_flag=True, help="Only runs that failed or left rows failed (status failed or partial).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
+@json_option
 @with_source
-def status(source: Source, stage: str | None, limit: int) -> None:
-    """Show the last runs from the run log.
+def status(source: Source, stage: str | None, run_id: str | None, failed: bool, limit: int, as_json: bool) -> None:
+    """Show the last runs from the run log, most recent first, with their run ids.
 
-    Example: minikafka status --stage summarise
+    --json prints a list of run records with the run log's columns as keys
+    (run_id, kind, stage, consumer, inputs, outputs, watermarks, rows_*, status, error,
+    started_at, finished_at, duration_s, quality, details).
+
+    Example: minikafka status --failed --stage llm_summary
     """
-    click.echo(f"{'started':27} {'stage':28} {'status':10} {'in':>8} {'out':>8} {'dup':>6} {'fail':>5} {'quar':>5} {'sec':>7}")
-    for run in source.runs(stage=stage, limit=limit):
+    from ..ledger.runlog import read_runs
+
+    conn = source._ledger.conn
+    if run_id:
+        runs = read_runs(conn, run_id=run_id, limit=1)
+        if not runs:
+            raise click.ClickException(f"no run {run_id!r} in {source.path}")
+    else:
+        runs = read_runs_filtered(conn, stage=stage, failed=failed, limit=limit)
+    if as_json:
+        echo_json([{k: r[k] for k in RUN_COLUMNS} for r in runs])
+        return
+    click.echo(f"{'run id':38} {'started':27} {'stage':22} {'status':10} {'in':>8} {'out':>8} {'dup':>6} "
+               f"{'fail':>5} {'quar':>5} {'sec':>7}")
+    for run in runs:
         click.echo(
-            f"{run['started_at']:27} {(run['stage'] or '')[:28]:28} {run['status']:10} {run['rows_in']:>8} "
-            f"{run['rows_out']:>8} {run['rows_duplicate']:>6} {run['rows_failed']:>5} {run['rows_quarantined']:>5} "
-            f"{(run['duration_s'] or 0):>7.2f}"
+            f"{run['run_id'][:38]:38} {run['started_at']:27} {(run['stage'] or run['kind'] or '')[:22]:22} "
+            f"{run['status']:10} {run['rows_in']:>8} {run['rows_out']:>8} {run['rows_duplicate']:>6} "
+            f"{run['rows_failed']:>5} {run['rows_quarantined']:>5} {(run['duration_s'] or 0):>7.2f}"
         )
         if run["error"]:
             click.echo(f"    error: {run['error'][:300]}")
+        if run["rows_in"] and run["rows_quarantined"] >= run["rows_in"] and not run["rows_out"]:
+            click.echo(f"    all {run['rows_in']} input row(s) went to the quarantine: "
+                       f"minikafka quarantine {(run['inputs'] or ['TOPIC'])[0]}")
         for suite in (run["quality"] or {}).get("suites", []):
-            failed = [r for r in suite["results"] if not r["success"]]
-            verdict = "passed" if suite["success"] else f"{len(failed)} of {len(suite['results'])} failed"
+            bad = [r for r in suite["results"] if not r["success"]]
+            verdict = "passed" if suite["success"] else f"{len(bad)} of {len(suite['results'])} failed"
             click.echo(f"    quality {suite['suite']} ({suite['policy']}): {verdict}"
                        + (f", {suite['quarantined_rows']} row(s) quarantined" if suite["quarantined_rows"] else ""))
-            for r in failed:
+            for r in bad:
                 click.echo(f"      - {r['expectation']}({r['column'] or ''}) unexpected={r['unexpected_count']} "
                            f"observed={r['observed_value']}")
         if (run["quality"] or {}).get("report"):
             click.echo(f"    report: {run['quality']['report']}")
+    if not runs:
+        click.echo("no runs" + (" failed" if failed else "") + (f" for stage {stage!r}" if stage else ""), err=True)
+
+
+def _show_query(source: Source, layout: TopicLayout, which: str, consumer: str | None,
+                where: tuple[str, ...]) -> tuple[str, tuple, str | None]:
+    """SELECT (without ORDER/LIMIT) of the rows ``show`` prints, its parameters, and the
+    consumer-status expression's SQL (None without --consumer)."""
+    conn = source._ledger.conn
+    cid = acks.require_consumer(conn, layout.name, consumer) if consumer else None
+    conds, params = [], []
+    if which == "new":
+        sql, p = acks.pending_filter(cid, layout.name)
+        conds.append(sql)
+        params.extend(p)
+    elif which == "handled":
+        sql, p = acks.done_filter(cid, layout.name)
+        conds.append(sql)
+        params.extend(p)
+    try:
+        sql, p = where_clause(layout, where)
+    except InvalidFilterError as exc:
+        raise click.BadParameter(str(exc), param_hint="--where") from exc
+    conds.append(sql)
+    params.extend(p)
+    return " AND ".join(conds) or "1", tuple(params), cid
 
 
 @main.command()
 @click.argument("topic")
-@click.option("--status", "which", type=click.Choice(["new", "handled", "all"]), default="all", show_default=True)
-@click.option("--limit", default=10, show_default=True)
+@click.option("--status", "which", type=click.Choice(["new", "handled", "all"]), default="all", show_default=True,
+              help="Rows new or handled (for --consumer: pending or done for that consumer).")
+@click.option("--consumer", help="Status as this consumer sees it; adds _consumer_status to each row.")
+@click.option("--from-id", type=int, default=None, help="Start at this id (inclusive).")
+@click.option("--where", "where", multiple=True, metavar="'FIELD OP VALUE'",
+              help="Filter on a column, e.g. 'score>=0.5' or 'creator=alice'; OP is = != < <= > >= or ~ "
+                   "(contains); 'FIELD = null' for missing values. Repeat to AND several.")
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(min=0), help="Rows to print (0: all).")
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep printing new matching rows as they commit (Ctrl-C stops). Without --from-id it starts "
+                   "with the last --limit rows.")
+@click.option("--interval", default=0.5, show_default=True, type=click.FloatRange(min=0.01),
+              help="Seconds between checks for new rows with --follow.")
+@json_option
 @with_source
-def show(source: Source, topic: str, which: str, limit: int) -> None:
-    """Peek at a topic's rows as JSON lines (metadata first).
+def show(source: Source, topic: str, which: str, consumer: str | None, from_id: int | None, where: tuple[str, ...],
+         limit: int, follow: bool, interval: float, as_json: bool) -> None:
+    """Print a topic's rows as JSON lines (metadata first), oldest first.
 
-    Example: minikafka show rss.items --status new --limit 5
+    Each row has _id, _created_at, _status, _parent_id, then the model's fields (and
+    _consumer_status with --consumer). --json prints one JSON array instead of lines.
+    Filters are checked against the topic's columns; values are never pasted into SQL.
+
+    Example: minikafka show rss.items --consumer split_youtube --status new --where 'feed=hn' --limit 5
     """
     layout: TopicLayout = source.layout(topic)
-    where, params, fix = status_where(source, layout, which)
+    if follow and as_json:
+        raise click.BadParameter("--follow prints JSON lines; it cannot be combined with --json", param_hint="--json")
+    cond, cond_params, cid = _show_query(source, layout, which, consumer, where)
     decode = layout.decoder()
-    rows = source._ledger.conn.execute(
-        f"{layout.select_sql()} WHERE {where} ORDER BY \"_id\" LIMIT ?", (*params, limit)).fetchall()
+    conn = source._ledger.conn
+    extra, params = "", cond_params
+    if cid is not None:
+        done, dparams = acks.done_filter(cid)
+        extra = f", CASE WHEN {done} THEN 'handled' ELSE 'new' END"
+        params = (*dparams, *cond_params)
+    base = layout.select_sql().replace(f" FROM {layout.table}", f"{extra} FROM {layout.table}", 1)
+    n_cols = layout.partition_index + 1  # metadata, fields, _partition
+    handled = acks.handled_positions(conn, layout.name)
+
+    def render(row) -> dict:
+        # rows committed by offset read as handled, as everywhere else
+        row = (row[0], row[1], acks.status_of(row[2], row[0], row[n_cols - 1], handled), *row[3:])
+        d = row_dict(row[:n_cols], decode)
+        if cid is not None:
+            d["_consumer_status"] = row[n_cols]
+        return d
+
+    if follow and from_id is None:
+        # like tail -f: the last --limit matching rows, then what commits next
+        tail = conn.execute(f'SELECT "_id" FROM {layout.table} WHERE {cond} ORDER BY "_id" DESC LIMIT 1 OFFSET ?',
+                            (*cond_params, max(limit - 1, 0))).fetchone() if limit else None
+        from_id = tail[0] if tail else (_high(conn, layout) + 1 if limit == 0 else 0)
+    start = from_id if from_id is not None else 0
+    sql = f"{base} WHERE {cond} AND \"_id\" >= ? ORDER BY \"_id\" LIMIT ?"
+    page_limit = -1 if (limit == 0 or follow) else limit
+    rows = conn.execute(sql, (*params, start, page_limit)).fetchall()
+    if as_json:
+        echo_json([render(r) for r in rows])
+        return
     for row in rows:
-        click.echo(_row_json(fix(row), decode))
+        click.echo(_row_json_dict(render(row)))
+    if not follow:
+        return
+    last = rows[-1][0] if rows else start - 1
+    _follow(source, sql, params, last, interval, render)
+
+
+def _high(conn, layout: TopicLayout) -> int:
+    return conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
+
+
+def _row_json_dict(d: dict) -> str:
+    import json
+
+    return json.dumps(d, default=str, ensure_ascii=False)
+
+
+def _follow(source: Source, sql: str, params: tuple, last: int, interval: float, render) -> None:
+    """Poll for rows after ``last`` (PRAGMA data_version: only re-query after a commit)."""
+    conn = source._ledger.conn
+    seen_version = None
+    try:
+        while True:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != seen_version:
+                seen_version = version
+                for row in conn.execute(sql, (*params, last + 1, -1)).fetchall():
+                    click.echo(_row_json_dict(render(row)))
+                    last = row[0]
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
+
+
+@main.command()
+@click.argument("topic")
+@click.option("--sql", "as_sql", is_flag=True, help="Print the CREATE statements of the topic's table instead.")
+@json_option
+@with_source
+def schema(source: Source, topic: str, as_sql: bool, as_json: bool) -> None:
+    """Show a topic's stored schema: model, dedup fields, and one line per column.
+
+    --json prints {topic, model, dedup, created_at, columns: [{name, kind, sql_type,
+    nullable, enum_values, max_digits, decimal_places}], json_schema}.
+
+    Example: minikafka schema rss.items --json
+    """
+    from ..ledger.catalog import stored_model_path
+
+    conn = source._ledger.conn
+    layout = source.layout(topic)
+    if as_sql:
+        for (sql,) in conn.execute(
+                "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC, name",
+                (layout.name,)):
+            click.echo(sql + ";")
+        return
+    created = conn.execute("SELECT created_at FROM _minikafka_topics WHERE name = ?", (layout.name,)).fetchone()[0]
+    columns = []
+    for c in layout.columns:
+        d = c.describe()
+        columns.append({k: d.get(k) for k in ("name", "kind", "sql_type", "nullable", "enum_values", "max_digits",
+                                               "decimal_places")})
+    info = {"topic": layout.name, "model": stored_model_path(conn, layout.name), "dedup": list(layout.dedup),
+            "created_at": created, "columns": columns, "json_schema": layout.json_schema}
+    if as_json:
+        echo_json(info)
+        return
+    click.echo(f"topic {info['topic']}  model {info['model']}  created {created}")
+    click.echo(f"dedup: {', '.join(layout.dedup) or '(none)'}")
+    click.echo(f"{'column':28} {'kind':10} {'sqlite':8} {'null':5} notes")
+    for c in columns:
+        notes = []
+        if c["name"] in layout.dedup:
+            notes.append("dedup")
+        if c["enum_values"]:
+            notes.append("one of " + ", ".join(map(str, c["enum_values"])))
+        if c["max_digits"] is not None or c["decimal_places"] is not None:
+            notes.append(f"digits={c['max_digits']} places={c['decimal_places']}")
+        click.echo(f"{c['name']:28} {c['kind']:10} {c['sql_type']:8} {'yes' if c['nullable'] else 'no':5} "
+                   f"{'; '.join(notes)}")
 
 
 @main.command()
@@ -97,7 +313,6 @@ def replay(source: Source, topic: str, consumer: str, from_id: int | None, to_id
 
     Example: minikafka replay rss.items --consumer summarise --from-id 100 --to-id 200
     """
-    from ..ledger import acks
     from ..util.clock import utc_now
 
     source.layout(topic)

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from ..api.source import Source
 from ..ledger.runlog import new_run_id, read_runs
+from ..util.progress import heartbeat
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
 STRATEGIES = ("strict", "best_effort")
+HEARTBEAT_S = float(os.environ.get("MINIKAFKA_HEARTBEAT_S", "15"))
 
 
 @dataclass
@@ -116,7 +118,8 @@ def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str
            "--jars", jar, "--driver-class-path", jar]
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
-    cmd += [str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id]
+    cmd += [str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id,
+            "--source", str(defn.source)]
     if dry_run:
         cmd.append("--dry-run")
     return cmd
@@ -125,7 +128,10 @@ def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str
 def submit_env() -> dict[str, str]:
     """The runner's environment, with its import path, so jobs resolve the same modules."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path.cwd()), *[p for p in sys.path if p]])
+    # the working directory (schemas/, jobs/) after the installed packages, as the CLI has it
+    entries = [p for p in sys.path if p]
+    cwd = str(Path.cwd())
+    env["PYTHONPATH"] = os.pathsep.join(entries + ([] if cwd in entries else [cwd]))
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     return env
@@ -160,13 +166,15 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                 # nothing new: record the empty run without starting a JVM
                 outcome = _run_in_process(None, defn, sd, dry_run)
             elif in_process:
-                if spark is None:
-                    from ..spark.session import build_session
+                with heartbeat(echo, sd.name, HEARTBEAT_S):
+                    if spark is None:
+                        from ..spark.session import build_session
 
-                    spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
-                outcome = _run_in_process(spark, defn, sd, dry_run)
+                        spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
+                    outcome = _run_in_process(spark, defn, sd, dry_run)
             else:
-                outcome = _run_submitted(defn, sd, master, dry_run, echo)
+                with heartbeat(echo, sd.name, HEARTBEAT_S):
+                    outcome = _run_submitted(defn, sd, master, dry_run, echo)
             result.outcomes.append(outcome)
             if outcome.status == "failed":
                 blocked.update(sd.outputs)
@@ -206,6 +214,8 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True)
     seconds = time.perf_counter() - t0
+    if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show spark-submit's own output
+        echo(proc.stderr.rstrip())
     with Source(str(defn.source)) as source:
         row = _run_row(source, run_id)
     summary = _last_json(proc.stdout)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import MinikafkaError
@@ -13,6 +16,7 @@ from ..util.optional import require
 DEFAULT_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
 JDBC_JAR_ENV = "MINIKAFKA_SQLITE_JDBC_JAR"
 JDBC_JAR_CONF = "spark.minikafka.jdbcJar"
+VERBOSE_ENV = "MINIKAFKA_VERBOSE"  # set (the CLI's --verbose): the JVM's own output shows
 
 
 class SparkSetupError(MinikafkaError):
@@ -101,6 +105,38 @@ def build_session(app_name: str = "minikafka", master: str | None = None, *, jar
         builder = builder.master(master or os.environ.get("MASTER", "local[*]"))
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with jvm_output_hidden(not os.environ.get(VERBOSE_ENV)):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+@contextmanager
+def jvm_output_hidden(hide: bool = True) -> Iterator[None]:
+    """While a JVM starts, point file descriptor 2 at a scratch file.
+
+    The JVM inherits it and writes its start-up noise and log lines there for its whole
+    life; Python's own stderr is restored as soon as the JVM is up. The file is removed
+    once the JVM started (errors reach Python as exceptions); if the start fails, its
+    last lines are raised in a SparkSetupError.
+    """
+    if not hide:
+        yield
+        return
+    fd, path = tempfile.mkstemp(prefix="minikafka-jvm-", suffix=".log")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        os.dup2(fd, 2)
+        yield
+    except Exception as exc:
+        os.dup2(saved, 2)
+        tail = Path(path).read_text(errors="replace").strip().splitlines()[-15:]
+        if "Java gateway process exited" in str(exc) and tail:
+            raise SparkSetupError(f"the JVM did not start: {exc}\n" + "\n".join(tail)) from exc
+        raise
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+        Path(path).unlink(missing_ok=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..api.source import Source
 from ..errors import MinikafkaError, PipelineError
-from ..ledger import acks
+from ..ledger import acks, retention
 from ..ledger.commit import InputState, StagedOutput, commit_stage
 from ..ledger.events import Event
 from ..ledger.identifiers import validate_consumer_name, validate_topic_name
@@ -178,7 +178,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
     staged_paths: dict[str, Path] = {}
     outcomes: list = []
     quarantined: list[tuple] = []
-    report_dir = Path(source.path).resolve().parent / "quality-reports"
+    report_dir = retention.report_dir(source.path)
     if run.rows_in:
         frames = {name: read_topic(spark, source, layout, bounds=bounds[name], partitions=stage.partitions)
                   for name, layout in in_layouts.items()}

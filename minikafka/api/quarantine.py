@@ -1,0 +1,94 @@
+"""Put quarantined rows back: the one quarantine operation that needs the topic's model.
+
+Listing and purging are model-free and live in ``ledger.quarantine``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from ..errors import MinikafkaError
+from ..ledger import acks
+from ..ledger import quarantine as store
+from ..util.clock import utc_now
+from .topic import Topic
+
+
+@dataclass
+class RequeueResult:
+    """What a requeue did: rows appended to the topic, rows made pending again for their
+    consumer, rows already in the topic (dropped from the quarantine), and rows that
+    still fail (kept, with the new reason)."""
+
+    appended: int = 0
+    replayed: int = 0
+    duplicates: int = 0
+    failed: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def requeued(self) -> int:
+        return self.appended + self.replayed + self.duplicates
+
+
+def requeue(topic: Topic, ids: list[int] | None = None) -> RequeueResult:
+    """Requeue quarantined rows of ``topic`` (only ``ids``; default every row), oldest first.
+
+    A row a stage gave up on (origin ``stage``) becomes pending again for that stage's
+    consumer. Any other row (a file line, an output that failed an expectation) is
+    validated against the topic's model again and appended. A row that still fails
+    stays in the quarantine with its attempts counted and the new reason; the others
+    leave it. Everything happens in one transaction.
+
+    Raises:
+        MinikafkaError: an id that is not a quarantined row of this topic.
+    """
+    source = topic.source
+    result = RequeueResult()
+    now = utc_now()
+    with source._ledger.atomic() as conn:
+        rows = store.list_quarantined(conn, topic.name, limit=None, ids=ids, oldest_first=True)
+        if ids is not None:
+            missing = sorted(set(ids) - {r["id"] for r in rows})
+            if missing:
+                raise MinikafkaError(f"no quarantined row(s) {missing} in topic {topic.name!r}")
+        for row in rows:
+            reason = _requeue_one(topic, conn, row, now, result)
+            if reason is None:
+                store.purge_in_current_transaction(conn, topic.name, ids=[row["id"]])
+            else:
+                store.note_failed_requeue_in_current_transaction(conn, row["id"], reason)
+                result.failed.append((row["id"], reason))
+    return result
+
+
+def _requeue_one(topic: Topic, conn, row: dict, now: str, result: RequeueResult) -> str | None:
+    if row["origin"] == "stage" and row["consumer"] and row["row_id"] is not None:
+        cid = acks.find_consumer(conn, topic.name, row["consumer"])
+        if cid is None:
+            return f"consumer {row['consumer']!r} is no longer registered on {topic.name!r}"
+        acks.replay_in_current_transaction(conn, topic.name, cid, row["row_id"], row["row_id"], now)
+        result.replayed += 1
+        return None
+    try:
+        payload = json.loads(row["payload"] or "")
+    except ValueError as exc:
+        return f"still malformed JSON: {exc}"
+    if not isinstance(payload, dict):
+        return f"still not a JSON object: {type(payload).__name__}"
+    try:
+        model = topic._validate(payload)
+    except ValidationError as exc:
+        return "still invalid: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    try:
+        with topic.source._ledger.atomic():
+            row_id = topic._insert_one_in_current_transaction(model, ignore_duplicates=bool(topic.dedup), now=now)
+    except MinikafkaError as exc:
+        return f"still cannot be stored: {exc}"
+    if row_id is None:
+        result.duplicates += 1
+    else:
+        result.appended += 1
+    return None

@@ -1,0 +1,55 @@
+"""Maintenance of the ledger's bookkeeping: prune old runs and quality reports."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import click
+
+from ..api.source import Source
+from ..ledger import retention
+from .app import main
+from .common import echo_json, json_option, with_source
+
+
+def _age(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return retention.parse_age(value)
+    except retention.InvalidAgeError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+@main.command()
+@click.option("--runs-older-than", callback=_age, metavar="AGE",
+              help="Delete run-log rows started longer ago than AGE (30d, 12h, 2w); each stage's latest run stays.")
+@click.option("--reports-older-than", callback=_age, metavar="AGE",
+              help="Delete quality reports (quality-reports/*.html beside the ledger) older than AGE.")
+@json_option
+@with_source
+def prune(source: Source, runs_older_than, reports_older_than, as_json: bool) -> None:
+    """Retention: drop old run-log rows and quality reports. Topics are never touched.
+
+    The latest run of each stage is kept however old, so 'status' still says when a
+    stage last ran. --json prints {runs_deleted, reports_deleted, kept_latest}.
+
+    Example: minikafka prune --runs-older-than 30d --reports-older-than 30d
+    """
+    if runs_older_than is None and reports_older_than is None:
+        raise click.UsageError("nothing to prune: pass --runs-older-than AGE and/or --reports-older-than AGE")
+    result = retention.PruneResult()
+    if runs_older_than is not None:
+        with source._ledger.atomic() as conn:
+            result.runs_deleted, result.kept_latest = retention.prune_runs_in_current_transaction(
+                conn, retention.cutoff(runs_older_than))
+    if reports_older_than is not None:
+        before = datetime.now(timezone.utc) - reports_older_than
+        result.reports_deleted = retention.prune_reports(retention.report_dir(source.path), before)
+    if as_json:
+        echo_json({"runs_deleted": result.runs_deleted, "reports_deleted": result.reports_deleted,
+                   "kept_latest": result.kept_latest})
+        return
+    click.echo(f"pruned {result.runs_deleted} run(s) and {result.reports_deleted} quality report(s)"
+               + (f"; kept {len(result.kept_latest)} old run(s) that are their stage's latest"
+                  if result.kept_latest else ""))

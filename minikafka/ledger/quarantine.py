@@ -1,0 +1,83 @@
+"""The quarantine (dead-letter) table: list, read, remove rows. Model-free.
+
+Rows come from three places, told apart by ``origin``:
+
+- ``stage``: an input row a stage gave up on after ``max_attempts``; ``row_id`` is the
+  row's id in ``topic`` and ``consumer`` the stage's consumer.
+- ``quality``: an output row that failed a row-level expectation; ``topic`` is the
+  output topic, ``payload`` the row as JSON, ``row_id`` its parent's id.
+- ``FILE:LINE``: a line of an ingested or backfilled file that did not validate;
+  ``payload`` is the raw line.
+
+Requeueing needs the topic's model and lives in ``api.quarantine``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+COLUMNS = ("id", "topic", "consumer", "run_id", "row_id", "payload", "reason", "attempts", "origin", "created_at")
+_SELECT = f"SELECT {', '.join(COLUMNS)} FROM _minikafka_quarantine"
+
+
+def _as_dicts(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
+    return [dict(zip(COLUMNS, r)) for r in cur.fetchall()]
+
+
+def list_quarantined(conn: sqlite3.Connection, topic: str | None = None, *, limit: int | None = 100,
+                     ids: list[int] | None = None, oldest_first: bool = False) -> list[dict[str, Any]]:
+    """Quarantined rows (of one topic, or every topic), newest first unless ``oldest_first``.
+
+    Args:
+        topic: only rows of this topic (None: every topic).
+        limit: at most this many rows (None: all).
+        ids: only these quarantine ids.
+    """
+    where, params = ["1"], []
+    if topic is not None:
+        where.append("topic = ?")
+        params.append(topic)
+    if ids is not None:
+        where.append(f"id IN ({', '.join('?' for _ in ids)})")
+        params.extend(ids)
+    order = "ASC" if oldest_first else "DESC"
+    sql = f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY id {order}"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return _as_dicts(conn.execute(sql, params))
+
+
+def get_quarantined(conn: sqlite3.Connection, quarantine_id: int) -> dict[str, Any] | None:
+    """One quarantined row by its quarantine id, or None."""
+    rows = _as_dicts(conn.execute(f"{_SELECT} WHERE id = ?", (quarantine_id,)))
+    return rows[0] if rows else None
+
+
+def count_quarantined(conn: sqlite3.Connection, topic: str | None = None) -> int:
+    if topic is None:
+        return conn.execute("SELECT count(*) FROM _minikafka_quarantine").fetchone()[0]
+    return conn.execute("SELECT count(*) FROM _minikafka_quarantine WHERE topic = ?", (topic,)).fetchone()[0]
+
+
+def purge_in_current_transaction(conn: sqlite3.Connection, topic: str, *, ids: list[int] | None = None,
+                                 before: str | None = None) -> int:
+    """Delete quarantined rows of ``topic`` (only ``ids``, only those created before ``before``).
+
+    Returns the number of rows deleted.
+    """
+    where, params = ["topic = ?"], [topic]
+    if ids is not None:
+        where.append(f"id IN ({', '.join('?' for _ in ids)})")
+        params.extend(ids)
+    if before is not None:
+        where.append("created_at < ?")
+        params.append(before)
+    return conn.execute(f"DELETE FROM _minikafka_quarantine WHERE {' AND '.join(where)}", params).rowcount
+
+
+def note_failed_requeue_in_current_transaction(conn: sqlite3.Connection, quarantine_id: int, reason: str) -> None:
+    """A requeue that failed again: count the attempt and keep the newest reason."""
+    conn.execute("UPDATE _minikafka_quarantine SET attempts = attempts + 1, reason = ? WHERE id = ?",
+                 (reason, quarantine_id))
