@@ -5,21 +5,26 @@ are imported only by the engine and quality modules.
 """
 
 from .api import engines as _engines
+from .api.groups import ConsumerGroup
 from .api.pipes import FullPipeline, Pipeline
 from .api.record import Record
 from .api.source import Source
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
     ConsumerNotFoundError,
+    DeliveryConfigError,
+    DeliveryError,
     DuplicateMessageError,
     FanOutError,
     FanOutFailure,
     InvalidNameError,
+    InvalidOffsetError,
     InvalidRecordError,
     LedgerError,
     MigrationError,
     MinikafkaError,
     MissingDependencyError,
+    PartitionOutOfRangeError,
     PipelineCycleError,
     PipelineError,
     SchemaMismatchError,
@@ -45,18 +50,23 @@ def _load_spark_engine():
 _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
+    "ConsumerGroup",
     "ConsumerNotFoundError",
+    "DeliveryConfigError",
+    "DeliveryError",
     "DuplicateMessageError",
     "Event",
     "FanOutError",
     "FanOutFailure",
     "FullPipeline",
     "InvalidNameError",
+    "InvalidOffsetError",
     "InvalidRecordError",
     "LedgerError",
     "MigrationError",
     "MinikafkaError",
     "MissingDependencyError",
+    "PartitionOutOfRangeError",
     "Pipeline",
     "PipelineCycleError",
     "PipelineError",
