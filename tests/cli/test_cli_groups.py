@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from minikafka import Source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Order(BaseModel):

@@ -16,7 +16,7 @@ from minikafka import Source
 from minikafka.ledger.schema import LEDGER_FORMAT
 from tests.conftest import Video
 
-FIXTURE = Path(__file__).parent / "data" / "ledger_format1.sqlite"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "ledger_format1.sqlite"
 
 
 @pytest.fixture
