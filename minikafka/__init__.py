@@ -6,10 +6,13 @@ are imported only by the engine and quality modules.
 
 from .api import engines as _engines
 from .api.groups import ConsumerGroup
+from .api.notifications import Listener, Notification
 from .api.pipes import FullPipeline, Pipeline
+from .api.queues import Job, Queue
 from .api.record import Record
 from .api.source import Source
 from .api.topic import RecordNotFoundError, Topic
+from .api.transaction import Transaction
 from .errors import (
     ConsumerNotFoundError,
     DeliveryConfigError,
@@ -17,9 +20,11 @@ from .errors import (
     DuplicateMessageError,
     FanOutError,
     FanOutFailure,
+    HandlerError,
     InvalidNameError,
     InvalidOffsetError,
     InvalidRecordError,
+    JobNotOursError,
     LedgerError,
     MigrationError,
     MinikafkaError,
@@ -27,9 +32,11 @@ from .errors import (
     PartitionOutOfRangeError,
     PipelineCycleError,
     PipelineError,
+    QueueNotFoundError,
     SchemaMismatchError,
     SourceClosedError,
     TopicNotFoundError,
+    TransactionError,
     UnknownStatusError,
     UnsupportedTypeError,
     WrongThreadError,
@@ -59,17 +66,24 @@ __all__ = [
     "FanOutError",
     "FanOutFailure",
     "FullPipeline",
+    "HandlerError",
     "InvalidNameError",
     "InvalidOffsetError",
     "InvalidRecordError",
+    "Job",
+    "JobNotOursError",
     "LedgerError",
+    "Listener",
     "MigrationError",
     "MinikafkaError",
     "MissingDependencyError",
+    "Notification",
     "PartitionOutOfRangeError",
     "Pipeline",
     "PipelineCycleError",
     "PipelineError",
+    "Queue",
+    "QueueNotFoundError",
     "Record",
     "RecordNotFoundError",
     "RunResult",
@@ -78,6 +92,8 @@ __all__ = [
     "SourceClosedError",
     "Topic",
     "TopicNotFoundError",
+    "Transaction",
+    "TransactionError",
     "UnknownStatusError",
     "UnsupportedTypeError",
     "WrongThreadError",

@@ -136,3 +136,22 @@ class DeliveryConfigError(MinikafkaError, ValueError):
 
 class DeliveryError(MinikafkaError):
     """A delivery run could not deliver everything (the message names group, partition and endpoint)."""
+
+
+class TransactionError(MinikafkaError):
+    """A transaction cannot be opened or joined (one already open, another Source's, closed)."""
+
+
+class QueueNotFoundError(MinikafkaError, KeyError):
+    """No work queue with that name in the ledger."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class JobNotOursError(MinikafkaError):
+    """A job was not claimed through this queue, or this handle already finished it."""
+
+
+class HandlerError(MinikafkaError):
+    """A worker handler (MODULE:FUNCTION) cannot be imported or called."""

@@ -217,3 +217,28 @@ def test_follow_of_chosen_partitions_only(source):
     orders.extend([{"user": "u", "n": n} for n in range(4)])
     batches = list(source.group("g").follow(orders, partitions=[1], timeout=0))
     assert [offsets(b) for b in batches] == [[1, 3]]
+
+
+def test_follow_wakes_on_a_commit_from_another_connection(db_path):
+    import threading
+    import time
+
+    with Source(db_path) as src:
+        orders = src.topic("orders", Order)
+        orders.append({"user": "u", "n": 0})
+
+        def writer():
+            time.sleep(0.3)
+            with Source(db_path) as other:
+                other.topic("orders", Order).append({"user": "late", "n": 1})
+
+        t = threading.Thread(target=writer)
+        t.start()
+        t0 = time.monotonic()
+        batches = []
+        for batch in src.group("g").follow(orders, timeout=5):
+            batches.append([r.offset for r in batch])
+            if len(batches) == 2:
+                break
+        t.join()
+        assert batches == [[1], [2]] and time.monotonic() - t0 < 4

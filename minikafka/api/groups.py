@@ -297,12 +297,14 @@ class ConsumerGroup:
     # -- following ------------------------------------------------------------------------
     def follow(self, topic: Topic | str, partitions: list[int] | None = None, max_messages: int = 100,
                timeout: float | None = None, *, poll: float = POLL_SECONDS,
-               sleep: Callable[[float], None] = time.sleep,
+               sleep: Callable[[float], None] | None = None,
                clock: Callable[[], float] = time.monotonic) -> Iterator[list[Record]]:
         """Batches of pending rows (one partition each), then new ones as they arrive.
 
         Each row is yielded once per ``follow`` (it remembers what it yielded; commit to
-        make progress durable). While nothing is pending it polls every ``poll`` seconds.
+        make progress durable). While nothing is pending it sleeps on the Source's
+        watcher, which wakes it on a commit by any process (an in-memory Source, or an
+        injected ``sleep``, polls every ``poll`` seconds instead).
 
         Args:
             partitions: the partitions to follow (default: all of the topic's).
@@ -311,9 +313,12 @@ class ConsumerGroup:
         Raises:
             PartitionOutOfRangeError: a partition the topic does not have.
         """
+        watcher = self.source.watcher if sleep is None and self.source.path != ":memory:" else None
+        sleep = sleep or time.sleep
         positions: dict[int, int] = {}
         idle_since = clock()
         while True:
+            mark = watcher.mark() if watcher is not None else 0  # before reading: a commit after it wakes us
             layout = self._layout(topic)
             got = False
             if layout is not None:
@@ -330,5 +335,8 @@ class ConsumerGroup:
                 continue
             if timeout is not None and now - idle_since >= timeout:
                 return
-            wait = poll if timeout is None else max(0.0, min(poll, timeout - (now - idle_since)))
-            sleep(wait)
+            remaining = None if timeout is None else max(0.0, timeout - (now - idle_since))
+            if watcher is not None:
+                watcher.wait(mark, remaining)
+            else:
+                sleep(poll if remaining is None else min(poll, remaining))

@@ -6,6 +6,7 @@ Listing and purging are model-free and live in ``ledger.quarantine``.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -65,6 +66,17 @@ def requeue(topic: Topic, ids: list[int] | None = None) -> RequeueResult:
 
 
 def _requeue_one(topic: Topic, conn, row: dict, now: str, result: RequeueResult) -> str | None:
+    if row["origin"] == "queue" and row["consumer"] and row["row_id"] is not None:
+        # a work queue's dead job: pending again for that queue, with fresh attempts
+        from .queues import revive_dead_in_current_transaction
+
+        cid = acks.find_consumer(conn, topic.name, row["consumer"])
+        if cid is None:
+            return f"queue consumer {row['consumer']!r} is no longer registered on {topic.name!r}"
+        if not revive_dead_in_current_transaction(conn, cid, [row["row_id"]], int(time.time() * 1000)):
+            return f"row {row['row_id']} is not a dead job of queue consumer {row['consumer']!r}"
+        result.replayed += 1
+        return None
     if row["origin"] == "stage" and row["consumer"] and row["row_id"] is not None:
         cid = acks.find_consumer(conn, topic.name, row["consumer"])
         if cid is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -19,6 +19,12 @@ from ..util.clock import utc_now
 from .groups import ConsumerGroup
 from .pipes import FullPipeline, Pipeline
 from .topic import Topic
+
+if TYPE_CHECKING:
+    from ..ledger.watcher import Watcher
+    from .notifications import Listener
+    from .queues import Queue
+    from .transaction import Transaction
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -43,6 +49,7 @@ class Source:
         self._ledger = Ledger(self.path, on_event=on_event, busy_timeout=busy_timeout)
         self._topics: dict[str, Topic] = {}
         self._fingerprints: dict[str, str] = {}
+        self._watcher: Watcher | None = None
 
     def __enter__(self) -> Source:
         return self
@@ -63,14 +70,74 @@ class Source:
         self._ledger.on_event = observer
 
     def close(self) -> None:
-        """Close the connection; later use raises SourceClosedError. Idempotent."""
+        """Close the connection (and stop the watcher); later use raises SourceClosedError. Idempotent."""
+        if self._watcher is not None:
+            self._watcher.close()
         self._ledger.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Group several writes (appends, acks) into one transaction; nests as savepoints."""
-        with self._ledger.atomic():
-            yield
+    def transaction(self) -> Iterator[Transaction]:
+        """One write transaction that ``tx=`` writes, the caller's SQL and notifications join.
+
+        Yields:
+            ``tx`` with ``tx.execute(sql, params)``, ``tx.query(sql, params) -> list[dict]`` and
+            ``tx.notify(channel, payload)``. A clean exit commits all of it; an exception rolls
+            all of it back (the caller's own tables included).
+
+        Raises:
+            TransactionError: a transaction is already open on this Source.
+        """
+        from .transaction import open_transaction
+
+        with open_transaction(self) as tx:
+            yield tx
+
+    # -- wake-ups, notifications, queues -------------------------------------------
+    @property
+    def watcher(self) -> Watcher:
+        """The Source's watcher (started on the first wait): wakes waiters on commits by any process."""
+        if self._watcher is None:
+            from ..ledger.watcher import Watcher
+
+            self._ledger.conn  # noqa: B018 - a closed Source gets no watcher
+            self._watcher = Watcher(self.path)
+        return self._watcher
+
+    def listen(self, channel: str, timeout: float | None = None) -> Listener:
+        """Iterate the notifications on ``channel`` committed after this call (no history).
+
+        Iteration ends after ``timeout`` seconds without a notification (never with None).
+        """
+        from .notifications import Listener
+
+        return Listener(self, channel, timeout)
+
+    def notify(self, channel: str, payload: Any = None) -> int:
+        """Commit one notification on its own (inside a transaction use ``tx.notify``)."""
+        from .notifications import notify_in_current_transaction
+
+        with self._ledger.atomic() as conn:
+            return notify_in_current_transaction(conn, channel, payload)
+
+    def prune_notifications(self, older_than: float | None = None, max_keep: int | None = None) -> int:
+        """Delete notifications older than ``older_than`` seconds OR beyond the newest ``max_keep``.
+
+        Returns:
+            The number deleted (0 when neither is given).
+        """
+        from .notifications import prune_notifications
+
+        with self._ledger.atomic() as conn:
+            return prune_notifications(conn, older_than, max_keep)
+
+    def queue(self, name: str, model: type[ModelT], visibility_timeout: float = 300, max_attempts: int = 3,
+              *, dedup: tuple[str, ...] | None = None, clock=None) -> Queue[ModelT]:
+        """Create (or reopen) the typed topic ``name`` and its work queue (a consumer named ``name``).
+
+        See ``Queue``; ``clock`` (epoch seconds) is for tests.
+        """
+        return self.topic(name, model, dedup=dedup).queue(
+            name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
 
     # -- topics -----------------------------------------------------------------
     def topic(self, name: str, model: type[ModelT], dedup: tuple[str, ...] | list[str] | str | None = None,

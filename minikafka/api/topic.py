@@ -22,9 +22,11 @@ from ..util.clock import parse_timestamp, utc_now
 from ..util.gcpause import gc_paused
 from . import engines
 from .record import Record
+from .transaction import Transaction, joined
 
 if TYPE_CHECKING:
     from .pipes import Pipeline
+    from .queues import Queue
     from .source import Source
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -116,7 +118,7 @@ class Topic(Generic[ModelT]):
 
     # -- writing ----------------------------------------------------------------
     def append(self, payload: ModelT | dict[str, Any], partition: int | None = None, *,
-               on_duplicate: str = "raise") -> ModelT | None:
+               on_duplicate: str = "raise", tx: Transaction | None = None) -> ModelT | None:
         """Validate and append one message.
 
         Args:
@@ -124,6 +126,7 @@ class Topic(Generic[ModelT]):
             partition: the partition to append to; by default the topic's key fields pick
                 it (a stable hash), or, without key fields, rows are spread evenly.
             on_duplicate: "raise" (minikafka's behaviour) or "ignore" (return None).
+            tx: join the caller's transaction (``source.transaction()``).
 
         Returns:
             The validated model (None if ignored as a duplicate).
@@ -141,12 +144,13 @@ class Topic(Generic[ModelT]):
         if partition is not None:
             self._layout.check_partition(partition)
         model = self._validate(payload)
-        with self.source._ledger.atomic():
+        with joined(self.source, tx):
             row_id = self._insert_one_in_current_transaction(model, ignore_duplicates=ignore, partition=partition)
         return None if row_id is None else model
 
     def extend(
-        self, rows: Iterable[ModelT | dict[str, Any]], *, on_duplicate: str = "raise", status: str = "new"
+        self, rows: Iterable[ModelT | dict[str, Any]], *, on_duplicate: str = "raise", status: str = "new",
+        tx: Transaction | None = None,
     ) -> int:
         """Validate and append many messages in one transaction: all or nothing.
 
@@ -171,7 +175,7 @@ class Topic(Generic[ModelT]):
         with gc_paused():
             rows = rows if isinstance(rows, list) else list(rows)
             models = self._adapter.validate_python(rows)
-            with self.source._ledger.atomic():
+            with joined(self.source, tx):
                 return self._insert_many_in_current_transaction(models, status=status, ignore_duplicates=ignore)
 
     def _insert_one_in_current_transaction(
@@ -370,6 +374,36 @@ class Topic(Generic[ModelT]):
                 {"consumer": consumer, "status": "handled" if handled else "new"},
             ))
         return handled
+
+    # -- streams, wake-ups, queues ------------------------------------------------
+    def read_since(self, offset: int, limit: int = 1000) -> list[Record[ModelT]]:
+        """The rows with id > ``offset``, oldest first, at most ``limit`` (a stateless stream read)."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an integer >= 0, got {offset!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+        rows = self._conn.execute(
+            f"{self._layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\" LIMIT ?", (offset, limit)
+        ).fetchall()
+        return [self._record(row, None) for row in rows]
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the topic has rows newer than when the wait started (from any process).
+
+        Returns:
+            True when new rows arrived, False after ``timeout`` seconds.
+        """
+        from ..ledger.watcher import wait_until
+
+        start = self.high_watermark()
+        return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+
+    def queue(self, consumer: str, visibility_timeout: float = 300, max_attempts: int = 3, *,
+              clock=None) -> Queue[ModelT]:
+        """Consume this topic as a work queue for the named ``consumer`` (rows stay for other consumers)."""
+        from .queues import Queue
+
+        return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
 
     # -- consumers --------------------------------------------------------------
     def consumer(self, name: str) -> str:

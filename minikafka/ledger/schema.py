@@ -131,8 +131,57 @@ CREATE TABLE IF NOT EXISTS _minikafka_inflight (
 ) STRICT, WITHOUT ROWID;
 """
 
+# Work queues (api/queues.py): a queue is one consumer of a topic. Per-row state lives here
+# only while a row is live (pending, processing) or dead; an acked row leaves this table and
+# stays in its topic as history, acked for the queue's consumer. Times are milliseconds
+# since the Unix epoch (UTC). Dead rows are also copied to _minikafka_quarantine.
+QUEUES = """
+CREATE TABLE IF NOT EXISTS _minikafka_queues (
+    consumer_id INTEGER PRIMARY KEY REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
+    topic TEXT NOT NULL,
+    consumer TEXT NOT NULL,
+    visibility_timeout_ms INTEGER NOT NULL CHECK (visibility_timeout_ms > 0),
+    max_attempts INTEGER NOT NULL CHECK (max_attempts > 0),
+    synced_upto INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    UNIQUE (topic, consumer)
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS _minikafka_queue_jobs (
+    consumer_id INTEGER NOT NULL REFERENCES _minikafka_queues(consumer_id) ON DELETE CASCADE,
+    row_id INTEGER NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'processing', 'dead')),
+    priority INTEGER NOT NULL DEFAULT 0,
+    run_at INTEGER NOT NULL,
+    worker_id TEXT,
+    lease_expires_at INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    PRIMARY KEY (consumer_id, row_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS _minikafka_queue_jobs_claim
+    ON _minikafka_queue_jobs (consumer_id, priority DESC, run_at, row_id)
+    WHERE state IN ('pending', 'processing');
+CREATE INDEX IF NOT EXISTS _minikafka_queue_jobs_due
+    ON _minikafka_queue_jobs (consumer_id, run_at) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS _minikafka_queue_jobs_leases
+    ON _minikafka_queue_jobs (consumer_id, lease_expires_at) WHERE state = 'processing';
+"""
+
+# Notifications (tx.notify / source.listen): written in the caller's transaction, read by
+# listeners that start at the current maximum id; pruned only on request.
+NOTIFICATIONS = """
+CREATE TABLE IF NOT EXISTS _minikafka_notifications (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    payload TEXT CHECK (payload IS NULL OR json_valid(payload)),
+    created_at TEXT NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS _minikafka_notifications_by_channel ON _minikafka_notifications (channel, id);
+"""
+
 # every block, in creation order
-PARTS: list[str] = [CORE, OFFSETS]
+PARTS: list[str] = [CORE, OFFSETS, QUEUES, NOTIFICATIONS]
 
 
 def schema_statements() -> list[str]:

@@ -1,0 +1,128 @@
+"""Notifications: NOTIFY/LISTEN on the ledger (honker's model, with our own code).
+
+``tx.notify(channel, payload)`` inserts a row in the caller's transaction; a listener
+started by ``source.listen(channel)`` yields the rows committed after it started (no
+history replay, as in Postgres LISTEN), woken by the Source's watcher. A rolled-back
+notification never existed. Nothing is pruned unless ``prune_notifications`` is called.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..util.clock import format_timestamp, parse_timestamp, utc_now
+
+if TYPE_CHECKING:
+    from .source import Source
+
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One committed notification: ``id``, ``channel``, ``payload`` (decoded JSON), ``created_at``."""
+
+    id: int
+    channel: str
+    payload: Any
+    created_at: datetime | None
+
+
+def _check_channel(channel: str) -> str:
+    if not isinstance(channel, str) or not channel:
+        raise ValueError(f"a notification channel must be a non-empty string, got {channel!r}")
+    return channel
+
+
+def notify_in_current_transaction(conn: sqlite3.Connection, channel: str, payload: Any) -> int:
+    """Insert one notification in the caller's transaction; returns its id."""
+    _check_channel(channel)
+    text = None if payload is None else json.dumps(payload, allow_nan=False)
+    cur = conn.execute(
+        "INSERT INTO _minikafka_notifications (channel, payload, created_at) VALUES (?, ?, ?)",
+        (channel, text, utc_now()),
+    )
+    return cur.lastrowid
+
+
+class Listener:
+    """Iterator of the notifications on one channel committed after it was created.
+
+    Created by ``source.listen(channel, timeout=None)``. Iteration ends when no
+    notification arrived for ``timeout`` seconds (never with None).
+    """
+
+    def __init__(self, source: Source, channel: str, timeout: float | None = None):
+        self.source = source
+        self.channel = _check_channel(channel)
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout must be >= 0 seconds, got {timeout!r}")
+        self.timeout = timeout
+        self._watcher = source.watcher
+        # the watcher mark comes before the max-id read: a commit in between wakes us
+        self._mark = self._watcher.mark()
+        row = source._ledger.conn.execute(
+            "SELECT coalesce(max(id), 0) FROM _minikafka_notifications WHERE channel = ?", (channel,)
+        ).fetchone()
+        self.last_id = row[0]
+        self._buffer: deque[Notification] = deque()
+
+    def __iter__(self) -> Iterator[Notification]:
+        return self
+
+    def _fetch(self) -> None:
+        rows = self.source._ledger.conn.execute(
+            "SELECT id, channel, payload, created_at FROM _minikafka_notifications "
+            "WHERE channel = ? AND id > ? ORDER BY id LIMIT ?",
+            (self.channel, self.last_id, PAGE),
+        ).fetchall()
+        for row in rows:
+            self._buffer.append(Notification(row[0], row[1], None if row[2] is None else json.loads(row[2]),
+                                             parse_timestamp(row[3])))
+        if rows:
+            self.last_id = rows[-1][0]
+
+    def __next__(self) -> Notification:
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while not self._buffer:
+            self._fetch()
+            if self._buffer:
+                break
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise StopIteration
+            self._mark = self._watcher.wait(self._mark, remaining)
+            # re-mark before the next read so nothing slips between read and wait
+            self._mark = self._watcher.mark()
+        return self._buffer.popleft()
+
+
+def prune_notifications(conn: sqlite3.Connection, older_than: float | timedelta | None,
+                        max_keep: int | None) -> int:
+    """Delete notifications older than ``older_than`` OR beyond the newest ``max_keep``; returns the count."""
+    conditions, params = [], []
+    if older_than is not None:
+        seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else float(older_than)
+        if seconds < 0:
+            raise ValueError(f"older_than must be >= 0 seconds, got {older_than!r}")
+        cutoff = format_timestamp(datetime.now(timezone.utc) - timedelta(seconds=seconds))
+        conditions.append("created_at < ?")
+        params.append(cutoff)
+    if max_keep is not None:
+        if isinstance(max_keep, bool) or not isinstance(max_keep, int) or max_keep < 0:
+            raise ValueError(f"max_keep must be an integer >= 0, got {max_keep!r}")
+        # by rank, not by id arithmetic: ids have gaps after rollbacks and earlier prunes
+        conditions.append(
+            "id <= coalesce((SELECT id FROM _minikafka_notifications ORDER BY id DESC LIMIT 1 OFFSET ?), 0)"
+        )
+        params.append(min(max_keep, 2**63 - 1))
+    if not conditions:
+        return 0
+    return conn.execute(f"DELETE FROM _minikafka_notifications WHERE {' OR '.join(conditions)}", params).rowcount

@@ -1,0 +1,626 @@
+"""Work queues on topics: competing workers, leases, retries, a dead letter (honker's model).
+
+A queue is one named consumer of a topic. Each live row of the queue has a state row in
+``_minikafka_queue_jobs`` (pending or processing: priority, run_at, lease, attempts,
+worker, last error). ``claim_batch`` takes, in one ``UPDATE ... RETURNING``, the rows that
+are pending and due or whose lease expired, ordered by priority (higher first) then age;
+each claim sets a lease and counts an attempt. An acked row leaves the state table and
+stays in the topic as history, acked for the queue's consumer. A row that runs out of
+attempts (or fails) turns ``dead``: it keeps its state row and gets a row in
+``_minikafka_quarantine``, the project's dead letter, until ``requeue``.
+
+Rows appended to the topic by other means (``topic.append``, a Spark stage) become jobs
+too: each claim first syncs rows above the queue's ``synced_upto`` mark that are still
+pending for its consumer.
+
+Times are integer milliseconds since the Unix epoch, read from the queue's clock (the
+system clock unless one is injected for tests).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from ..errors import JobNotOursError, QueueNotFoundError
+from ..ledger import acks
+from ..ledger.events import Event
+from ..util.clock import format_timestamp
+from .transaction import Transaction, joined
+
+if TYPE_CHECKING:
+    from .source import Source
+    from .topic import Topic
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+Clock = Callable[[], float]
+
+JOBS = "_minikafka_queue_jobs"
+ORIGIN = "queue"
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+def _dt(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def queue_label(topic: str, consumer: str) -> str:
+    """The queue's name: the topic's when its consumer has the same name, else ``topic:consumer``."""
+    return topic if topic == consumer else f"{topic}:{consumer}"
+
+
+def split_label(name: str) -> tuple[str, str]:
+    """``topic:consumer`` or ``topic`` (consumer named like the topic) -> (topic, consumer)."""
+    topic, sep, consumer = name.partition(":")  # topic names never hold ':'
+    return (topic, consumer) if sep else (name, name)
+
+
+@dataclass(eq=False)
+class Job(Generic[ModelT]):
+    """One claimed row: ``id`` (the row's offset in its topic), ``data`` (the model),
+    ``attempts`` (this claim included), ``worker_id`` and ``lease_expires_at`` (UTC).
+
+    ``ack``, ``retry``, ``fail`` and ``heartbeat`` act only while this claim is still the
+    row's current claim and its lease has not expired; otherwise they return False and
+    change nothing (a late worker never touches someone else's claim).
+    """
+
+    id: int
+    data: ModelT
+    attempts: int
+    worker_id: str
+    lease_expires_at: datetime
+    priority: int = 0
+    _queue: Queue | None = field(default=None, repr=False)
+    _finished: str | None = field(default=None, repr=False)
+
+    def _q(self) -> Queue:
+        if self._queue is None:
+            raise JobNotOursError(f"job {self.id} was not claimed through a queue")
+        if self._finished:
+            raise JobNotOursError(f"job {self.id} was already {self._finished} by this worker")
+        return self._queue
+
+    def ack(self, *, tx: Transaction | None = None) -> bool:
+        """Mark the job done (acked for the queue's consumer; the row stays in the topic).
+
+        Args:
+            tx: join the caller's transaction (the business write and the ack commit together).
+
+        Returns:
+            False when the lease expired (the row may have been reclaimed): nothing changed.
+
+        Raises:
+            JobNotOursError: the job was not claimed through a queue, or is already finished.
+
+        Emits:
+            message_handled, after the commit.
+        """
+        return self._q()._finish(self, "acked", tx=tx)
+
+    def retry(self, delay: float = 60, error: str = "", *, tx: Transaction | None = None) -> bool:
+        """Back to pending after ``delay`` seconds, or to the dead letter when attempts are used up.
+
+        Returns:
+            False when the lease expired: nothing changed.
+        """
+        return self._q()._finish(self, "retried", delay=delay, error=error, tx=tx)
+
+    def fail(self, error: str, *, tx: Transaction | None = None) -> bool:
+        """Move the job to the dead letter now, with ``error`` as its reason.
+
+        Returns:
+            False when the lease expired: nothing changed.
+        """
+        return self._q()._finish(self, "failed", error=error, tx=tx)
+
+    def heartbeat(self, extend: float | None = None) -> bool:
+        """Extend the lease to now + ``extend`` seconds (default: the visibility timeout).
+
+        Only a lease that is still ours and still valid is extended: an expired lease is
+        never revived, since another worker may hold the row now.
+
+        Returns:
+            True if the lease was extended.
+        """
+        return self._q()._heartbeat(self, extend)
+
+
+class Queue(Generic[ModelT]):
+    """A work queue: one named consumer of a topic, with leases, retries and a dead letter.
+
+    Get one from ``source.queue(name, Model, visibility_timeout=300, max_attempts=3)`` or
+    ``topic.queue(consumer, visibility_timeout=..., max_attempts=...)``.
+    """
+
+    def __init__(self, topic: Topic[ModelT], consumer: str, *, visibility_timeout: float = 300,
+                 max_attempts: int = 3, clock: Clock | None = None):
+        if not isinstance(visibility_timeout, (int, float)) or visibility_timeout <= 0:
+            raise ValueError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        self.topic = topic
+        self.source: Source = topic.source
+        self.consumer = consumer
+        self.visibility_timeout = float(visibility_timeout)
+        self.max_attempts = max_attempts
+        self.clock: Clock = clock or time.time
+        self._vt_ms = max(1, _ms(self.visibility_timeout))
+        now = self._now_ms()
+        with self.source._ledger.atomic() as conn:
+            self.consumer_id = acks.register_consumer_in_current_transaction(
+                conn, topic.name, consumer, self._now_text(now))
+            conn.execute(
+                "INSERT INTO _minikafka_queues (consumer_id, topic, consumer, visibility_timeout_ms, max_attempts, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (consumer_id) DO UPDATE SET "
+                "visibility_timeout_ms = excluded.visibility_timeout_ms, max_attempts = excluded.max_attempts "
+                "WHERE visibility_timeout_ms != excluded.visibility_timeout_ms "
+                "OR max_attempts != excluded.max_attempts",
+                (self.consumer_id, topic.name, consumer, self._vt_ms, max_attempts, self._now_text(now)),
+            )
+            self._bury_exhausted_in_current_transaction(conn, now, pending=True)
+
+    @property
+    def name(self) -> str:
+        return queue_label(self.topic.name, self.consumer)
+
+    @property
+    def model(self) -> type[ModelT]:
+        return self.topic.model
+
+    def __repr__(self) -> str:
+        return (f"Queue({self.name!r}, {self.model.__name__}, visibility_timeout={self.visibility_timeout}, "
+                f"max_attempts={self.max_attempts})")
+
+    # -- time -------------------------------------------------------------------
+    def _now_ms(self) -> int:
+        return _ms(self.clock())
+
+    def _now_text(self, now_ms: int) -> str:
+        return format_timestamp(datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc))
+
+    @property
+    def _conn(self):
+        return self.topic._conn
+
+    # -- producing --------------------------------------------------------------
+    def enqueue(self, payload: ModelT | dict[str, Any], delay: float | None = None,
+                run_at: datetime | float | None = None, priority: int = 0,
+                tx: Transaction | None = None) -> int:
+        """Validate and append one job to the queue's topic.
+
+        Args:
+            payload: a model instance or a dict.
+            delay: seconds from now before the job is due; wins over ``run_at``.
+            run_at: when the job is due (a datetime, naive taken as UTC, or epoch seconds).
+            priority: higher is claimed first; equal priorities go oldest first.
+            tx: join the caller's transaction (``source.transaction()``).
+
+        Returns:
+            The job's id (the row's offset in the topic).
+
+        Raises:
+            pydantic.ValidationError: the payload does not fit the model (nothing enqueued).
+            ValueError: a negative delay, or a priority that is not an integer.
+            DuplicateMessageError: the topic's dedup key is already stored.
+            TransactionError: tx is closed or belongs to another Source.
+
+        Emits:
+            message_appended, after the commit.
+        """
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ValueError(f"priority must be an integer, got {priority!r}")
+        now = self._now_ms()
+        due = self._due_ms(now, delay, run_at)
+        model = self.topic._validate(payload)
+        # inside tx no savepoint: only the first statement (the topic insert) can fail
+        with joined(self.source, tx, savepoint=False) as conn:
+            row_id = self.topic._insert_one_in_current_transaction(model, now=self._now_text(now))
+            conn.execute(
+                f"INSERT OR REPLACE INTO {JOBS} (consumer_id, row_id, state, priority, run_at) "
+                "VALUES (?, ?, 'pending', ?, ?)",
+                (self.consumer_id, row_id, priority, due),
+            )
+            # keep the sync mark level when nothing else was appended in between
+            conn.execute(
+                "UPDATE _minikafka_queues SET synced_upto = ? WHERE consumer_id = ? AND synced_upto = ?",
+                (row_id, self.consumer_id, row_id - 1),
+            )
+        return row_id
+
+    @staticmethod
+    def _due_ms(now: int, delay: float | None, run_at: datetime | float | None) -> int:
+        if delay is not None:
+            if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay != delay:
+                raise ValueError(f"delay must be a number of seconds, got {delay!r}")
+            if delay < 0:
+                raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+            return now + _ms(delay)
+        if run_at is None:
+            return now
+        if isinstance(run_at, datetime):
+            aware = run_at if run_at.tzinfo else run_at.replace(tzinfo=timezone.utc)
+            return _ms(aware.timestamp())
+        if isinstance(run_at, bool) or not isinstance(run_at, (int, float)):
+            raise ValueError(f"run_at must be a datetime or epoch seconds, got {run_at!r}")
+        return _ms(run_at)
+
+    # -- claiming ---------------------------------------------------------------
+    def _unsynced(self, conn) -> tuple[int, int]:
+        synced = conn.execute(
+            "SELECT synced_upto FROM _minikafka_queues WHERE consumer_id = ?", (self.consumer_id,)
+        ).fetchone()
+        if synced is None:
+            raise QueueNotFoundError(f"queue {self.name!r} was dropped (its consumer was unregistered)")
+        return synced[0], self.topic.high_watermark()
+
+    def _sync_in_current_transaction(self, conn, now: int) -> None:
+        """Give rows appended by other means (above synced_upto, still pending for us) a state row."""
+        synced, top = self._unsynced(conn)
+        if top <= synced:
+            return
+        where, params = acks.pending_filter(self.consumer_id)
+        conn.execute(
+            f"INSERT OR IGNORE INTO {JOBS} (consumer_id, row_id, state, priority, run_at) "
+            f"SELECT ?, \"_id\", 'pending', 0, ? FROM {self.topic.layout.table} "
+            f"WHERE \"_id\" > ? AND \"_id\" <= ? AND {where}",
+            (self.consumer_id, now, synced, top, *params),
+        )
+        conn.execute("UPDATE _minikafka_queues SET synced_upto = ? WHERE consumer_id = ?", (top, self.consumer_id))
+
+    def claimable(self) -> bool:
+        """Whether a claim now could return a job (a read: no write lock taken)."""
+        conn = self._conn
+        now = self._now_ms()
+        synced, top = self._unsynced(conn)
+        if top > synced:
+            return True
+        row = conn.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {JOBS} WHERE consumer_id = ? AND state = 'pending' AND run_at <= ?) "
+            f"OR EXISTS (SELECT 1 FROM {JOBS} WHERE consumer_id = ? AND state = 'processing' "
+            "AND lease_expires_at <= ?)",
+            (self.consumer_id, now, self.consumer_id, now),
+        ).fetchone()
+        return bool(row[0])
+
+    def next_due_in(self) -> float | None:
+        """Seconds until a pending row falls due or a lease expires (0 if one already has), else None."""
+        now = self._now_ms()
+        conn = self._conn
+        pending = conn.execute(
+            f"SELECT min(run_at) FROM {JOBS} WHERE consumer_id = ? AND state = 'pending'", (self.consumer_id,)
+        ).fetchone()[0]
+        lease = conn.execute(
+            f"SELECT min(lease_expires_at) FROM {JOBS} WHERE consumer_id = ? AND state = 'processing'",
+            (self.consumer_id,),
+        ).fetchone()[0]
+        candidates = [v for v in (pending, lease) if v is not None]
+        if not candidates:
+            return None
+        first = min(candidates)
+        return max(0.0, (first - now) / 1000)
+
+    def claim_batch(self, worker_id: str, n: int) -> list[Job[ModelT]]:
+        """Claim up to ``n`` jobs for ``worker_id`` in one statement.
+
+        Only rows that are pending and due, or whose lease expired, are claimed; each claim
+        sets a lease of ``visibility_timeout`` and counts an attempt. A claimable row that
+        has used all its attempts goes to the dead letter instead (first).
+
+        Returns:
+            The jobs, highest priority first, then oldest.
+
+        Raises:
+            ValueError: an empty worker id or n < 0.
+        """
+        if not isinstance(worker_id, str) or not worker_id:
+            raise ValueError(f"worker_id must be a non-empty string, got {worker_id!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be an integer >= 0, got {n!r}")
+        if n == 0 or not self.claimable():
+            return []
+        with self.source._ledger.atomic() as conn:
+            now = self._now_ms()  # after the write lock: waiting for it must not shorten leases
+            self._sync_in_current_transaction(conn, now)
+            self._bury_exhausted_in_current_transaction(conn, now)
+            rows = conn.execute(
+                f"UPDATE {JOBS} SET state = 'processing', worker_id = ?, lease_expires_at = ?, "
+                "attempts = attempts + 1 "
+                f"WHERE consumer_id = ? AND row_id IN (SELECT row_id FROM {JOBS} "
+                "WHERE consumer_id = ? AND state IN ('pending', 'processing') AND attempts < ? "
+                "AND ((state = 'pending' AND run_at <= ?) OR (state = 'processing' AND lease_expires_at <= ?)) "
+                "ORDER BY priority DESC, run_at, row_id LIMIT ?) "
+                "RETURNING row_id, attempts, lease_expires_at, priority, run_at",
+                (worker_id, now + self._vt_ms, self.consumer_id, self.consumer_id, self.max_attempts,
+                 now, now, n),
+            ).fetchall()
+            if not rows:
+                return []
+            rows.sort(key=lambda r: (-r[3], r[4], r[0]))
+            data = self._load([r[0] for r in rows])
+        return [Job(id=r[0], data=data[r[0]], attempts=r[1], worker_id=worker_id,
+                    lease_expires_at=_dt(r[2]), priority=r[3], _queue=self) for r in rows]
+
+    def claim_one(self, worker_id: str) -> Job[ModelT] | None:
+        """Claim one job, or return None when nothing is claimable now."""
+        jobs = self.claim_batch(worker_id, 1)
+        return jobs[0] if jobs else None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a claim may succeed: a commit by anyone, a due time, a lease expiry.
+
+        Returns:
+            True if something is claimable, False on timeout.
+        """
+        from ..ledger.watcher import wait_until
+
+        return bool(wait_until(self.source.watcher, self.claimable, timeout, next_deadline=self.next_due_in))
+
+    def claim(self, worker_id: str, idle_poll: float = 5.0) -> Iterator[Job[ModelT]]:
+        """Yield jobs forever, one claim at a time; sleep between them until a wake-up.
+
+        It wakes on a commit by any process (the Source's watcher), the next due time or
+        lease expiry, or after ``idle_poll`` seconds at most. Stop by breaking out of the loop.
+        """
+        if idle_poll is not None and idle_poll <= 0:
+            raise ValueError(f"idle_poll must be > 0 seconds, got {idle_poll!r}")
+        watcher = self.source.watcher
+        while True:
+            mark = watcher.mark()
+            job = self.claim_one(worker_id)
+            if job is not None:
+                yield job
+                continue
+            due = self.next_due_in()
+            timeout = idle_poll if due is None else (due if idle_poll is None else min(due, idle_poll))
+            watcher.wait(mark, timeout)
+
+    def _load(self, ids: list[int]) -> dict[int, ModelT]:
+        topic = self.topic
+        marks = ", ".join("?" for _ in ids)
+        rows = self._conn.execute(
+            f"{topic.layout.select_sql()} WHERE \"_id\" IN ({marks})", ids
+        ).fetchall()
+        return {row[0]: topic.model.model_validate(topic._decode(row)) for row in rows}
+
+    # -- finishing --------------------------------------------------------------
+    def _claim_filter(self, job: Job, now: int) -> tuple[str, tuple]:
+        return (
+            "consumer_id = ? AND row_id = ? AND state = 'processing' AND worker_id = ? AND attempts = ? "
+            "AND lease_expires_at > ?",
+            (self.consumer_id, job.id, job.worker_id, job.attempts, now),
+        )
+
+    def _finish(self, job: Job, how: str, *, delay: float = 0, error: str = "",
+                tx: Transaction | None = None) -> bool:
+        if job._queue is not self:
+            raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
+        if how == "retried" and (isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0):
+            raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+        error = "" if error is None else str(error)
+        with joined(self.source, tx) as conn:
+            now = self._now_ms()  # after the write lock: a lease that ran out meanwhile is not ours
+            where, params = self._claim_filter(job, now)
+            if how == "acked":
+                done = conn.execute(f"DELETE FROM {JOBS} WHERE {where}", params).rowcount
+                if done:
+                    self._ack_rows_in_current_transaction(conn, [job.id], now)
+            elif how == "retried" and job.attempts < self.max_attempts:
+                done = conn.execute(
+                    f"UPDATE {JOBS} SET state = 'pending', run_at = ?, worker_id = NULL, lease_expires_at = NULL, "
+                    f"last_error = ? WHERE {where}",
+                    (now + _ms(delay), error, *params),
+                ).rowcount
+            else:
+                reason = error or "failed"
+                done = conn.execute(
+                    f"UPDATE {JOBS} SET state = 'dead', worker_id = NULL, lease_expires_at = NULL, last_error = ? "
+                    f"WHERE {where}",
+                    (reason, *params),
+                ).rowcount
+                if done:
+                    self._quarantine_in_current_transaction(conn, [(job.id, job.attempts, reason)], now)
+        if done:
+            job._finished = how
+        return bool(done)
+
+    def _heartbeat(self, job: Job, extend: float | None) -> bool:
+        if job._queue is not self:
+            raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
+        if extend is not None and (isinstance(extend, bool) or not isinstance(extend, (int, float)) or extend <= 0):
+            raise ValueError(f"extend must be > 0 seconds, got {extend!r}")
+        with self.source._ledger.atomic() as conn:
+            now = self._now_ms()
+            lease = now + (self._vt_ms if extend is None else max(1, _ms(extend)))
+            where, params = self._claim_filter(job, now)
+            done = conn.execute(f"UPDATE {JOBS} SET lease_expires_at = ? WHERE {where}", (lease, *params)).rowcount
+        if done:
+            job.lease_expires_at = _dt(lease)
+        return bool(done)
+
+    def ack_batch(self, jobs: list[Job[ModelT]], *, tx: Transaction | None = None) -> int:
+        """Ack many claimed jobs in one transaction; returns how many were still ours."""
+        jobs = list(jobs)
+        for job in jobs:
+            if job._queue is not self:
+                raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
+        if not jobs:
+            return 0
+        claims = json.dumps([[j.id, j.worker_id, j.attempts] for j in jobs if not j._finished])
+        with joined(self.source, tx) as conn:
+            now = self._now_ms()
+            acked = [r[0] for r in conn.execute(
+                f"DELETE FROM {JOBS} WHERE consumer_id = ?1 AND state = 'processing' AND lease_expires_at > ?2 "
+                "AND (row_id, worker_id, attempts) IN (SELECT json_extract(value, '$[0]'), "
+                "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?3)) "
+                "RETURNING row_id",
+                (self.consumer_id, now, claims),
+            ).fetchall()]
+            if acked:
+                self._ack_rows_in_current_transaction(conn, acked, now)
+        done = set(acked)
+        for job in jobs:
+            if job.id in done:
+                job._finished = "acked"
+        return len(acked)
+
+    def _ack_rows_in_current_transaction(self, conn, row_ids: list[int], now: int) -> None:
+        text = self._now_text(now)
+        consumers = acks.consumer_ids(conn, self.topic.name)
+        if len(row_ids) == 1:
+            acks.ack_in_current_transaction(conn, self.topic.name, row_ids[0], self.consumer_id, text, consumers)
+        else:
+            acks.ack_many_in_current_transaction(conn, self.topic.name, row_ids, self.consumer_id, text, consumers)
+        ledger = self.source._ledger
+        if ledger.on_event:
+            for row_id in row_ids:
+                ledger.emit(Event("message_handled", self.topic.name, row_id, {"consumer": self.consumer}))
+
+    def _bury_exhausted_in_current_transaction(self, conn, now: int, *, pending: bool = False) -> None:
+        """Dead-letter claimable rows that have no attempt left.
+
+        Claims look only at expired leases (an index range over the few expired ones).
+        Pending rows with no attempt left exist only after ``max_attempts`` was lowered
+        (retry dead-letters the last attempt itself), so opening a queue sweeps those.
+        """
+        which = "(state = 'pending' AND run_at <= ?)" if pending else "(state = 'processing' AND lease_expires_at <= ?)"
+        rows = conn.execute(
+            f"UPDATE {JOBS} SET state = 'dead', worker_id = NULL, lease_expires_at = NULL, "
+            "last_error = coalesce(nullif(last_error, ''), 'max attempts exceeded') "
+            f"WHERE consumer_id = ? AND {which} AND attempts >= ? "
+            "RETURNING row_id, attempts, last_error",
+            (self.consumer_id, now, self.max_attempts),
+        ).fetchall()
+        if rows:
+            self._quarantine_in_current_transaction(conn, rows, now)
+
+    def _quarantine_in_current_transaction(self, conn, rows, now: int) -> None:
+        data = self._load([r[0] for r in rows])
+        text = self._now_text(now)
+        conn.executemany(
+            "INSERT INTO _minikafka_quarantine (topic, consumer, row_id, payload, reason, attempts, origin, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(self.topic.name, self.consumer, row_id, data[row_id].model_dump_json() if row_id in data else None,
+              reason, attempts, ORIGIN, text) for row_id, attempts, reason in rows],
+        )
+
+    # -- the dead letter and counts -----------------------------------------------
+    def dead(self, *, limit: int = 1000) -> list[dict[str, Any]]:
+        """Dead jobs, oldest death first: ``id``, ``data``, ``attempts``, ``last_error``, ``died_at``,
+        ``quarantine_id``."""
+        rows = self._conn.execute(
+            "SELECT q.id, q.row_id, j.attempts, j.last_error, q.created_at FROM _minikafka_quarantine q "
+            f"JOIN {JOBS} j ON j.consumer_id = ? AND j.row_id = q.row_id AND j.state = 'dead' "
+            "WHERE q.topic = ? AND q.consumer = ? AND q.origin = ? ORDER BY q.id LIMIT ?",
+            (self.consumer_id, self.topic.name, self.consumer, ORIGIN, limit),
+        ).fetchall()
+        data = self._load([r[1] for r in rows]) if rows else {}
+        return [{"id": r[1], "data": data.get(r[1]), "attempts": r[2], "last_error": r[3],
+                 "died_at": datetime.fromisoformat(r[4]), "quarantine_id": r[0]} for r in rows]
+
+    def requeue(self, ids: list[int] | None = None, *, tx: Transaction | None = None) -> int:
+        """Put dead jobs (all, or those ids) back to pending with fresh attempts; returns how many.
+
+        Their rows leave the quarantine table.
+        """
+        now = self._now_ms()
+        with joined(self.source, tx) as conn:
+            if ids is None:
+                chosen = [r[0] for r in conn.execute(
+                    f"SELECT row_id FROM {JOBS} WHERE consumer_id = ? AND state = 'dead'", (self.consumer_id,))]
+            else:
+                chosen = [int(i) for i in ids]
+            if not chosen:
+                return 0
+            moved = revive_dead_in_current_transaction(conn, self.consumer_id, chosen, now)
+            conn.execute(
+                "DELETE FROM _minikafka_quarantine WHERE topic = ? AND consumer = ? AND origin = ? "
+                "AND row_id IN (SELECT value FROM json_each(?))",
+                (self.topic.name, self.consumer, ORIGIN, json.dumps(moved)),
+            )
+        return len(moved)
+
+    def stats(self) -> dict[str, int]:
+        """Counts: ``pending`` (waiting or reclaimable), ``processing`` (valid lease), ``dead`` (in the
+        dead letter; purging the quarantine forgets them), ``done``."""
+        conn = self._conn
+        now = self._now_ms()
+        counts = dict(conn.execute(
+            f"SELECT CASE WHEN state = 'processing' AND lease_expires_at <= ? THEN 'pending' ELSE state END, "
+            f"count(*) FROM {JOBS} WHERE consumer_id = ? GROUP BY 1",
+            (now, self.consumer_id),
+        ).fetchall())
+        synced, top = self._unsynced(conn)
+        unsynced = 0
+        if top > synced:
+            where, params = acks.pending_filter(self.consumer_id)
+            unsynced = conn.execute(
+                f"SELECT count(*) FROM {self.topic.layout.table} t WHERE \"_id\" > ? AND {where} "
+                f"AND NOT EXISTS (SELECT 1 FROM {JOBS} j WHERE j.consumer_id = ? AND j.row_id = t.\"_id\")",
+                (synced, *params, self.consumer_id),
+            ).fetchone()[0]
+        dead = conn.execute(
+            f"SELECT count(*) FROM {JOBS} j WHERE j.consumer_id = ? AND j.state = 'dead' AND EXISTS "
+            "(SELECT 1 FROM _minikafka_quarantine q WHERE q.topic = ? AND q.consumer = ? AND q.origin = ? "
+            "AND q.row_id = j.row_id)",
+            (self.consumer_id, self.topic.name, self.consumer, ORIGIN),
+        ).fetchone()[0] if counts.get("dead") else 0
+        return {
+            "pending": counts.get("pending", 0) + unsynced,
+            "processing": counts.get("processing", 0),
+            "dead": dead,
+            "done": self.topic.count("handled", consumer=self.consumer),
+        }
+
+
+def revive_dead_in_current_transaction(conn, consumer_id: int, row_ids: list[int], now_ms: int) -> list[int]:
+    """Dead rows of a queue back to pending with fresh attempts; returns the row ids moved.
+
+    The caller removes their quarantine rows (``Queue.requeue``, or the generic quarantine
+    requeue for rows whose ``origin`` is ``'queue'``).
+    """
+    moved = conn.execute(
+        f"UPDATE {JOBS} SET state = 'pending', attempts = 0, run_at = ?, worker_id = NULL, "
+        "lease_expires_at = NULL WHERE consumer_id = ? AND state = 'dead' "
+        "AND row_id IN (SELECT value FROM json_each(?)) RETURNING row_id",
+        (now_ms, consumer_id, json.dumps([int(i) for i in row_ids])),
+    ).fetchall()
+    return [r[0] for r in moved]
+
+
+def find_queue(source: Source, name: str) -> tuple[str, str]:
+    """(topic, consumer) of a stored queue named ``name`` (``topic`` or ``topic:consumer``).
+
+    Raises:
+        QueueNotFoundError: no such queue; the message lists the stored ones.
+    """
+    topic, consumer = split_label(name)
+    conn = source._ledger.conn
+    row = conn.execute(
+        "SELECT topic, consumer FROM _minikafka_queues WHERE topic = ? AND consumer = ?", (topic, consumer)
+    ).fetchone()
+    if row is None:
+        known = [queue_label(t, c) for t, c in conn.execute(
+            "SELECT topic, consumer FROM _minikafka_queues ORDER BY topic, consumer")]
+        raise QueueNotFoundError(f"no queue named {name!r} in {source.path!r} (queues: {known!r})")
+    return row[0], row[1]
+
+
+def stored_settings(source: Source, topic: str, consumer: str) -> tuple[float, int]:
+    """(visibility_timeout seconds, max_attempts) as last stored for a queue."""
+    row = source._ledger.conn.execute(
+        "SELECT visibility_timeout_ms, max_attempts FROM _minikafka_queues WHERE topic = ? AND consumer = ?",
+        (topic, consumer),
+    ).fetchone()
+    if row is None:
+        raise QueueNotFoundError(f"no queue {queue_label(topic, consumer)!r} in {source.path!r}")
+    return row[0] / 1000, row[1]
