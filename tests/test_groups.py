@@ -6,7 +6,13 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.errors import InvalidNameError, InvalidOffsetError, PartitionOutOfRangeError, TopicNotFoundError
+from minikafka.errors import (
+    InvalidNameError,
+    InvalidOffsetError,
+    PartitionOutOfRangeError,
+    TopicNotFoundError,
+    TransactionError,
+)
 
 
 class Order(BaseModel):
@@ -164,7 +170,9 @@ def test_commit_joins_an_enclosing_transaction_and_rolls_back_with_it(source, or
     with pytest.raises(RuntimeError):
         with source.transaction() as tx:
             assert group.commit(orders, 0, 4, tx=tx)
+            orders.append({"user": "in-tx", "n": 99}, tx=tx)
             raise RuntimeError("the caller's own write failed")
+    assert orders.count() == 10
     assert group.committed(orders, 0) == 0
     with source.transaction() as tx:
         group.commit(orders, 0, 4, tx=tx)
@@ -190,7 +198,7 @@ def test_bad_input_names_the_thing_and_moves_no_commit(source, orders):
         group.fetch(orders, 1)
     with pytest.raises(InvalidNameError, match="consumer"):
         source.group("bad name")
-    with pytest.raises(ValueError, match="tx is not an open transaction"):
+    with pytest.raises(TransactionError, match="tx must come from source.transaction"):
         group.commit(orders, 0, 3, tx=object())
     assert group.committed(orders, 0) == 2
 

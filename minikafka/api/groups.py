@@ -248,8 +248,7 @@ class ConsumerGroup:
 
         Args:
             tx: a transaction from ``source.transaction()`` to join, so the commit lands
-                with the caller's own writes or not at all (any enclosing transaction
-                is joined anyway).
+                with the caller's own writes (and is as durable) or not at all.
 
         Returns:
             True when the committed offset moved.
@@ -258,14 +257,16 @@ class ConsumerGroup:
             TopicNotFoundError: no such topic.
             PartitionOutOfRangeError: no such partition.
             InvalidOffsetError: not a non-negative integer, or beyond the partition's last offset.
+            TransactionError: ``tx`` is closed or belongs to another Source.
         """
+        from .transaction import joined
+
         layout = self._require_layout(topic)
         layout.check_partition(partition)
         check_offset(offset)
-        self._check_tx(tx)
         self._check_offset_exists(layout, partition, offset)
         ledger = self.source._ledger
-        with ledger.relaxed_sync(), ledger.atomic() as conn:
+        with ledger.relaxed_sync(), joined(self.source, tx) as conn:
             now = utc_now()
             cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
             return acks.commit_offset_in_current_transaction(conn, layout.name, cid, partition, offset, now)
@@ -286,13 +287,6 @@ class ConsumerGroup:
             now = utc_now()
             cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
             acks.seek_in_current_transaction(conn, layout.name, cid, partition, offset, now)
-
-    def _check_tx(self, tx: Any) -> None:
-        if tx is None:
-            return
-        owner = getattr(tx, "source", self.source)
-        if owner is not self.source or not self.source._ledger.in_transaction:
-            raise ValueError(f"group {self.name!r}: tx is not an open transaction of {self.source!r}")
 
     # -- following ------------------------------------------------------------------------
     def follow(self, topic: Topic | str, partitions: list[int] | None = None, max_messages: int = 100,
