@@ -15,6 +15,7 @@ from .api.topic import RecordNotFoundError, Topic
 from .api.transaction import Transaction
 from .errors import (
     ConsumerNotFoundError,
+    DedupFieldError,
     DeliveryConfigError,
     DeliveryError,
     DuplicateMessageError,
@@ -59,6 +60,7 @@ _engines.register_engine("spark", _load_spark_engine)
 __all__ = [
     "ConsumerGroup",
     "ConsumerNotFoundError",
+    "DedupFieldError",
     "DeliveryConfigError",
     "DeliveryError",
     "DuplicateMessageError",

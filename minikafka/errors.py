@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 
 class MinikafkaError(Exception):
     """Base class for every minikafka error."""
@@ -21,6 +23,10 @@ class InvalidNameError(MinikafkaError, ValueError):
 
 class SchemaMismatchError(MinikafkaError):
     """A topic exists with a different schema, model type mapping or dedup fields."""
+
+
+class DedupFieldError(SchemaMismatchError, ValueError):
+    """A dedup field is not on the model, or is named twice (a ValueError, as in minikafka)."""
 
 
 class UnsupportedTypeError(MinikafkaError, TypeError):
@@ -78,7 +84,47 @@ class LedgerError(MinikafkaError):
 
 
 class MigrationError(MinikafkaError):
-    """A topic migration failed; nothing was changed."""
+    """A topic migration failed; nothing was changed.
+
+    A failure raised by the migration function or by validation reaches the caller as
+    an instance of both its own type and MigrationError (see ``migration_failure``), so
+    ``except ValidationError`` (minikafka's contract) and ``except MigrationError`` both work.
+    """
+
+
+_MIGRATION_TYPES: dict[type, type] = {}
+
+
+def _migration_type(kind: type[BaseException]) -> type:
+    if issubclass(kind, MigrationError):
+        return kind
+    if kind not in _MIGRATION_TYPES:
+        _MIGRATION_TYPES[kind] = type(kind.__name__, (MigrationError, kind), {"__module__": kind.__module__})
+    return _MIGRATION_TYPES[kind]
+
+
+def migration_failure(exc: BaseException, message: str) -> BaseException:
+    """``exc`` as an instance of both its type and MigrationError (or ``exc`` itself, noted).
+
+    A pydantic ValidationError keeps its errors (``.errors()``) and gets ``message`` as a
+    note; any other exception gets ``message`` as its text. When the two types cannot be
+    combined, the original exception is returned with ``message`` as a note.
+    """
+    if isinstance(exc, MigrationError):
+        return exc
+    try:
+        combined = _migration_type(type(exc))
+        if isinstance(exc, ValidationError):
+            new = combined.from_exception_data(exc.title, exc.errors(include_url=False))
+            new.add_note(message)
+        else:
+            new = combined.__new__(combined)
+            new.args = (message,)
+            new.__dict__.update(getattr(exc, "__dict__", {}))
+        return new
+    except Exception:  # a final or unusual exception type: keep the original
+        exc.add_note(message)
+        return exc
 
 
 class PipelineError(MinikafkaError):

@@ -37,7 +37,7 @@ class Order(BaseModel):
 
 def fill(path: Path, n: int, topic: str = "orders") -> None:
     with Source(path) as src:
-        t = src.topic(topic, Order)
+        t = src.topic(topic, Order, dedup=None)
         step = 100_000
         for lo in range(0, n, step):
             t.extend([{"order_id": i, "user": f"user-{i % 977}", "amount": i * 0.5} for i in range(lo, min(n, lo + step))])
@@ -45,7 +45,7 @@ def fill(path: Path, n: int, topic: str = "orders") -> None:
 
 def bench_fetch_commit(path: Path, n: int) -> tuple[float, int]:
     with Source(path) as src:
-        orders = src.topic("orders", Order)
+        orders = src.topic("orders", Order, dedup=None)
         group = src.group("bench-consumer")
         group.fetch(orders, 0, 1)  # registers the group before the clock starts
         seen = 0
@@ -62,7 +62,7 @@ def bench_fetch_commit(path: Path, n: int) -> tuple[float, int]:
 
 def bench_one_commit(path: Path, n: int) -> tuple[float, float]:
     with Source(path) as src:
-        orders = src.topic("orders", Order)
+        orders = src.topic("orders", Order, dedup=None)
         small, big = src.group("bench-small"), src.group("bench-big")
         small.fetch(orders, 0, 1)
         big.fetch(orders, 0, 1)

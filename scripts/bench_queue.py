@@ -128,7 +128,7 @@ def child_listen(path: str, samples: int) -> None:
 
 def child_idle(path: str, seconds: float) -> None:
     with Source(path) as source:
-        topic = source.topic("idle", Job)
+        topic = source.topic("idle", Job, dedup=None)
         topic.wait(timeout=0.2)  # start the watcher, let start-up settle
         c0, w0 = time.process_time(), time.monotonic()
         woke = topic.wait(timeout=seconds)

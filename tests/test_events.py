@@ -19,12 +19,12 @@ def test_events_are_delivered_after_commit_and_see_committed_rows(db_path):
         if event.name == "message_appended":
             # a second connection sees the row: it is committed
             with Source(db_path) as other:
-                seen.append(other.topic("videos", Video).count())
+                seen.append(other.topic("videos", Video, dedup=None).count())
         else:
             seen.append(event.name)
 
     with Source(db_path, on_event=observer) as src:
-        t = src.topic("videos", Video)
+        t = src.topic("videos", Video, dedup=None)
         t.append(row(1))
     assert seen == ["topic_created", 1]
 
@@ -47,15 +47,15 @@ def test_observer_exceptions_are_swallowed(source):
         raise RuntimeError("observer bug")
 
     source.on_event = broken
-    t = source.topic("videos", Video)
+    t = source.topic("videos", Video, dedup=None)
     t.append(row(1))
     assert t.count() == 1
 
 
 def test_pipeline_events_in_order_with_details(source):
     events = []
-    videos = source.topic("videos", Video)
-    cleaned = source.topic("cleaned", Cleaned)
+    videos = source.topic("videos", Video, dedup=None)
+    cleaned = source.topic("cleaned", Cleaned, dedup=None)
     videos.extend([row(60), row(120)])
     source.on_event = events.append
     videos.pipe(lambda v: Cleaned(creator=v.creator, url=v.url, duration_min=1)).to(cleaned).run()
@@ -69,7 +69,7 @@ def test_pipeline_events_in_order_with_details(source):
 
 def test_extend_emits_one_event_per_row_with_ids(source):
     events = []
-    t = source.topic("videos", Video)
+    t = source.topic("videos", Video, dedup=None)
     source.on_event = events.append
     t.extend([row(i) for i in range(3)])
     assert [(e.name, e.record_id) for e in events] == [("message_appended", i) for i in (1, 2, 3)]

@@ -19,7 +19,7 @@ class Row(BaseModel):
 
 
 def test_to_arrow_types_and_metadata(source):
-    t = source.topic("rows", Row)
+    t = source.topic("rows", Row, dedup=None)
     t.extend([
         {"n": 2**40, "when": datetime(2024, 1, 1, 0, 0, 0, 5, tzinfo=timezone.utc), "price": "1.25", "tags": ["a"]},
         {"n": -1, "when": datetime(2024, 1, 2, tzinfo=timezone.utc), "price": "2", "tags": []},
@@ -37,7 +37,7 @@ def test_to_arrow_types_and_metadata(source):
 
 def test_to_pandas(source):
     pytest.importorskip("pandas")
-    t = source.topic("rows", Row)
+    t = source.topic("rows", Row, dedup=None)
     t.append({"n": 1, "when": datetime(2024, 1, 1, tzinfo=timezone.utc), "price": "1", "tags": []})
     df = t.to_pandas()
     assert list(df["n"]) == [1] and df["_status"][0] == "new"

@@ -90,8 +90,8 @@ def test_bad_strategy(source, topics):
 
 
 def test_plot_with_counts_and_dotted_names(source):
-    items = source.topic("rss.items", N)
-    out = source.topic("rss.out", N)
+    items = source.topic("rss.items", N, dedup=None)
+    out = source.topic("rss.out", N, dedup=None)
     items.extend([{"key": "1", "n": 1}, {"key": "2", "n": 2}])
     p = source.full_pipeline(items.pipe(plus(1)).to(out))
     p.run()

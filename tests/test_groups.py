@@ -22,7 +22,7 @@ class Order(BaseModel):
 
 @pytest.fixture
 def orders(source):
-    topic = source.topic("orders", Order)
+    topic = source.topic("orders", Order, dedup=None)
     topic.extend([{"user": "u", "n": n} for n in range(10)])
     return topic
 
@@ -79,12 +79,12 @@ def test_two_groups_are_independent(source, orders):
 
 def test_restart_resumes_each_group_from_its_last_commit(db_path):
     with Source(db_path) as src:
-        orders = src.topic("orders", Order, partitions=2)
+        orders = src.topic("orders", Order, dedup=None, partitions=2)
         orders.extend([{"user": "u", "n": n} for n in range(10)])
         src.group("a").commit(orders, 0, 5)
         src.group("b").commit(orders, 1, 6)
     with Source(db_path) as src:
-        orders = src.topic("orders", Order)
+        orders = src.topic("orders", Order, dedup=None)
         a, b = src.group("a"), src.group("b")
         assert (a.committed(orders, 0), a.committed(orders, 1)) == (5, 0)
         assert (b.committed(orders, 0), b.committed(orders, 1)) == (0, 6)
@@ -93,7 +93,7 @@ def test_restart_resumes_each_group_from_its_last_commit(db_path):
 
 
 def test_fetch_and_commit_work_per_partition(source):
-    orders = source.topic("orders", Order, partitions=3)
+    orders = source.topic("orders", Order, dedup=None, partitions=3)
     orders.extend([{"user": "u", "n": n} for n in range(9)])
     group = source.group("g")
     for p in range(3):
@@ -132,7 +132,7 @@ def test_rows_turn_handled_once_every_consumer_is_past_them(source, orders):
 
 
 def test_a_commit_covering_many_rows_writes_no_row_per_message(source):
-    orders = source.topic("orders", Order)
+    orders = source.topic("orders", Order, dedup=None)
     orders.extend([{"user": "u", "n": n} for n in range(5000)])
     group = source.group("g")
     group.fetch(orders, 0, 1)
@@ -157,7 +157,7 @@ def test_record_ack_after_a_fetch_moves_the_same_offset(source, orders):
 
 
 def test_a_pipe_consuming_as_g_and_group_g_see_the_same_state(source, orders):
-    out = source.topic("out", Order)
+    out = source.topic("out", Order, dedup=None)
     orders.pipe(lambda o: o, consumer="g").to(out).run()
     group = source.group("g")
     assert group.committed(orders, 0) == 10 and group.fetch(orders) == []
@@ -204,7 +204,7 @@ def test_bad_input_names_the_thing_and_moves_no_commit(source, orders):
 
 
 def test_follow_yields_pending_rows_then_new_ones_then_stops_after_the_timeout(source):
-    orders = source.topic("orders", Order, partitions=2)
+    orders = source.topic("orders", Order, dedup=None, partitions=2)
     orders.extend([{"user": "u", "n": n} for n in range(4)])
     now = [0.0]
     appended = []
@@ -221,7 +221,7 @@ def test_follow_yields_pending_rows_then_new_ones_then_stops_after_the_timeout(s
 
 
 def test_follow_of_chosen_partitions_only(source):
-    orders = source.topic("orders", Order, partitions=2)
+    orders = source.topic("orders", Order, dedup=None, partitions=2)
     orders.extend([{"user": "u", "n": n} for n in range(4)])
     batches = list(source.group("g").follow(orders, partitions=[1], timeout=0))
     assert [offsets(b) for b in batches] == [[1, 3]]
@@ -232,13 +232,13 @@ def test_follow_wakes_on_a_commit_from_another_connection(db_path):
     import time
 
     with Source(db_path) as src:
-        orders = src.topic("orders", Order)
+        orders = src.topic("orders", Order, dedup=None)
         orders.append({"user": "u", "n": 0})
 
         def writer():
             time.sleep(0.3)
             with Source(db_path) as other:
-                other.topic("orders", Order).append({"user": "late", "n": 1})
+                other.topic("orders", Order, dedup=None).append({"user": "late", "n": 1})
 
         t = threading.Thread(target=writer)
         t.start()

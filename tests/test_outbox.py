@@ -24,7 +24,7 @@ def _orders_table(source):
 
 def test_clean_exit_commits_business_row_appended_row_enqueued_job_and_notification(file_source):
     _orders_table(file_source)
-    events = file_source.topic("order.events", Order)
+    events = file_source.topic("order.events", Order, dedup=None)
     q = file_source.queue("emails", Order)
     listener = file_source.listen("orders", timeout=0)
     with file_source.transaction() as tx:
@@ -40,7 +40,7 @@ def test_clean_exit_commits_business_row_appended_row_enqueued_job_and_notificat
 
 def test_rolled_back_transaction_drops_business_row_appended_row_and_notification_together(file_source):
     _orders_table(file_source)
-    events = file_source.topic("order.events", Order)
+    events = file_source.topic("order.events", Order, dedup=None)
     q = file_source.queue("emails", Order)
     listener = file_source.listen("orders", timeout=0)
     with pytest.raises(RuntimeError, match="payment declined"):
@@ -78,7 +78,7 @@ def test_library_writes_inside_a_transaction_still_nest_as_savepoints(file_sourc
 
 def test_a_transaction_of_another_source_or_a_closed_one_is_refused(db_path, tmp_path):
     with Source(db_path) as a, Source(str(tmp_path / "other.sqlite")) as b:
-        topic = a.topic("order.events", Order)
+        topic = a.topic("order.events", Order, dedup=None)
         with b.transaction() as foreign:
             with pytest.raises(TransactionError, match="belongs to Source"):
                 topic.append({"order_id": 1, "total": 1}, tx=foreign)
@@ -145,7 +145,7 @@ def test_prune_notifications_by_count_by_age_and_both(file_source):
 
 
 def test_read_since_is_a_stateless_page_of_the_log(file_source):
-    topic = file_source.topic("order.events", Order)
+    topic = file_source.topic("order.events", Order, dedup=None)
     topic.extend([{"order_id": i, "total": i} for i in range(5)])
     page = topic.read_since(2, limit=2)
     assert [r.id for r in page] == [3, 4] and page[0].data.order_id == 2

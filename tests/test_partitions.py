@@ -20,14 +20,14 @@ class Order(BaseModel):
 
 
 def test_topics_have_one_partition_by_default_and_records_carry_partition_and_offset(source):
-    orders = source.topic("orders", Order)
+    orders = source.topic("orders", Order, dedup=None)
     orders.append({"user": "a", "n": 1})
     rec = next(orders.iter_new(records=True))
     assert orders.partitions == 1 and rec.partition == 0 and rec.offset == rec.id == 1
 
 
 def test_the_same_key_always_lands_in_the_same_partition(source):
-    orders = source.topic("orders", Order, partitions=4, key=("user",))
+    orders = source.topic("orders", Order, dedup=None, partitions=4, key=("user",))
     for n in range(3):
         for user in ("alice", "bob", "carol", "dave"):
             orders.append({"user": user, "n": n})
@@ -48,13 +48,13 @@ def test_key_routing_is_the_same_in_another_process():
 
 
 def test_an_explicit_partition_wins_over_the_key(source):
-    orders = source.topic("orders", Order, partitions=4, key=("user",))
+    orders = source.topic("orders", Order, dedup=None, partitions=4, key=("user",))
     orders.append({"user": "alice", "n": 1}, partition=2)
     assert next(orders.iter_new(records=True)).partition == 2
 
 
 def test_rows_without_a_key_spread_evenly(source):
-    orders = source.topic("orders", Order, partitions=4)
+    orders = source.topic("orders", Order, dedup=None, partitions=4)
     for n in range(6):
         orders.append({"user": "x", "n": n})
     orders.extend([{"user": "y", "n": n} for n in range(6)])
@@ -63,7 +63,7 @@ def test_rows_without_a_key_spread_evenly(source):
 
 
 def test_offsets_increase_within_a_partition_and_are_never_reused(source):
-    orders = source.topic("orders", Order, partitions=3)
+    orders = source.topic("orders", Order, dedup=None, partitions=3)
     orders.extend([{"user": "u", "n": n} for n in range(30)])
     by_partition: dict[int, list[int]] = {}
     for r in orders.iter_new(records=True):
@@ -75,18 +75,18 @@ def test_offsets_increase_within_a_partition_and_are_never_reused(source):
 
 def test_reopening_with_another_partition_count_raises_schema_mismatch(db_path):
     with Source(db_path) as src:
-        src.topic("orders", Order, partitions=4, key=("user",))
+        src.topic("orders", Order, dedup=None, partitions=4, key=("user",))
     with Source(db_path) as src:
         with pytest.raises(SchemaMismatchError, match="partition count differs: stored 4, given 2"):
-            src.topic("orders", Order, partitions=2)
+            src.topic("orders", Order, dedup=None, partitions=2)
         with pytest.raises(SchemaMismatchError, match="key fields differ"):
-            src.topic("orders", Order, key=("n",))
-        reopened = src.topic("orders", Order)  # omitted: as stored
+            src.topic("orders", Order, dedup=None, key=("n",))
+        reopened = src.topic("orders", Order, dedup=None)  # omitted: as stored
         assert reopened.partitions == 4 and reopened.key == ("user",)
 
 
 def test_partition_out_of_range_on_append_is_refused_and_nothing_is_written(source):
-    orders = source.topic("orders", Order, partitions=2)
+    orders = source.topic("orders", Order, dedup=None, partitions=2)
     for bad in (2, -1, "0", True):
         with pytest.raises(PartitionOutOfRangeError, match="partitions 0..1"):
             orders.append({"user": "a", "n": 1}, partition=bad)
@@ -95,9 +95,9 @@ def test_partition_out_of_range_on_append_is_refused_and_nothing_is_written(sour
 
 def test_bad_partition_counts_and_key_fields_are_refused(source):
     with pytest.raises(ValueError, match="partitions must be an integer from 1"):
-        source.topic("orders", Order, partitions=0)
-    with pytest.raises(SchemaMismatchError, match="key field"):
-        source.topic("orders", Order, partitions=2, key=("nope",))
+        source.topic("orders", Order, dedup=None, partitions=0)
+    with pytest.raises(ValueError, match="key fields are not present"):
+        source.topic("orders", Order, dedup=None, partitions=2, key=("nope",))
 
 
 def test_migrate_keeps_partitions_key_and_each_rows_partition(source):
@@ -106,7 +106,7 @@ def test_migrate_keeps_partitions_key_and_each_rows_partition(source):
         n: int
         note: str = ""
 
-    orders = source.topic("orders", Order, partitions=4, key=("user",))
+    orders = source.topic("orders", Order, dedup=None, partitions=4, key=("user",))
     orders.extend([{"user": u, "n": 1} for u in ("alice", "bob", "carol")])
     before = {r.id: r.partition for r in orders.iter_new(records=True)}
     v2 = orders.migrate(OrderV2, lambda o: {**o.model_dump(), "note": "x"})
@@ -115,7 +115,7 @@ def test_migrate_keeps_partitions_key_and_each_rows_partition(source):
 
 
 def test_a_partition_index_serves_reads_of_one_partition(source):
-    source.topic("orders", Order, partitions=4)
+    source.topic("orders", Order, dedup=None, partitions=4)
     plan = source._ledger.conn.execute(
         'EXPLAIN QUERY PLAN SELECT "_id" FROM "orders" WHERE "_partition" = 1 AND "_id" > 5 ORDER BY "_id"'
     ).fetchall()
@@ -123,9 +123,9 @@ def test_a_partition_index_serves_reads_of_one_partition(source):
 
 
 def test_a_row_level_pipe_routes_its_outputs_into_a_partitioned_target(source):
-    orders = source.topic("orders", Order)
+    orders = source.topic("orders", Order, dedup=None)
     orders.extend([{"user": u, "n": i} for i, u in enumerate(["alice", "bob", "carol", "dave"])])
-    routed = source.topic("routed", Order, partitions=4, key=("user",))
+    routed = source.topic("routed", Order, dedup=None, partitions=4, key=("user",))
     orders.pipe(lambda o: o).to(routed).run()
     assert {(r.data.user, r.partition) for r in routed.iter_new(records=True)} == {
         ("alice", 0), ("bob", 1), ("carol", 3), ("dave", 3)}
@@ -138,7 +138,7 @@ def test_the_stage_commit_routes_staged_rows_into_a_partitioned_target(db_path):
     from minikafka.ledger.runlog import RunResult
 
     with Source(db_path) as src:
-        routed = src.topic("routed", Order, partitions=4, key=("user",))
+        routed = src.topic("routed", Order, dedup=None, partitions=4, key=("user",))
         batch = pa.record_batch({"user": ["alice", "bob", "carol"], "n": [1, 2, 3]})
         commit_stage(src._ledger, RunResult("r1", "stage"), consumer="s", inputs=[],
                      outputs=[StagedOutput(routed.layout, [batch])])

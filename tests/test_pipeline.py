@@ -105,7 +105,7 @@ def test_named_consumer_pipelines_are_independent(source, videos, cleaned):
         url: str
         seconds: int
 
-    lengths = source.topic("lengths", Length)
+    lengths = source.topic("lengths", Length, dedup=None)
     fill(videos, 3)
     videos.consumer("cleaner")
     videos.consumer("measurer")  # register both first: a late consumer starts from what is still new

@@ -235,7 +235,7 @@ def test_retry_delay_is_counted_from_the_retry(q, clock):
 
 
 def test_rows_appended_to_the_topic_directly_become_jobs(file_source, clock):
-    topic = file_source.topic("feed", Item)
+    topic = file_source.topic("feed", Item, dedup=None)
     topic.append({"url": "before"})
     q = topic.queue("summariser", visibility_timeout=5, clock=clock)
     topic.append({"url": "after"})
@@ -244,7 +244,7 @@ def test_rows_appended_to_the_topic_directly_become_jobs(file_source, clock):
 
 
 def test_two_queues_on_one_topic_each_see_every_row(file_source, clock):
-    topic = file_source.topic("feed", Item)
+    topic = file_source.topic("feed", Item, dedup=None)
     a = topic.queue("a", clock=clock)
     b = topic.queue("b", clock=clock)
     a.enqueue({"url": "x"})

@@ -56,9 +56,9 @@ def test_constraint_changes_are_incompatible(source):
         url: str
         length_seconds: int
 
-    source.topic("videos", Video)
+    source.topic("videos", Video, dedup=None)
     with pytest.raises(SchemaMismatchError, match="schema differs"):
-        source.topic("videos", Strict)
+        source.topic("videos", Strict, dedup=None)
 
 
 def test_reopen_with_other_dedup_raises(source):
@@ -66,7 +66,7 @@ def test_reopen_with_other_dedup_raises(source):
     with pytest.raises(SchemaMismatchError, match="dedup fields differ"):
         source.topic("videos", Video, dedup=("creator",))
     with pytest.raises(SchemaMismatchError, match="dedup fields differ"):
-        source.topic("videos", Video)
+        source.topic("videos", Video, dedup=None)
 
 
 def test_dedup_field_missing_from_model_raises_before_writing(source):
@@ -77,4 +77,4 @@ def test_dedup_field_missing_from_model_raises_before_writing(source):
 
 def test_non_model_is_refused(source):
     with pytest.raises(TypeError, match="BaseModel"):
-        source.topic("x", dict)
+        source.topic("x", dict, dedup=None)

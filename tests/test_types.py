@@ -76,7 +76,7 @@ def sample(**over) -> dict:
 
 @pytest.fixture
 def topic(source):
-    return source.topic("everything", Everything)
+    return source.topic("everything", Everything, dedup=None)
 
 
 def test_each_field_gets_its_strict_sqlite_column_type(source, topic):
@@ -159,7 +159,7 @@ def test_decimal_constraints_are_kept_for_spark(source):
     class Price(BaseModel):
         amount: Decimal = Field(max_digits=12, decimal_places=4)
 
-    t = source.topic("prices", Price)
+    t = source.topic("prices", Price, dedup=None)
     col = t.layout.column("amount")
     assert (col.max_digits, col.decimal_places) == (12, 4)
     t.append({"amount": "0.0001"})
@@ -175,7 +175,7 @@ def test_unsupported_field_type_is_named(source):
         thing: Weird
 
     with pytest.raises(UnsupportedTypeError, match="thing"):
-        source.topic("bad", Bad)
+        source.topic("bad", Bad, dedup=None)
 
 
 def test_invalid_payloads_raise_pydantic_errors_and_store_nothing(topic):
@@ -211,7 +211,7 @@ class Flat(BaseModel):
 def test_round_trip_property(i, f, s, b, dt, dec, opt):
     value = Flat(i=i, f=f, s=s, b=b, dt=dt, dec=dec, opt=opt)
     with Source(":memory:") as src:
-        t = src.topic("flat", Flat)
+        t = src.topic("flat", Flat, dedup=None)
         t.append(value)
         back = next(t.iter_new())
     assert back == value

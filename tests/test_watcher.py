@@ -103,14 +103,14 @@ def test_close_releases_waiters(table):
 
 def test_topic_wait_returns_when_another_process_appends(db_path):
     with Source(db_path) as source:
-        topic = source.topic("pings", Ping)
+        topic = source.topic("pings", Ping, dedup=None)
         topic.append({"n": 0})
         code = (
             "import sys, time; sys.path.insert(0, '.');"
             "from pydantic import BaseModel\n"
             "from minikafka import Source\n"
             "class Ping(BaseModel):\n    n: int\n"
-            f"time.sleep(0.1)\nSource({db_path!r}).topic('pings', Ping).append({{'n': 1}})\n"
+            f"time.sleep(0.1)\nSource({db_path!r}).topic('pings', Ping, dedup=None).append({{'n': 1}})\n"
         )
         child = subprocess.Popen([sys.executable, "-c", code])
         try:
@@ -122,13 +122,13 @@ def test_topic_wait_returns_when_another_process_appends(db_path):
 
 
 def test_topic_wait_ignores_rows_that_existed_before_it_started(file_source):
-    topic = file_source.topic("pings", Ping)
+    topic = file_source.topic("pings", Ping, dedup=None)
     topic.append({"n": 0})
     assert topic.wait(timeout=0.05) is False
 
 
 def test_memory_source_waits_only_for_the_timeout(source):
-    topic = source.topic("pings", Ping)
+    topic = source.topic("pings", Ping, dedup=None)
     assert topic.wait(timeout=0.05) is False
 
 

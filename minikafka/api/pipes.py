@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 ModelT = TypeVar("ModelT", bound=BaseModel)
 OutT = TypeVar("OutT")
 
-STRATEGIES = ("strict", "best_effort")
+Strategy = Literal["strict", "best_effort"]
+STRATEGIES: tuple[Strategy, ...] = ("strict", "best_effort")
 
 
 class Pipeline(Generic[ModelT, OutT]):
@@ -152,7 +153,7 @@ class FullPipeline:
         return render(edges, numbers)
 
     # -- running ------------------------------------------------------------------
-    def run(self, *, dry_run: bool = False, strategy: str = "strict", engine: Any = None) -> list[list[Any]]:
+    def run(self, *, dry_run: bool = False, strategy: Strategy = "strict", engine: Any = None) -> list[list[Any]]:
         """Run every arm; see the module docstring for the transaction shape.
 
         Args:
@@ -191,21 +192,27 @@ class FullPipeline:
         try:
             for topic, consumer, arms in groups:
                 result.watermarks[topic.name] = topic.high_watermark()
-                ledger.emit(Event("pipeline_start", topic.name, None, {
-                    "targets": [a.target_name for a in arms], "consumer": consumer, "run_id": result.run_id,
-                }))
+                targets = [a.target_name for a in arms]
+                for arm in arms:  # minikafka's shape: one start/end pair per arm
+                    ledger.emit(Event("pipeline_start", topic.name, None, {
+                        "target": arm.target_name, "targets": targets, "consumer": consumer,
+                        "run_id": result.run_id, "dry_run": dry_run,
+                    }))
                 before = (result.rows_in, result.rows_out, result.rows_failed)
+                counts = {id(a): len(results[id(a)]) for a in arms}
                 try:
                     # outputs accumulate in ``results``: without the pause, collector passes
                     # over them grow with the run and dominate its time
                     with gc_paused():
                         _GroupRun(self, topic, consumer, arms, strategy, dry_run, result, results, failures).run()
                 finally:
-                    ledger.emit(Event("pipeline_end", topic.name, None, {
-                        "targets": [a.target_name for a in arms], "run_id": result.run_id,
-                        "rows_in": result.rows_in - before[0], "rows_out": result.rows_out - before[1],
-                        "rows_failed": result.rows_failed - before[2],
-                    }))
+                    for arm in arms:
+                        ledger.emit(Event("pipeline_end", topic.name, None, {
+                            "target": arm.target_name, "count": len(results[id(arm)]) - counts[id(arm)],
+                            "dry_run": dry_run, "targets": targets, "consumer": consumer, "run_id": result.run_id,
+                            "rows_in": result.rows_in - before[0], "rows_out": result.rows_out - before[1],
+                            "rows_failed": result.rows_failed - before[2],
+                        }))
         except BaseException as exc:
             self._log(result.finish("failed", f"{type(exc).__name__}: {exc}"), dry_run)
             raise

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -12,6 +14,11 @@ if TYPE_CHECKING:
     from .topic import Topic
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _stable_hash(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(eq=False)
@@ -53,6 +60,20 @@ class Record(Generic[ModelT]):
         if self._topic is None:
             raise RuntimeError("record is detached from its topic")
         self._topic.set_handled(record=self)
+
+    @property
+    def payload_hash(self) -> str:
+        """SHA-256 of the payload's canonical JSON (minikafka's ``Record.payload_hash``)."""
+        return _stable_hash(self.data.model_dump(mode="json"))
+
+    @property
+    def dedup_hash(self) -> str | None:
+        """SHA-256 of the dedup fields' canonical JSON, or None without dedup (as minikafka)."""
+        fields = self._topic.dedup if self._topic is not None else ()
+        if not fields:
+            return None
+        payload = self.data.model_dump(mode="json")
+        return _stable_hash({name: payload[name] for name in fields})
 
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Record):

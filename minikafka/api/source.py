@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,14 +31,17 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 model_path = catalog.model_path
 
+REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "<required>"})()
+
 
 class Source:
     """One SQLite ledger file. Use it as a context manager.
 
     Args:
         path: a file path (created if missing; its directory must exist) or ":memory:".
-        on_event: called with an Event after each commit it reports; exceptions
-            raised by it are swallowed.
+        on_event: called as ``on_event(event_name, **kwargs)`` (minikafka's convention)
+            after each commit it reports; exceptions raised by it are swallowed. An
+            observer taking one argument annotated ``Event`` gets the Event object.
         busy_timeout: seconds to wait for another writer before failing.
 
     Raises:
@@ -58,8 +62,12 @@ class Source:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._ledger.closed else "open"
-        return f"Source({self.path!r}, {state})"
+        return f"Source({self.path!r})"
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The sqlite3 connection (minikafka's attribute name; closed when the Source is)."""
+        return self._ledger.conn
 
     @property
     def on_event(self) -> Observer | None:
@@ -140,14 +148,15 @@ class Source:
             name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
 
     # -- topics -----------------------------------------------------------------
-    def topic(self, name: str, model: type[ModelT], dedup: tuple[str, ...] | list[str] | str | None = None,
-              partitions: int | None = None, key: tuple[str, ...] | list[str] | str | None = None) -> Topic[ModelT]:
+    def topic(self, name: str, model: type[ModelT], dedup: Sequence[str] | str | None = REQUIRED,
+              partitions: int | None = None, key: Sequence[str] | str | None = None) -> Topic[ModelT]:
         """Create or reopen the topic ``name`` typed by ``model``.
 
         Args:
             name: letters, digits, '_', '.', '-'; starts with a letter.
             model: a pydantic BaseModel class.
-            dedup: field names whose values must be unique in the topic, or None.
+            dedup: required (as in minikafka): field names whose values must be unique in
+                the topic, or None to disable dedup.
             partitions: the number of partitions (1 when the topic is created without it;
                 None on reopening means "as stored").
             key: fields whose values pick a row's partition (a stable hash); None on
@@ -159,14 +168,23 @@ class Source:
         Raises:
             InvalidNameError: a bad topic or field name.
             UnsupportedTypeError: a field type the ledger cannot store.
-            SchemaMismatchError: the topic exists with another schema, dedup fields,
-                partition count or key, or a dedup/key field is not on the model.
-            ValueError: partitions is not an integer from 1 to 4096.
+            TypeError: ``dedup`` was not given.
+            DedupFieldError: (a ValueError) a dedup field is not on the model, or repeats.
+            SchemaMismatchError: the topic exists "with a different schema" or "with a
+                different dedup config", another partition count or key.
+            ValueError: partitions is not an integer from 1 to 4096, or a key field is not
+                on the model.
 
         Emits:
             topic_created, when the topic is new.
         """
-        layout = TopicLayout.for_model(name, model, dedup, partitions=1 if partitions is None else partitions, key=key)
+        if dedup is REQUIRED:
+            raise TypeError(
+                f"source.topic({name!r}, ...) needs the keyword argument dedup: "
+                "dedup=(field, ...) for unique fields, or dedup=None to disable dedup"
+            )
+        layout = TopicLayout.for_model(name, model, dedup, partitions=1 if partitions is None else partitions,
+                                       key=key)
         conn = self._ledger.conn
         row = catalog.catalog_row(conn, name)
         if row is None:
@@ -185,7 +203,8 @@ class Source:
 
     def _create_in_current_transaction(self, layout: TopicLayout) -> None:
         catalog.create_topic_in_current_transaction(self._ledger.conn, layout)
-        self._ledger.emit(Event("topic_created", layout.name, None, {"model": layout.model.__qualname__}))
+        self._ledger.emit(Event("topic_created", layout.name, None, {
+            "model": layout.model.__name__, "dedup": tuple(sorted(layout.dedup))}))
 
     def model_of(self, name: str) -> type[BaseModel]:
         """The model class of a topic: the one it was opened with, else imported from the catalog.

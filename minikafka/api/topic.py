@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, TypeAdapter
 
 from ..errors import (
-    MigrationError,
     MinikafkaError,
     SchemaMismatchError,
     UnknownStatusError,
+    migration_failure,
 )
 from ..ledger import acks
 from ..ledger.events import Event
@@ -97,8 +97,7 @@ class Topic(Generic[ModelT]):
         return self._layout.key
 
     def __repr__(self) -> str:
-        extra = f", partitions={self.partitions}, key={self.key!r}" if self.partitions > 1 else ""
-        return f"Topic({self.name!r}, {self.model.__name__}, dedup={self.dedup!r}{extra})"
+        return f"Topic({self.name!r}, {self.model.__name__})"
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -199,7 +198,9 @@ class Topic(Generic[ModelT]):
         if cur.rowcount == 0:
             return None
         row_id = cur.lastrowid
-        self.source._ledger.emit(Event("message_appended", self.name, row_id))
+        ledger = self.source._ledger
+        if ledger.on_event is not None:
+            ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
         return row_id
 
     def _insert_many_in_current_transaction(
@@ -220,11 +221,21 @@ class Topic(Generic[ModelT]):
             raise self._layout.explain_write_error(exc, values, conn=conn, existing_upto=before) from None
         written = conn.total_changes - changes
         if ledger.on_event and written:
-            for (row_id,) in conn.execute(
-                f"SELECT \"_id\" FROM {self._layout.table} WHERE \"_id\" > ? ORDER BY \"_id\"", (before,)
-            ):
-                ledger.emit(Event("message_appended", self.name, row_id))
+            self._emit_appended_in_current_transaction(models if written == len(models) else None, before)
         return written
+
+    def _emit_appended_in_current_transaction(self, models: list[ModelT] | None, after: int) -> None:
+        """message_appended for each row above ``after`` (``models``: the rows, when all were written)."""
+        ledger = self.source._ledger
+        if models is None:
+            rows = self._conn.execute(f"{self._layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))
+            pairs = [(row[0], self.model.model_validate(self._decode(row))) for row in rows]
+        else:
+            ids = [r[0] for r in self._conn.execute(
+                f"SELECT \"_id\" FROM {self._layout.table} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))]
+            pairs = list(zip(ids, models))
+        for row_id, model in pairs:
+            ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
 
     # -- reading ----------------------------------------------------------------
     def high_watermark(self) -> int:
@@ -457,8 +468,10 @@ class Topic(Generic[ModelT]):
             The Topic bound to the new model (this object becomes unusable).
 
         Raises:
-            SchemaMismatchError: the new model lacks a dedup field.
-            MigrationError: ``fn`` or validation failed on a row; nothing changed.
+            DedupFieldError: (a ValueError) the new model lacks a dedup field.
+            Whatever ``fn`` or validation raised (pydantic.ValidationError for a bad row,
+            as in minikafka), as an instance of both that type and MigrationError, with
+            the record id in a note; nothing changed.
         """
         new_layout = TopicLayout.for_model(self.name, new_model, self.dedup, partitions=self.partitions, key=self.key)
         tmp = self.name + "__migrating"
@@ -493,7 +506,10 @@ class Topic(Generic[ModelT]):
                 )
         except Exception as exc:
             where = f" at record {current}" if current is not None else ""
-            raise MigrationError(f"migration of topic {self.name!r} failed{where}: {exc}") from exc
+            failure = migration_failure(exc, f"migration of topic {self.name!r} failed{where}: {exc}")
+            if failure is exc:
+                raise
+            raise failure from exc
         return self.source._bind(new_layout, new_layout.fingerprint)
 
     # -- export -----------------------------------------------------------------
@@ -515,6 +531,27 @@ class Topic(Generic[ModelT]):
             consumer: the consumer whose view of new/handled to use.
         """
         return engines.engine("spark").read_topic(spark, self.source, self._layout, which=status or "all", consumer=consumer)
+
+    def to_polars(self, status: str | None = None, *, consumer: str | None = None, metadata: bool = False):
+        """The topic as a polars DataFrame, one column per model field (as in minikafka).
+
+        Nested models and lists become struct and list columns (through Arrow).
+
+        Args:
+            status: None for all rows, "new" or "handled".
+            consumer: the consumer whose view of new/handled to use.
+            metadata: also include the metadata columns (_id, _created_at, _status, ...).
+
+        Raises:
+            MissingDependencyError: polars is not installed (``pip install minikafka[polars]``).
+        """
+        from ..util.optional import require
+
+        pl = require("polars", "polars")
+        table = self.to_arrow(status, consumer=consumer)
+        if not metadata:
+            table = table.select(self._layout.field_names)
+        return pl.from_arrow(table)
 
     def to_pandas(self, status: str | None = None, *, consumer: str | None = None):
         """The topic as a pandas DataFrame (needs pandas: ``pip install minikafka[pandas]``)."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from ..api.source import Source
@@ -170,7 +168,7 @@ def _show_query(source: Source, layout: TopicLayout, which: str, consumer: str |
               help="Keep printing new matching rows as they commit (Ctrl-C stops). Without --from-id it starts "
                    "with the last --limit rows.")
 @click.option("--interval", default=0.5, show_default=True, type=click.FloatRange(min=0.01),
-              help="Seconds between checks for new rows with --follow.")
+              help="With --follow: the longest wait between checks (a commit from any process wakes it at once).")
 @json_option
 @with_source
 def show(source: Source, topic: str, which: str, consumer: str | None, from_id: int | None, where: tuple[str, ...],
@@ -237,18 +235,17 @@ def _row_json_dict(d: dict) -> str:
 
 
 def _follow(source: Source, sql: str, params: tuple, last: int, interval: float, render) -> None:
-    """Poll for rows after ``last`` (PRAGMA data_version: only re-query after a commit)."""
+    """Print rows after ``last`` as they commit: the Source's watcher wakes this loop on any
+    commit (from any process); ``interval`` caps how long one wait lasts."""
     conn = source._ledger.conn
-    seen_version = None
+    watcher = source.watcher
     try:
         while True:
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-            if version != seen_version:
-                seen_version = version
-                for row in conn.execute(sql, (*params, last + 1, -1)).fetchall():
-                    click.echo(_row_json_dict(render(row)))
-                    last = row[0]
-            time.sleep(interval)
+            mark = watcher.mark()
+            for row in conn.execute(sql, (*params, last + 1, -1)).fetchall():
+                click.echo(_row_json_dict(render(row)))
+                last = row[0]
+            watcher.wait(mark, interval)
     except KeyboardInterrupt:
         return
 

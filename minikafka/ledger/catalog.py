@@ -70,9 +70,10 @@ def check_reopen(layout: TopicLayout, row: tuple) -> None:
         )
     why = layout.mismatch(layout_of_row(row), row[4])
     if why:
+        what = "dedup config" if why.startswith("dedup") else "schema"
         raise SchemaMismatchError(
-            f"topic {layout.name!r} exists with an incompatible schema or dedup ({why}); "
-            "reopen it with the stored model, or change it with Topic.migrate()"
+            f"topic {layout.name!r} exists with a different {what} ({why}); "
+            "reopen it with the stored model and dedup, or change the model with Topic.migrate()"
         )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..errors import LedgerError, SourceClosedError, WrongThreadError
 from ..util.clock import utc_now
 from . import upgrade
-from .events import Event, Observer, notify
+from .events import Event, Observer, deliverer, notify
 from .schema import LEDGER_FORMAT, MIN_SQLITE, schema_statements
 
 
@@ -88,6 +88,16 @@ class Ledger:
                 )
 
     @property
+    def on_event(self) -> Observer | None:
+        return self._on_event
+
+    @on_event.setter
+    def on_event(self, observer: Observer | None) -> None:
+        # the calling convention is decided once per observer, not per event
+        self._on_event = observer
+        self._deliver = deliverer(observer)
+
+    @property
     def conn(self) -> sqlite3.Connection:
         """The connection, after checking the Source is open and used from its thread."""
         if self._conn is None:
@@ -155,7 +165,7 @@ class Ledger:
                 raise LedgerError(f"commit failed on {self.path!r}: {exc}") from exc
             self._depth = 0
             events, self._pending = self._pending, []
-            notify(self.on_event, events)
+            notify(self._on_event, events, deliver=self._deliver)
             return
         # one name per depth keeps the SQL text constant, so sqlite3's statement cache hits
         name = f"mk_sp_{self._depth}"
@@ -180,7 +190,7 @@ class Ledger:
         if self._depth:
             self._pending.append(event)
         else:
-            notify(self.on_event, [event])
+            notify(self._on_event, [event], deliver=self._deliver)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import DuplicateMessageError, InvalidRecordError, PartitionOutOfRangeError, SchemaMismatchError
+from ..errors import DedupFieldError, DuplicateMessageError, InvalidRecordError, PartitionOutOfRangeError
 from .columns import META_COLUMNS, ColumnSpec, check_int_range, column_from_description, columns_for_model
 from .identifiers import quote_identifier, validate_topic_name
 
@@ -377,8 +377,7 @@ def normalise_dedup(topic: str, model: type[BaseModel], dedup, *, what: str = "d
     """Check dedup (or key) fields exist on the model; return them as a tuple (in given order).
 
     Raises:
-        SchemaMismatchError: a dedup field is not a model field.
-        ValueError: dedup is not a tuple of distinct field names.
+        DedupFieldError: (a ValueError) a dedup field is not a model field, or repeats.
     """
     if dedup is None:
         return ()
@@ -388,11 +387,12 @@ def normalise_dedup(topic: str, model: type[BaseModel], dedup, *, what: str = "d
     if not fields:
         return ()
     if len(set(fields)) != len(fields):
-        raise ValueError(f"topic {topic!r}: {what} fields must be distinct, got {fields!r}")
+        repeated = sorted({f for f in fields if fields.count(f) > 1})
+        raise DedupFieldError(f"topic {topic!r}: {what} fields must be unique; repeated: {repeated!r}")
     missing = [f for f in fields if f not in model.model_fields]
     if missing:
-        raise SchemaMismatchError(
-            f"topic {topic!r}: {what} field(s) {missing!r} are not fields of model {model.__name__} "
-            f"(fields: {list(model.model_fields)!r})"
+        raise DedupFieldError(
+            f"topic {topic!r}: {what} fields are not present on model: {missing!r} "
+            f"({model.__name__} has {list(model.model_fields)!r})"
         )
     return fields

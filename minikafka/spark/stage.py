@@ -135,7 +135,9 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
                     details={"strategy": stage.strategy, "engine": "spark"})
     root = Path(staging_dir) if staging_dir else staging_root(source)
     stage_dir = root / stage.name
-    source._ledger.emit(Event("pipeline_start", stage.inputs[0], None, {"stage": stage.name, "run_id": run.run_id}))
+    target = stage.outputs[0] if len(stage.outputs) == 1 else None
+    source._ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
+        "target": target, "stage": stage.name, "run_id": run.run_id, "dry_run": dry_run}))
     try:
         _run(spark, source, stage, run, stage_dir, commit_batch_rows, dry_run)
     except BaseException as exc:
@@ -153,6 +155,7 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
         if stage_dir.exists():
             shutil.rmtree(stage_dir, ignore_errors=True)
         source._ledger.emit(Event("pipeline_end", stage.inputs[0], None, {
+            "target": target, "count": run.rows_out, "dry_run": dry_run,
             "stage": stage.name, "run_id": run.run_id, "status": run.status, "rows_out": run.rows_out}))
     return run
 

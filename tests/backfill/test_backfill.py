@@ -48,7 +48,7 @@ def write_jsonl(path, items, *, gz=False, extra_lines=()):
 def ledger(tmp_path):
     with Source(str(tmp_path / "ledger.sqlite")) as src:
         src.topic("events", Event, dedup=("key",))
-        src.topic("plain", Event)  # no dedup keys
+        src.topic("plain", Event, dedup=None)  # no dedup keys
         yield src
 
 
@@ -115,7 +115,7 @@ def test_rerun_of_a_topic_without_dedup_keys_loads_nothing_twice(spark, ledger, 
     path = write_jsonl(tmp_path / "a.jsonl", rows(0, 100))
     load(spark, ledger, [path], topic="plain")
     load(spark, ledger, [path], topic="plain")
-    assert ledger.topic("plain", Event).count() == 100
+    assert ledger.topic("plain", Event, dedup=None).count() == 100
 
 
 def test_load_as_handled(spark, ledger, tmp_path):
@@ -132,7 +132,7 @@ from minikafka.spark.backfill import backfill
 from tests.backfill.test_backfill import Event
 spark = build_session(master="local[1]", testing=True)
 with Source(sys.argv[1]) as src:
-    src.topic("plain", Event)
+    src.topic("plain", Event, dedup=None)
     backfill(spark, src, "plain", [sys.argv[2]], model=Event, batch_rows=1000, progress=None)
 """
 
@@ -149,7 +149,7 @@ def test_kill_9_between_batches_then_rerun_loads_exactly_once(spark, ledger, tmp
             break
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    plain = ledger.topic("plain", Event)
+    plain = ledger.topic("plain", Event, dedup=None)
     assert plain.count() == 1000  # the first batch was committed, then the process died
     load(spark, ledger, [path], topic="plain", batch_rows=1000)
     assert plain.count() == 5000

@@ -26,7 +26,7 @@ def cli(*args):
 
 def test_topics_shows_committed_offset_and_lag_per_partition(db_path):
     with Source(db_path) as src:
-        orders = src.topic("orders", Order, partitions=2)
+        orders = src.topic("orders", Order, dedup=None, partitions=2)
         orders.extend([{"user": "u", "n": n} for n in range(6)])
         src.group("order-processors").commit(orders, 0, 4)
     out = cli("topics", "--source", db_path)
@@ -38,7 +38,7 @@ def test_topics_shows_committed_offset_and_lag_per_partition(db_path):
 
 def test_show_reports_rows_a_group_committed_as_handled(db_path):
     with Source(db_path) as src:
-        orders = src.topic("orders", Order)
+        orders = src.topic("orders", Order, dedup=None)
         orders.extend([{"user": "u", "n": n} for n in range(3)])
         src.group("g").commit(orders, 0, 2)
     shown = cli("show", "orders", "--source", db_path, "--status", "handled")

@@ -29,7 +29,7 @@ class Order(BaseModel):
 
 def fill(path, n=6, partitions=1):
     with Source(path) as src:
-        src.topic("orders", Order, partitions=partitions).extend([{"user": f"u{i % 3}", "n": i} for i in range(n)])
+        src.topic("orders", Order, dedup=None, partitions=partitions).extend([{"user": f"u{i % 3}", "n": i} for i in range(n)])
 
 
 def spec(url, **kw):
@@ -86,7 +86,7 @@ def test_a_second_run_delivers_only_new_rows(db_path):
     with ScriptedServer([200]) as server:
         DeliveryWorker(db_path, [spec(server.url)], once=True).run()
         with Source(db_path) as src:
-            src.topic("orders", Order).append({"user": "x", "n": 99})
+            src.topic("orders", Order, dedup=None).append({"user": "x", "n": 99})
         DeliveryWorker(db_path, [spec(server.url)], once=True).run()
     assert delivered(server) == [(0, [1, 2]), (0, [3, 4]), (0, [5])]
 

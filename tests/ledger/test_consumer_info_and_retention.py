@@ -12,7 +12,7 @@ from tests.conftest import Video
 
 
 def test_consumer_info_reports_lag_and_last_activity_per_consumer(source):
-    t = source.topic("videos", Video)
+    t = source.topic("videos", Video, dedup=None)
     t.extend([{"creator": "c", "url": f"u{i}", "length_seconds": i} for i in range(4)])
     t.consumer("a")
     t.consumer("b")
@@ -23,7 +23,7 @@ def test_consumer_info_reports_lag_and_last_activity_per_consumer(source):
 
 
 def test_a_sole_consumers_last_activity_is_its_last_handled_row(source):
-    t = source.topic("videos", Video)
+    t = source.topic("videos", Video, dedup=None)
     t.append({"creator": "c", "url": "u", "length_seconds": 1})
     t.consumer("only")
     t.set_handled(1, consumer="only")

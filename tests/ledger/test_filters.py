@@ -25,7 +25,7 @@ class Thing(BaseModel):
 
 @pytest.fixture
 def things(source):
-    t = source.topic("things", Thing)
+    t = source.topic("things", Thing, dedup=None)
     t.extend([{"name": "a b", "n": 1, "ok": True, "color": "red"},
               {"name": "O'Brien", "n": 2, "ok": False, "color": "blue", "tags": ["x"]}])
     return t

@@ -14,7 +14,7 @@ class Order(BaseModel):
 
 
 def fill(source, n=10, partitions=1):
-    topic = source.topic("orders", Order, partitions=partitions)
+    topic = source.topic("orders", Order, dedup=None, partitions=partitions)
     topic.extend([{"user": "u", "n": i} for i in range(n)])
     return topic
 

@@ -28,7 +28,7 @@ def stage() -> Stage:
 
 def open_topics(src: Source) -> None:
     src.topic("items", Item, dedup=("url",))
-    src.topic("doubled", Doubled)  # no dedup: a double commit would show as duplicate rows
+    src.topic("doubled", Doubled, dedup=None)  # no dedup: a double commit would show as duplicate rows
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def ledger(tmp_path):
 
 
 def test_every_type_round_trips_through_jdbc(spark, ledger):
-    topic = ledger.topic("all_types", AllTypes)
+    topic = ledger.topic("all_types", AllTypes, dedup=None)
     topic.extend(EDGE_ROWS)
     df = read_topic(spark, ledger, "all_types", which="all")
     types = {f.name: f.dataType for f in df.schema.fields}
@@ -89,7 +89,7 @@ def test_int64_values_above_two_to_the_31_are_not_truncated(spark, ledger):
     class N(BaseModel):
         n: int
 
-    t = ledger.topic("n", N)
+    t = ledger.topic("n", N, dedup=None)
     values = [2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1, -(2**63)]
     t.extend([{"n": v} for v in values])
     got = [r["n"] for r in read_topic(spark, ledger, "n").orderBy("_id").collect()]
@@ -100,7 +100,7 @@ def test_new_handled_and_all_with_consumers(spark, ledger):
     class N(BaseModel):
         n: int
 
-    t = ledger.topic("n", N)
+    t = ledger.topic("n", N, dedup=None)
     t.extend([{"n": i} for i in range(6)])
     t.consumer("a")
     t.consumer("b")
@@ -118,7 +118,7 @@ def test_high_watermark_hides_rows_appended_after_it_across_partitions(spark, le
     class N(BaseModel):
         n: int
 
-    t = ledger.topic("n", N)
+    t = ledger.topic("n", N, dedup=None)
     t.extend([{"n": i} for i in range(1000)])
     upto = t.high_watermark()
     df = read_topic(spark, ledger, "n", upto=upto, partitions=4)
@@ -132,7 +132,7 @@ def test_to_spark_matches_to_arrow(spark, ledger):
         n: int
         s: str
 
-    t = ledger.topic("n", N)
+    t = ledger.topic("n", N, dedup=None)
     t.extend([{"n": 1, "s": "a"}, {"n": 2, "s": "b"}])
     expected = spark.createDataFrame([(1, "a"), (2, "b")], "n long, s string")
     assert_df_equality(t.to_spark(spark).select("n", "s"), expected, ignore_row_order=True,

@@ -90,7 +90,7 @@ def test_two_stages_on_one_topic_each_see_every_row(spark, ledger):
         url: str
         n: int
 
-    ledger.topic("lengths", Length)
+    ledger.topic("lengths", Length, dedup=None)
     add(ledger, [("u1", "a"), ("u2", "b")])
     a = Stage("summarise", ["items"], ["summaries"], transform=summarise)
     b = Stage("measure", ["items"], ["lengths"], transform=lambda df: df.select("_id", "url", "n"))
@@ -138,7 +138,7 @@ def test_value_out_of_range_for_the_type_fails_cleanly(spark, ledger):
         url: str
         amount: float
 
-    ledger.topic("small", Small)
+    ledger.topic("small", Small, dedup=None)
     add(ledger, [("u1", "a")])
     with pytest.raises(StageFailed, match="amount"):
         run_stage(spark, ledger, Stage("s", ["items"], ["small"],
@@ -199,7 +199,7 @@ def test_several_outputs_from_one_transform(spark, ledger):
     class Short(BaseModel):
         url: str
 
-    ledger.topic("short", Short)
+    ledger.topic("short", Short, dedup=None)
     add(ledger, [("u1", "a b c"), ("u2", "d")])
 
     def route(df):
@@ -208,7 +208,7 @@ def test_several_outputs_from_one_transform(spark, ledger):
 
     result = run_stage(spark, ledger, Stage("route", ["items"], ["summaries", "short"], transform=route))
     assert result.rows_out == 2
-    assert [r.url for r in ledger.topic("short", Short).iter_new()] == ["u2"]
+    assert [r.url for r in ledger.topic("short", Short, dedup=None).iter_new()] == ["u2"]
 
 
 def test_unknown_topic_and_missing_database(spark, ledger, tmp_path):
