@@ -184,6 +184,17 @@ class DeliveryError(MinikafkaError):
     """A delivery run could not deliver everything (the message names group, partition and endpoint)."""
 
 
+class StagingError(MinikafkaError):
+    """The staging location cannot be used, or what it holds is not what Spark wrote.
+
+    The message names the location. Nothing of the run was committed.
+    """
+
+
+class StageRunningError(MinikafkaError):
+    """Another run of the same stage holds its lock ("stage is running")."""
+
+
 class TransactionError(MinikafkaError):
     """A transaction cannot be opened or joined (one already open, another Source's, closed)."""
 

@@ -10,7 +10,8 @@ A job file is small::
     if __name__ == "__main__":
         raise SystemExit(main())
 
-``main`` reads ``--pipeline FILE --stage NAME [--run-id ID] [--source FILE] [--dry-run]``, builds the
+``main`` reads ``--pipeline FILE --stage NAME [--run-id ID] [--source FILE] [--staging URI] [--dry-run]``,
+builds the
 SparkSession spark-submit started, runs the stage with the ledger, prints the run
 record as one JSON line, and exits 0 (succeeded/partial) or 1 (failed).
 """
@@ -29,7 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id")
     parser.add_argument("--source", help="The ledger, instead of the pipeline file's 'source ='.")
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--staging", help="staging URI every node sees (see minikafka.spark.staging)")
     args = parser.parse_args(argv)
+
+    import os
+
+    from .util.procs import die_with_parent
+
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit: die with its JVM, never run on as an orphan
+        parent = os.getppid()
+        if parent == 1:
+            return 1
+        die_with_parent(parent)
 
     from .errors import MinikafkaError
     from .pipelines.definition import load_pipeline
@@ -46,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         sd = defn.stage(args.stage)
         spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
         with open_source(defn) as source:
-            run = run_stage(spark, source, build_stage(defn, sd), run_id=args.run_id, dry_run=args.dry_run)
+            run = run_stage(spark, source, build_stage(defn, sd), run_id=args.run_id, dry_run=args.dry_run,
+                            staging=args.staging)
         print(json.dumps(run.as_row()), flush=True)
         code = 0
     except MinikafkaError as exc:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench_common import exit_code
 from pydantic import BaseModel, TypeAdapter
 
 from minikafka import Source
@@ -115,4 +117,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_code(main))

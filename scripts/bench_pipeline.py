@@ -13,12 +13,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_common import exit_code
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def mk(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minikafka.cli", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, check=True)
+    proc = subprocess.run([sys.executable, "-m", "minikafka.cli", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"minikafka {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
 
 
 def main() -> None:
@@ -35,7 +40,9 @@ def main() -> None:
         home = tmp / mode
         home.mkdir()
         pipeline = home / "pipeline.toml"
-        pipeline.write_text(text.replace('source = "../data/homelab.sqlite"', f'source = "{home / "homelab.sqlite"}"'))
+        # the suites are named relative to conf/: point them there from the copy
+        pipeline.write_text(text.replace('source = "../data/homelab.sqlite"', f'source = "{home / "homelab.sqlite"}"')
+                            .replace('"quality/', f'"{ROOT / "conf" / "quality"}/'))
         ingested = mk("ingest", pipeline, "rss.items", dump).stdout.strip()
         t0 = time.perf_counter()
         run = mk("run", pipeline, *(["--in-process"] if mode == "in-process" else []))
@@ -47,4 +54,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_code(main))

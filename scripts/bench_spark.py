@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_common import exit_code
 from pydantic import BaseModel
 
 from minikafka import Source
@@ -209,4 +210,4 @@ def memory_benchmark(rows: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_code(main))

@@ -192,10 +192,12 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
 @click.option("--as-handled", is_flag=True, help="Load as already handled: history downstream stages skip.")
 @click.option("--master", help="Spark master URL (default local[*]).")
 @click.option("--batch-rows", default=50_000, show_default=True, help="Rows per commit transaction.")
+@click.option("--staging", help="Staging URI every node sees (needed with a non-local --master).")
 @verbose_option
 @with_source(must_exist=False)
 def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | None, fmt: str | None, delimiter: str,
-             quote: str, no_header: bool, as_handled: bool, master: str | None, batch_rows: int) -> None:
+             quote: str, no_header: bool, as_handled: bool, master: str | None, batch_rows: int,
+             staging: str | None) -> None:
     """Load historical dumps (JSONL, CSV, Parquet, gzip; files, directories, globs) into a topic.
 
     Bad rows go to the quarantine with file:line and the reason; duplicates are skipped;
@@ -213,5 +215,5 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     click.echo(f"starting Spark{hint}...", err=True)
     spark = build_session("minikafka:backfill", master)
     run_backfill(spark, source, topic, list(paths), model=model_cls, fmt=fmt, delimiter=delimiter, quote=quote,
-                 header=not no_header, as_handled=as_handled, batch_rows=batch_rows,
+                 header=not no_header, as_handled=as_handled, batch_rows=batch_rows, staging=staging,
                  progress=lambda m: click.echo(m, err=True))

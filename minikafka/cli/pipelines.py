@@ -26,14 +26,19 @@ from .common import (
               help="strict: stop after a failed stage; best_effort: run every branch not downstream of a failure.")
 @click.option("--dry-run", is_flag=True, help="Compute every stage but commit nothing.")
 @click.option("--in-process", is_flag=True, help="Run all stages in one Spark application (one JVM start).")
+@click.option("--staging", help="Staging URI every node sees (file:///mnt/shared/mk, hdfs://..., s3a://...); "
+              "default: the pipeline's [spark] staging. 'local' forces JDBC reads of the ledger.")
 @verbose_option
 @pipeline_source_option
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
-        dry_run: bool, in_process: bool, source_override: str | None) -> None:
+        dry_run: bool, in_process: bool, source_override: str | None, staging: str | None) -> None:
     """Run a pipeline's stages in DAG order, each as its own spark-submit.
 
     Exit code 0 when every stage succeeded, 1 when a stage failed, 2 for a bad
     definition or usage.
+
+    On a non-local master (spark://, yarn, k8s://) the stages exchange data through a
+    staging URI every node sees; the ledger never leaves this machine.
 
     Example: minikafka run conf/homelab.toml --strategy best_effort
     """
@@ -43,7 +48,7 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     defn = load_with_source(pipeline, source_override)
     try:
         result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
-                              in_process=in_process, echo=lambda m: click.echo(m, err=True))
+                              in_process=in_process, staging=staging, echo=lambda m: click.echo(m, err=True))
     except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
     except MinikafkaError as exc:

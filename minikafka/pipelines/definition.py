@@ -8,6 +8,7 @@ master = "local[2]"                    # default master URL (override with --mas
 
 [spark]                                # settings for every stage
 "spark.driver.memory" = "1g"
+staging = "file:///mnt/shared/mk"      # staging URI every node sees (needed on a non-local master)
 
 [topics."rss.items"]
 model = "schemas.homelab:RssItem"      # module:Class
@@ -95,6 +96,7 @@ class PipelineDefinition:
     spark: dict[str, str]
     topics: dict[str, TopicDefinition]
     stages: list[StageDefinition]  # in DAG order
+    staging: str | None = None  # [spark] staging: a URI every node sees
 
     def stage(self, name: str) -> StageDefinition:
         for s in self.stages:
@@ -166,6 +168,9 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
     source = (path.parent / head["source"]).resolve()
     master = head.get("master", "local[*]")
     spark = _settings(path, "[spark]", raw.get("spark", {}))
+    staging = spark.pop("staging", None)
+    if staging and "://" not in staging and staging != "local":
+        staging = str((path.parent / staging).resolve())  # a plain path is relative to the pipeline file
 
     topics: dict[str, TopicDefinition] = {}
     for topic_name, spec in raw.get("topics", {}).items():
@@ -252,7 +257,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
         order = topological_order([s.name for s in stages], edges)
     except PipelineCycleError as exc:
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
-    return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order])
+    return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
+                              staging)
 
 
 def _stage_partitions(path: Path, where: str, value: Any, inputs: list[str],

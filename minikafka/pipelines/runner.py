@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -55,7 +54,7 @@ class PipelineRun:
                 f"{o.seconds:>7.1f}s"
             )
         for o in self.failed:
-            lines.append(f"FAILED {o.name}: {(o.error or '')[:500]}")
+            lines.append(f"FAILED {o.name}: {(o.error or '')[:1500]}")
         lines.append(f"total {self.seconds:.1f}s: {'ok' if self.ok else f'{len(self.failed)} stage(s) failed'}")
         return "\n".join(lines)
 
@@ -107,8 +106,12 @@ def spark_submit() -> str:
 
 
 def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str, run_id: str,
-                   dry_run: bool = False) -> list[str]:
-    """The exact spark-submit command for one stage."""
+                   dry_run: bool = False, staging: str | None = None, py_files: str | None = None) -> list[str]:
+    """The exact spark-submit command for one stage.
+
+    ``py_files``: a zip of the project's code for executors on other hosts
+    (``code_zip``); ``staging``: the staging URI handed to the job.
+    """
     from ..spark.session import jdbc_jar
 
     jar = jdbc_jar()
@@ -116,13 +119,45 @@ def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str
                 "spark.ui.showConsoleProgress": "false", **defn.spark, **sd.spark}
     cmd = [spark_submit(), "--master", master, "--name", f"minikafka:{defn.name}:{sd.name}",
            "--jars", jar, "--driver-class-path", jar]
+    if py_files:
+        cmd += ["--py-files", py_files]
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
     cmd += [str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id,
             "--source", str(defn.source)]
+    if staging:
+        cmd += ["--staging", staging]
     if dry_run:
         cmd.append("--dry-run")
     return cmd
+
+
+def code_packages(defn: PipelineDefinition) -> list[str]:
+    """Top-level packages executors must import: minikafka, the jobs' and the models' packages."""
+    names = {"minikafka"}
+    names.update(sd.job.split(".")[0] for sd in defn.stages)
+    names.update(t.model_path.split(":")[0].split(".")[0] for t in defn.topics.values())
+    return sorted(names)
+
+
+def code_zip(defn: PipelineDefinition, directory: str | Path) -> Path:
+    """Zip the Python sources of ``code_packages`` for --py-files (executors on other hosts)."""
+    import importlib.util
+    import zipfile
+
+    target = Path(directory) / f"minikafka-code-{defn.name}.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in code_packages(defn):
+            spec = importlib.util.find_spec(name)
+            if spec is None:
+                raise PipelineDefinitionError(f"{defn.path}: cannot find package {name!r} to ship to the executors")
+            if spec.submodule_search_locations:
+                root = Path(list(spec.submodule_search_locations)[0])
+                for file in sorted(root.rglob("*.py")):
+                    zf.write(file, str(Path(name) / file.relative_to(root)))
+            elif spec.origin and spec.origin.endswith(".py"):
+                zf.write(spec.origin, f"{name}.py")
+    return target
 
 
 def submit_env() -> dict[str, str]:
@@ -139,16 +174,27 @@ def submit_env() -> dict[str, str]:
 
 def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strategy: str = "strict",
                  stage: str | None = None, start: str | None = None, dry_run: bool = False,
-                 in_process: bool = False, echo=print) -> PipelineRun:
+                 in_process: bool = False, staging: str | None = None, echo=print) -> PipelineRun:
     """Run the selected stages in DAG order.
 
     strict: after a failure no further stage runs. best_effort: every stage not
     downstream of a failure runs; failures are reported at the end.
+
+    ``staging``: a URI every node sees (default: the pipeline's ``[spark] staging``);
+    needed on a non-local master, see ``minikafka.spark.staging``. On such a master the
+    project's code is zipped and shipped to the executors.
     """
+    import tempfile
+
+    from ..spark.staging import is_local_master
+
     if strategy not in STRATEGIES:
         raise PipelineDefinitionError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
     master = master or defn.master
+    staging = staging or defn.staging
     chosen = select_stages(defn, stage=stage, start=start)
+    scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
+    py_files = None if is_local_master(master) else str(code_zip(defn, scratch.name))
     result = PipelineRun(defn.name)
     t0 = time.perf_counter()
     with open_source(defn):
@@ -171,15 +217,18 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                         from ..spark.session import build_session
 
                         spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
-                    outcome = _run_in_process(spark, defn, sd, dry_run)
+                        if py_files:
+                            spark.sparkContext.addPyFile(py_files)
+                    outcome = _run_in_process(spark, defn, sd, dry_run, staging)
             else:
                 with heartbeat(echo, sd.name, HEARTBEAT_S):
-                    outcome = _run_submitted(defn, sd, master, dry_run, echo)
+                    outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files)
             result.outcomes.append(outcome)
             if outcome.status == "failed":
                 blocked.update(sd.outputs)
     finally:
         result.seconds = time.perf_counter() - t0
+        scratch.cleanup()
     return result
 
 
@@ -192,7 +241,9 @@ def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
     return False
 
 
-def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool) -> StageOutcome:
+def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
+                    staging: str | None = None) -> StageOutcome:
+    from ..errors import StageRunningError, StagingError
     from ..spark.stage import StageFailed, run_stage
 
     t0 = time.perf_counter()
@@ -201,18 +252,25 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
             spark.conf.set(key, value)
     with open_source(defn) as source:
         try:
-            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run)
+            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run, staging=staging)
         except StageFailed as exc:
             return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
+        except (StageRunningError, StagingError) as exc:
+            return StageOutcome(sd.name, "failed", time.perf_counter() - t0, None, str(exc))
         row = _run_row(source, run.run_id) or run.as_row()
     return StageOutcome(sd.name, run.status, time.perf_counter() - t0, row)
 
 
-def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, dry_run: bool, echo) -> StageOutcome:
+def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, dry_run: bool, echo,
+                   staging: str | None = None, py_files: str | None = None) -> StageOutcome:
+    from ..util.procs import run_tied
+
     run_id = new_run_id(sd.name)
-    cmd = submit_command(defn, sd, master=master, run_id=run_id, dry_run=dry_run)
+    cmd = submit_command(defn, sd, master=master, run_id=run_id, dry_run=dry_run, staging=staging,
+                         py_files=py_files)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True)
+    # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
+    proc = run_tied(cmd, env=submit_env())
     seconds = time.perf_counter() - t0
     if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show spark-submit's own output
         echo(proc.stderr.rstrip())

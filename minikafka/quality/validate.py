@@ -57,8 +57,44 @@ def _jsonable(value: Any) -> Any:
         return str(value)
 
 
-def run_suite(df, suite: Suite, *, rows_in: int) -> SuiteOutcome:
-    """Validate ``df`` (which carries ``_mk_row``) against ``suite``."""
+class QualityCheckError(QualityError):
+    """An expectation could not run (a failed metric, a JVM exception): an error, not bad data.
+
+    Attributes:
+        stage, suite, expectation: where it happened; ``messages`` the exceptions raised.
+    """
+
+    def __init__(self, stage: str | None, suite: str, expectation: str, messages: list[str]):
+        where = f"stage {stage!r}, " if stage else ""
+        super().__init__(f"{where}suite {suite!r}: expectation {expectation} could not run: " + "; ".join(messages))
+        self.stage, self.suite, self.expectation, self.messages = stage, suite, expectation, messages
+
+
+def raised_exceptions(info: Any) -> list[str]:
+    """The messages of exceptions in a GX result's ``exception_info``.
+
+    GX 1.x gives either one ``{raised_exception, exception_message, ...}`` dict or a dict
+    of them keyed by metric id (GX 1.24); both are read.
+    """
+    if not isinstance(info, dict):
+        return []
+    if "raised_exception" in info:
+        if not info.get("raised_exception"):
+            return []
+        return [str(info.get("exception_message") or info.get("exception_traceback") or "unknown error")]
+    found = []
+    for key, value in info.items():
+        for message in raised_exceptions(value):
+            found.append(f"{key}: {message}" if isinstance(key, str) and key not in message else message)
+    return found
+
+
+def run_suite(df, suite: Suite, *, rows_in: int, stage: str | None = None) -> SuiteOutcome:
+    """Validate ``df`` (which carries ``_mk_row``) against ``suite``.
+
+    Raises:
+        QualityCheckError: an expectation raised instead of giving a verdict (names stage, suite).
+    """
     gx = import_gx()
     ctx = context()
     t0 = time.perf_counter()
@@ -92,9 +128,9 @@ def run_suite(df, suite: Suite, *, rows_in: int) -> SuiteOutcome:
         cfg = r.expectation_config
         kwargs = cfg.kwargs
         row_level = cfg.type.startswith("expect_column_values_to_") and cfg.type != "expect_column_values_to_be_unique"
-        if r.exception_info and r.exception_info.get("raised_exception"):
-            raise QualityError(f"suite {suite.name}: {cfg.type} could not run: "
-                               f"{r.exception_info.get('exception_message')}")
+        messages = raised_exceptions(r.exception_info)
+        if messages:
+            raise QualityCheckError(stage, suite.name, cfg.type, messages)
         res = r.result or {}
         results.append({
             "expectation": cfg.type, "column": kwargs.get("column"), "success": bool(r.success),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,9 +33,22 @@ class StageFailed(MinikafkaError):
     """
 
     def __init__(self, stage: str, run_id: str, exc: BaseException):
-        super().__init__(f"stage {stage!r} failed (run {run_id}): {type(exc).__name__}: {exc}")
+        super().__init__(f"stage {stage!r} failed (run {run_id}): {describe(exc)}")
         self.stage = stage
         self.run_id = run_id
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message``; for a JVM error, the failing task's Java exception, not the stack."""
+    text = str(exc)
+    if type(exc).__name__ != "Py4JJavaError" and "\tat " not in text:
+        return f"{type(exc).__name__}: {text}"
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")]
+    for line in lines:
+        if "most recent failure:" in line:  # the task's own error (e.g. the executor cannot open a file)
+            return f"{type(exc).__name__}: {line.split('most recent failure:', 1)[1].strip()[:1500]}"
+    causes = [line for line in lines if line.startswith("Caused by:")]
+    return f"{type(exc).__name__}: " + (causes[-1] if causes else (lines[0] if lines else text))[:1500]
 
 
 @dataclass
@@ -101,6 +113,11 @@ def staging_root(source: Source) -> Path:
     return Path(source.path).resolve().parent / ".minikafka-staging"
 
 
+def lock_path(source: Source, stage: str) -> Path:
+    """The stage's lock file, beside the ledger (the ledger's own machine, never shared storage)."""
+    return Path(source.path).resolve().parent / ".minikafka-locks" / f"{stage}.lock"
+
+
 def _layout(source: Source, name: str) -> TopicLayout:
     topic = source._topics.get(name)
     return topic.layout if topic is not None else source.layout(name)
@@ -121,27 +138,67 @@ def register_consumers(source: Source, stages: list[Stage]) -> None:
 
 
 def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 50_000,
-              staging_dir: str | Path | None = None, dry_run: bool = False, run_id: str | None = None) -> RunResult:
+              staging: str | None = None, dry_run: bool = False, run_id: str | None = None,
+              lock_wait: float = 0.0) -> RunResult:
     """Run one stage end to end and return its RunResult (also in the run log).
+
+    Args:
+        staging: a staging URI every node sees (the driver exports the inputs there and
+            the executors never open the ledger), ``"local"`` (JDBC reads and staging
+            beside the ledger even on a non-local master), or None: JDBC on a local
+            master, an error on any other.
+        lock_wait: seconds to wait for another run of the same stage to finish.
 
     Raises:
         TopicNotFoundError: an input or output topic is not in the ledger (nothing runs).
+        StageRunningError: another run of this stage holds its lock (nothing was touched).
+        StagingError: the staging location is missing or not writable (nothing runs).
         StageFailed: anything went wrong; nothing was committed and the inputs stay new.
     """
+    from ..errors import StageRunningError
+    from ..util.filelock import LockBusy, exclusive_lock
+
     for name in (*stage.inputs, *stage.outputs):
         _layout(source, name)
     run = RunResult(run_id or new_run_id(stage.name), "stage", stage=stage.name, consumer=stage.consumer_name,
                     inputs=list(stage.inputs), outputs=list(stage.outputs),
                     details={"strategy": stage.strategy, "engine": "spark"})
-    root = Path(staging_dir) if staging_dir else staging_root(source)
-    stage_dir = root / stage.name
+    # the lock comes first: nothing on disk (staging, leftovers) is touched without it
+    try:
+        lock = exclusive_lock(lock_path(source, stage.name), wait=lock_wait, note=f"run {run.run_id}")
+        lock.__enter__()
+    except LockBusy as exc:
+        raise StageRunningError(f"stage {stage.name!r} is running ({exc.holder or 'another process'}); "
+                                f"this run ({run.run_id}) did nothing") from None
+    try:
+        return _run_locked(spark, source, stage, run, staging, commit_batch_rows, dry_run)
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: str | None, batch_rows: int,
+                dry_run: bool) -> RunResult:
+    from . import staging as stg
+
+    area = None
+    if spark is not None:
+        area = stg.choose_staging(spark.sparkContext.master, staging, source.path)
+        stg.check_area(area)
+        run.details["staging"] = "exchange" if area.exchange else "jdbc"
+    marker = lock_path(source, stage.name).with_suffix(".staging")
+    if marker.exists():  # a crashed run's staging: nothing of it was committed, never trust it
+        stg.remove(marker.read_text().strip())
+        marker.unlink()
+    run_uri = area.run_uri(stage.name, run.run_id) if area else None
+    if run_uri:
+        marker.write_text(run_uri)
     target = stage.outputs[0] if len(stage.outputs) == 1 else None
     source._ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
         "target": target, "stage": stage.name, "run_id": run.run_id, "dry_run": dry_run}))
     try:
-        _run(spark, source, stage, run, stage_dir, commit_batch_rows, dry_run)
+        _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run)
     except BaseException as exc:
-        run.finish("failed", f"{type(exc).__name__}: {exc}")
+        run.finish("failed", describe(exc))
         if not dry_run:
             try:
                 with source._ledger.atomic() as conn:
@@ -152,18 +209,47 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
             raise
         raise StageFailed(stage.name, run.run_id, exc) from exc
     finally:
-        if stage_dir.exists():
-            shutil.rmtree(stage_dir, ignore_errors=True)
+        if run_uri:
+            try:
+                stg.remove(run_uri)
+                marker.unlink(missing_ok=True)
+            except Exception:  # noqa: BLE001 - the next run removes it
+                pass
         source._ledger.emit(Event("pipeline_end", stage.inputs[0], None, {
             "target": target, "count": run.rows_out, "dry_run": dry_run,
             "stage": stage.name, "run_id": run.run_id, "status": run.status, "rows_out": run.rows_out}))
     return run
 
 
-def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, batch_rows: int, dry_run: bool) -> None:
+def _read_inputs(spark, source: Source, stage: Stage, in_layouts: dict, bounds: dict, area, run_uri: str | None,
+                 run: RunResult) -> dict:
+    from . import staging as stg
+    from .types import to_model_columns
+
+    if not area.exchange:
+        return {name: read_topic(spark, source, layout, bounds=bounds[name], partitions=stage.partitions)
+                for name, layout in in_layouts.items()}
+    t0 = time.perf_counter()
+    frames = {}
+    for name, layout in in_layouts.items():
+        uri = stg.join(run_uri, "in", name)
+        rows = stg.export_topic(source._ledger.conn, layout, bounds[name].where, uri)
+        frame = to_model_columns(stg.read_exported(spark, layout, uri), layout)
+        files = -(-rows // stg.EXPORT_ROWS_PER_FILE)
+        if stage.partitions or files > 1:
+            # partitions as id ranges in id order, as the JDBC read gives them: Spark packs files
+            # by size, and the commit's "earliest row wins" on duplicates needs id order
+            frame = frame.repartitionByRange(stage.partitions or files, "_id")
+        frames[name] = frame
+    run.details["export_seconds"] = round(time.perf_counter() - t0, 3)
+    return frames
+
+
+def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str | None, batch_rows: int,
+         dry_run: bool) -> None:
+    from . import staging as stg
+
     consumer = stage.consumer_name
-    if stage_dir.exists():  # leftovers of a crashed run: nothing of it was committed
-        shutil.rmtree(stage_dir)
     if not dry_run:
         register_consumers(source, [stage])
     in_layouts = {name: _layout(source, name) for name in stage.inputs}
@@ -178,23 +264,21 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
     run.rows_in = sum(b.rows for b in bounds.values())
     t0 = time.perf_counter()
     failures: dict[int, str] = {}
-    staged_paths: dict[str, Path] = {}
+    staged: dict[str, tuple[str, int]] = {}  # topic -> (uri, rows Spark wrote)
     outcomes: list = []
     quarantined: list[tuple] = []
     report_dir = retention.report_dir(source.path)
     if run.rows_in:
-        frames = {name: read_topic(spark, source, layout, bounds=bounds[name], partitions=stage.partitions)
-                  for name, layout in in_layouts.items()}
+        frames = _read_inputs(spark, source, stage, in_layouts, bounds, area, run_uri, run)
         if stage.row_fn is not None:
             (src,), (dst,) = stage.inputs, stage.outputs
             out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage.name),
                                      _model(source, dst, stage.name), out_layouts[dst])
             out = _apply_quality(out, stage, dst, out_layouts[dst], run, outcomes, quarantined, "_parent_id",
                                  report_dir)
-            path = stage_dir / run.run_id / dst
-            _stage_write(out, path)
-            staged_paths[dst] = path
-            failures = _split_failures(path, stage)
+            uri = stg.join(run_uri, "out", dst)
+            staged[dst] = (uri, _stage_write(out, uri))
+            failures = _split_failures(stg.open_staged(*staged[dst]), stage)
         else:
             arg = frames[stage.inputs[0]] if len(stage.inputs) == 1 else frames
             result = stage.transform(arg)
@@ -210,21 +294,22 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
             for dst, frame in result.items():
                 frame = _apply_quality(frame, stage, dst, out_layouts[dst], run, outcomes, quarantined, "_id",
                                        report_dir)
-                staged = conform(frame, out_layouts[dst], stage=stage.name)
-                path = stage_dir / run.run_id / dst
-                _stage_write(staged, path)
-                staged_paths[dst] = path
+                conformed = conform(frame, out_layouts[dst], stage=stage.name)
+                uri = stg.join(run_uri, "out", dst)
+                staged[dst] = (uri, _stage_write(conformed, uri))
     run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
     _unpersist_all(spark if run.rows_in else None)
+    datasets = {dst: stg.open_staged(uri, rows) for dst, (uri, rows) in staged.items()}
     if dry_run:
-        run.rows_out = sum(_count(p) for p in staged_paths.values())
+        run.rows_out = sum(rows for _uri, rows in staged.values())
         run.finish("succeeded")
         return
     checkpoint("stage:staged")
     t1 = time.perf_counter()
     inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {}, partitions=b.partitions)
               for name, b in bounds.items()]
-    outputs = [StagedOutput(out_layouts[dst], _batches(p, batch_rows)) for dst, p in staged_paths.items()]
+    outputs = [StagedOutput(out_layouts[dst], _batches(datasets[dst], batch_rows, *staged[dst]))
+               for dst in staged]
     commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
                  max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
                  default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
@@ -235,9 +320,14 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, stage_dir: Path, b
 STAGING_ROW_GROUP_BYTES = 8 * 1024 * 1024
 
 
-def _stage_write(df, path: Path) -> None:
-    # small row groups keep the commit's read of the staged files bounded on the driver
-    df.write.mode("overwrite").option("parquet.block.size", STAGING_ROW_GROUP_BYTES).parquet(str(path))
+def _stage_write(df, uri: str) -> int:
+    """Write the staged Parquet; return the rows the write job counted.
+
+    Small row groups keep the commit's read of the staged files bounded on the driver.
+    """
+    from .staging import write_counted
+
+    return write_counted(df, uri, row_group_bytes=STAGING_ROW_GROUP_BYTES)
 
 
 def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: RunResult, outcomes: list,
@@ -255,7 +345,7 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
     keyed = frame.withColumn(ROW_KEY, F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
     checked = keyed.where(F.col(ERROR).isNull()) if ERROR in keyed.columns else keyed
     checked = checked.select(*[c for c in layout.field_names if c in keyed.columns], ROW_KEY)
-    results = [run_suite(checked, suite, rows_in=run.rows_in) for suite in suites]
+    results = [run_suite(checked, suite, rows_in=run.rows_in, stage=stage.name) for suite in suites]
     outcomes.extend(results)
     report = write_report(report_dir / f"{run.run_id}.html", run.run_id, stage.name, outcomes)
     run.quality = {"suites": [o.as_dict() for o in outcomes], "report": str(report.resolve()),
@@ -288,35 +378,32 @@ def source_consumers(source: Source, topic: str) -> list[str]:
     return acks.consumer_names(source._ledger.conn, topic)
 
 
-def _dataset(path: Path):
-    import pyarrow.dataset as ds
+def _batches(dataset, batch_rows: int, uri: str, expected: int):
+    """Stream staged rows in bounded Arrow batches (error rows left out).
 
-    return ds.dataset(str(path), format="parquet")
-
-
-def _count(path: Path) -> int:
-    return _dataset(path).count_rows()
-
-
-def _batches(path: Path, batch_rows: int):
-    """Stream staged rows in bounded Arrow batches (error rows left out)."""
+    After the last batch the rows read are checked against what Spark reported writing:
+    a difference raises inside the commit's transaction, so nothing is committed.
+    """
     import pyarrow.compute as pc
 
-    dataset = _dataset(path)
+    from .staging import check_count
+
     has_error = ERROR in dataset.schema.names
+    read = 0
     # no read-ahead: the driver holds one batch (and one row group) at a time
     for batch in dataset.to_batches(batch_size=batch_rows, batch_readahead=0, fragment_readahead=0,
                                     use_threads=False):
+        read += batch.num_rows
         if has_error:
             batch = batch.filter(pc.is_null(batch.column(ERROR)))
         yield batch
+    check_count(uri, expected, read)
 
 
-def _split_failures(path: Path, stage: Stage) -> dict[int, str]:
+def _split_failures(dataset, stage: Stage) -> dict[int, str]:
     """Row errors of a row_fn stage: strict raises on the first, best_effort returns them."""
     import pyarrow.compute as pc
 
-    dataset = _dataset(path)
     errors = dataset.to_table(columns=["_parent_id", ERROR], filter=pc.field(ERROR).is_valid())
     failures = dict(zip(errors.column("_parent_id").to_pylist(), errors.column(ERROR).to_pylist()))
     if failures and stage.strategy == "strict":

@@ -1,43 +1,94 @@
-"""The example pipeline on a real Spark standalone cluster (127.0.0.1) gives local mode's results."""
+"""The example pipeline on a real Spark standalone cluster whose worker cannot see the ledger.
+
+The worker runs in its own mount namespace with a tmpfs over the directory holding the
+ledger and the pipeline's files, as if it ran on another host; only the staging
+directory is visible to both sides. First the test shows it can fail (staging turned
+off: the executors cannot read the ledger and nothing is committed); then the pipeline
+runs per stage (spark-submit) and in-process through staging, and both ledgers end
+identical to a local-mode run on the same data.
+"""
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-from minikafka import Source
-from minikafka.pipelines.cluster import standalone_cluster
-from schemas.homelab import Scored
+from minikafka.pipelines import load_pipeline
+from minikafka.pipelines.cluster import standalone_cluster, unshare_permitted
+from minikafka.pipelines.runner import run_pipeline
 from tests.pipelines.helpers import ROOT, generate, homelab_copy
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
+TOPICS = ("rss.items", "rss.youtube", "rss.articles", "rss.summaries", "rss.scored")
 
-def scored(path) -> dict:
-    with Source(str(path)) as src:
-        return {s.url: (s.score, s.category, s.kind) for s in src.topic("rss.scored", Scored, dedup=("url",)).iter_new()}
+
+def snapshot(path) -> dict:
+    """Every topic's rows (fields and status, no times or run ids), the quarantine and the acks."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        out = {}
+        for topic in TOPICS:
+            cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{topic}")')
+                    if not r[1].startswith("_") or r[1] == "_status"]
+            out[topic] = sorted(conn.execute(f'SELECT {", ".join(f"{c!r}" for c in cols)} FROM "{topic}"').fetchall(),
+                                key=repr)
+        out["quarantine"] = sorted(conn.execute("SELECT topic, reason FROM _minikafka_quarantine").fetchall())
+        return out
+    finally:
+        conn.close()
 
 
 def mk(*args):
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "minikafka.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=900, cwd=ROOT)
+                          timeout=600, cwd=ROOT, env=env)
 
 
-def test_cluster_results_equal_local_results(tmp_path):
-    dump = generate(tmp_path, 200)
-    results = {}
-    for mode in ("local", "cluster"):
-        home = tmp_path / mode
-        home.mkdir()
-        pipeline = homelab_copy(home)
-        assert mk("ingest", pipeline, "rss.items", dump).returncode == 0
-        if mode == "local":
-            run = mk("run", pipeline, "--in-process", "--master", "local[2]")
-        else:
-            with standalone_cluster(log_dir=tmp_path / "spark-logs") as url:
-                run = mk("run", pipeline, "--in-process", "--master", url)
+def prepared(home, dump):
+    home.mkdir(parents=True)
+    pipeline = homelab_copy(home)
+    ingest = mk("ingest", pipeline, "rss.items", dump)
+    assert ingest.returncode == 0, ingest.stderr
+    return pipeline
+
+
+def test_example_on_an_isolated_worker_matches_local_mode_and_fails_without_staging(spark, tmp_path):
+    why = unshare_permitted()
+    if why:
+        pytest.skip(why)
+    hidden = tmp_path / "ledgers"  # the driver's side only: ledgers, pipeline files, dumps
+    shared = tmp_path / "shared"   # staging: visible to the driver and the worker
+    shared.mkdir()
+    hidden.mkdir()
+    dump = generate(hidden, 120)
+
+    local = prepared(hidden / "local", dump)
+    # the reference: local mode, in this process's session (spares a JVM start)
+    reference = run_pipeline(load_pipeline(local), master="local[2]", in_process=True, echo=lambda m: None)
+    assert reference.ok, reference.table()
+    expected = snapshot(hidden / "local" / "homelab.sqlite")
+    assert len(expected["rss.scored"]) > 80
+
+    failing = prepared(hidden / "failing", dump)
+    submitted = prepared(hidden / "submitted", dump)
+    in_process = prepared(hidden / "in_process", dump)
+    before = snapshot(hidden / "failing" / "homelab.sqlite")
+    with standalone_cluster(port=None, log_dir=tmp_path / "spark", hide=[hidden]) as url:
+        # staging turned off: executors on the worker try to open the ledger and cannot
+        run = mk("run", failing, "--in-process", "--master", url, "--staging", "local", "--stage", "keep_articles")
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert "homelab.sqlite" in run.stdout and "does not exist" in run.stdout, run.stdout
+        assert snapshot(hidden / "failing" / "homelab.sqlite") == before
+
+        run = mk("run", submitted, "--master", url, "--staging", f"file://{shared}")
         assert run.returncode == 0, run.stdout + run.stderr
-        results[mode] = scored(home / "homelab.sqlite")
-    assert results["cluster"] == results["local"] and len(results["local"]) > 150
+        run = mk("run", in_process, "--in-process", "--master", url, "--staging", str(shared))
+        assert run.returncode == 0, run.stdout + run.stderr
+    assert snapshot(hidden / "submitted" / "homelab.sqlite") == expected
+    assert snapshot(hidden / "in_process" / "homelab.sqlite") == expected
+    assert list(shared.iterdir()) == [] or all(not any(p.iterdir()) for p in shared.iterdir())

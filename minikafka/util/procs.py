@@ -1,0 +1,66 @@
+"""Child processes that die with the process that started them.
+
+``die_with_parent()`` asks Linux (``prctl(PR_SET_PDEATHSIG, SIGKILL)``) to kill the
+calling process when its parent dies, so a killed runner leaves no stage running as an
+orphan that could still write to staging or commit. ``popen_tied`` starts a child that
+way, in its own process group, and kills the whole group if the caller is interrupted.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int | None = None) -> bool:
+    """Have this process SIGKILLed when its parent dies (Linux only; returns False elsewhere).
+
+    ``parent_pid``: the parent expected; if it already died before the call took
+    effect (this process was re-parented), exit at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            return False
+    except OSError:
+        return False
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(137)
+    return True
+
+
+def popen_tied(cmd: list[str], **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen`` whose child is killed when this process dies, in its own process group."""
+    parent = os.getpid()
+    return subprocess.Popen(cmd, preexec_fn=lambda: die_with_parent(parent), start_new_session=True, **kwargs)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's whole process group (the stage's JVM and its Python driver)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_tied(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Like ``subprocess.run(capture_output=True, text=True)`` but the child dies with us."""
+    proc = popen_tied(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        kill_group(proc)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
