@@ -5,6 +5,7 @@ are imported only by the engine and quality modules.
 """
 
 from .api import engines as _engines
+from .api.groups import ConsumerGroup
 from .api.notifications import Listener, Notification
 from .api.pipes import FullPipeline, Pipeline
 from .api.queues import Job, Queue
@@ -18,17 +19,21 @@ from .errors import (
     ConnectorError,
     ConsumerNotFoundError,
     DedupFieldError,
+    DeliveryConfigError,
+    DeliveryError,
     DuplicateMessageError,
     FanOutError,
     FanOutFailure,
     HandlerError,
     InvalidNameError,
+    InvalidOffsetError,
     InvalidRecordError,
     JobNotOursError,
     LedgerError,
     MigrationError,
     MinikafkaError,
     MissingDependencyError,
+    PartitionOutOfRangeError,
     PipelineCycleError,
     PipelineError,
     QueueNotFoundError,
@@ -59,6 +64,9 @@ _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
     "ConnectorError",
+
+
+    "ConsumerGroup",
     "ConsumerNotFoundError",
     "CountWindow",
     "FixedTimeWindow",
@@ -71,6 +79,8 @@ __all__ = [
     "WindowEmitter",
     "WindowFailedError",
     "DedupFieldError",
+    "DeliveryConfigError",
+    "DeliveryError",
     "DuplicateMessageError",
     "Event",
     "FanOutError",
@@ -78,6 +88,7 @@ __all__ = [
     "FullPipeline",
     "HandlerError",
     "InvalidNameError",
+    "InvalidOffsetError",
     "InvalidRecordError",
     "Job",
     "JobNotOursError",
@@ -87,6 +98,7 @@ __all__ = [
     "MinikafkaError",
     "MissingDependencyError",
     "Notification",
+    "PartitionOutOfRangeError",
     "Pipeline",
     "PipelineCycleError",
     "PipelineError",

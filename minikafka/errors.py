@@ -168,6 +168,22 @@ class MissingDependencyError(MinikafkaError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
 
+class PartitionOutOfRangeError(MinikafkaError, ValueError):
+    """A partition number outside a topic's partitions (the message names topic and range)."""
+
+
+class InvalidOffsetError(MinikafkaError, ValueError):
+    """An offset that is not a non-negative integer, or lies beyond the partition's last row."""
+
+
+class DeliveryConfigError(MinikafkaError, ValueError):
+    """A deliveries file is invalid; the message names the file, the delivery and the key."""
+
+
+class DeliveryError(MinikafkaError):
+    """A delivery run could not deliver everything (the message names group, partition and endpoint)."""
+
+
 class StagingError(MinikafkaError):
     """The staging location cannot be used, or what it holds is not what Spark wrote.
 

@@ -254,7 +254,7 @@ class _GroupRun:
         deadline = time.monotonic() + self.full.max_batch_seconds
         upto = self.result.watermarks[self.topic.name]
         for row in self.topic._rows("new", reader, upto=upto):
-            record = self.topic._record(row, self.consumer)
+            record = self.topic._record(row, self.consumer, "new")
             self.result.rows_in += 1
             outs, errs = [], []
             for arm in self.arms:
@@ -346,7 +346,8 @@ class _GroupRun:
         try:
             with ledger.atomic() as conn:
                 for target, rows in per_target.values():
-                    conn.executemany(target.layout.insert_sql(lineage=True), rows)
+                    first = target.high_watermark() + 1 if target.layout.partitions > 1 else 0
+                    conn.executemany(target.layout.insert_sql(lineage=True), target.layout.with_partitions(rows, first))
                 acks.ack_many_in_current_transaction(
                     conn, self.topic.name, [record.id for record, _o, _e in batch], consumer_id, now, consumers
                 )

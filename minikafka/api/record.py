@@ -26,7 +26,8 @@ class Record(Generic[ModelT]):
     """A message as stored: its offset ``id``, times, status, lineage and ``data``.
 
     ``status`` is the status the record was read with, as seen by its consumer
-    (``consumer`` is None for the topic-wide view).
+    (``consumer`` is None for the topic-wide view). ``partition`` is the topic partition
+    the row lives in and ``offset`` its id (increasing within a partition, never reused).
     """
 
     id: int
@@ -39,7 +40,13 @@ class Record(Generic[ModelT]):
     parent_topic: str | None = None
     run_id: str | None = None
     consumer: str | None = None
+    partition: int = 0
     _topic: Topic | None = field(default=None, repr=False)
+
+    @property
+    def offset(self) -> int:
+        """The row's offset in its partition: its id."""
+        return self.id
 
     def ack(self) -> None:
         """Mark this record handled (for its consumer); idempotent.

@@ -17,6 +17,7 @@ from ..ledger.events import Event, Observer
 from ..ledger.layout import TopicLayout
 from ..ledger.runlog import read_runs
 from ..util.clock import utc_now
+from .groups import ConsumerGroup
 from .pipes import FullPipeline, Pipeline
 from .topic import Topic
 
@@ -147,7 +148,8 @@ class Source:
             name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
 
     # -- topics -----------------------------------------------------------------
-    def topic(self, name: str, model: type[ModelT], dedup: Sequence[str] | str | None = REQUIRED) -> Topic[ModelT]:
+    def topic(self, name: str, model: type[ModelT], dedup: Sequence[str] | str | None = REQUIRED,
+              partitions: int | None = None, key: Sequence[str] | str | None = None) -> Topic[ModelT]:
         """Create or reopen the topic ``name`` typed by ``model``.
 
         Args:
@@ -155,6 +157,10 @@ class Source:
             model: a pydantic BaseModel class.
             dedup: required (as in minikafka): field names whose values must be unique in
                 the topic, or None to disable dedup.
+            partitions: the number of partitions (1 when the topic is created without it;
+                None on reopening means "as stored").
+            key: fields whose values pick a row's partition (a stable hash); None on
+                reopening means "as stored".
 
         Returns:
             The Topic.
@@ -165,7 +171,9 @@ class Source:
             TypeError: ``dedup`` was not given.
             DedupFieldError: (a ValueError) a dedup field is not on the model, or repeats.
             SchemaMismatchError: the topic exists "with a different schema" or "with a
-                different dedup config".
+                different dedup config", another partition count or key.
+            ValueError: partitions is not an integer from 1 to 4096, or a key field is not
+                on the model.
 
         Emits:
             topic_created, when the topic is new.
@@ -175,7 +183,8 @@ class Source:
                 f"source.topic({name!r}, ...) needs the keyword argument dedup: "
                 "dedup=(field, ...) for unique fields, or dedup=None to disable dedup"
             )
-        layout = TopicLayout.for_model(name, model, dedup)
+        layout = TopicLayout.for_model(name, model, dedup, partitions=1 if partitions is None else partitions,
+                                       key=key)
         conn = self._ledger.conn
         row = catalog.catalog_row(conn, name)
         if row is None:
@@ -184,6 +193,11 @@ class Source:
                 if row is None:
                     self._create_in_current_transaction(layout)
                     return self._bind(layout, layout.fingerprint)
+        stored = catalog.layout_of_row(row)
+        if partitions is None:
+            layout.partitions = stored.partitions
+        if key is None:
+            layout.key = stored.key
         catalog.check_reopen(layout, row)
         return self._bind(layout, row[4])
 
@@ -289,6 +303,15 @@ class Source:
         from .retention import apply_retention
 
         return apply_retention(self)
+
+
+    def group(self, name: str) -> ConsumerGroup:
+        """The consumer group ``name``: fetch, commit, seek, lag, follow (see api/groups.py).
+
+        Raises:
+            InvalidNameError: not a valid consumer name.
+        """
+        return ConsumerGroup(self, name)
 
     def topics(self) -> list[str]:
         """Names of every topic stored in the file, sorted."""

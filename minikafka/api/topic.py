@@ -17,7 +17,7 @@ from ..errors import (
 from ..ledger import acks
 from ..ledger.events import Event
 from ..ledger.identifiers import quote_identifier
-from ..ledger.layout import META_SELECT, N_META, TopicLayout, canonical_json
+from ..ledger.layout import META_SELECT, N_META, PARTITION, TopicLayout, canonical_json
 from ..util.clock import parse_timestamp, utc_now
 from ..util.gcpause import gc_paused
 from . import engines
@@ -88,6 +88,14 @@ class Topic(Generic[ModelT]):
     def layout(self) -> TopicLayout:
         return self._layout
 
+    @property
+    def partitions(self) -> int:
+        return self._layout.partitions
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self._layout.key
+
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, {self.model.__name__})"
 
@@ -108,12 +116,14 @@ class Topic(Generic[ModelT]):
         return self.model.model_validate(payload)
 
     # -- writing ----------------------------------------------------------------
-    def append(self, payload: ModelT | dict[str, Any], *, on_duplicate: str = "raise",
-               tx: Transaction | None = None) -> ModelT | None:
+    def append(self, payload: ModelT | dict[str, Any], partition: int | None = None, *,
+               on_duplicate: str = "raise", tx: Transaction | None = None) -> ModelT | None:
         """Validate and append one message.
 
         Args:
             payload: a model instance or a dict.
+            partition: the partition to append to; by default the topic's key fields pick
+                it (a stable hash), or, without key fields, rows are spread evenly.
             on_duplicate: "raise" (minikafka's behaviour) or "ignore" (return None).
             tx: join the caller's transaction (``source.transaction()``).
 
@@ -124,14 +134,17 @@ class Topic(Generic[ModelT]):
             pydantic.ValidationError: the payload does not fit the model.
             DuplicateMessageError: the dedup key is already in the topic.
             InvalidRecordError: a value SQLite cannot store exactly (NaN, > 64-bit int).
+            PartitionOutOfRangeError: ``partition`` is not one of the topic's partitions.
 
         Emits:
             message_appended, after the commit.
         """
         ignore = check_on_duplicate(on_duplicate)
+        if partition is not None:
+            self._layout.check_partition(partition)
         model = self._validate(payload)
         with joined(self.source, tx):
-            row_id = self._insert_one_in_current_transaction(model, ignore_duplicates=ignore)
+            row_id = self._insert_one_in_current_transaction(model, ignore_duplicates=ignore, partition=partition)
         return None if row_id is None else model
 
     def extend(
@@ -167,12 +180,17 @@ class Topic(Generic[ModelT]):
     def _insert_one_in_current_transaction(
         self, model: ModelT, *, parent_id: int | None = None, parent_topic: str | None = None,
         run_id: str | None = None, ignore_duplicates: bool = False, now: str | None = None,
+        partition: int | None = None,
     ) -> int | None:
         """Insert one validated model; returns its id (None when ignored as duplicate)."""
         conn = self._conn
         values = self._encode(model)
         lineage = parent_id is not None or run_id is not None
         params = (*values, now or utc_now(), "new") + ((parent_id, parent_topic, run_id) if lineage else ())
+        if self._layout.partitions > 1:
+            if partition is None:
+                partition = self._layout.route(values, 0 if self._layout.key else self.high_watermark() + 1)
+            params += (partition,)
         try:
             cur = conn.execute(self._layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
         except (sqlite3.IntegrityError, OverflowError) as exc:
@@ -195,6 +213,7 @@ class Topic(Generic[ModelT]):
         values = [encode(m) + stamp for m in models]
         ledger = self.source._ledger
         before = self.high_watermark()
+        values = self._layout.with_partitions(values, before + 1)
         changes = conn.total_changes
         try:
             conn.executemany(self._layout.insert_sql(ignore_duplicates=ignore_duplicates), values)
@@ -233,8 +252,8 @@ class Topic(Generic[ModelT]):
         if status is None:
             return "1", ()
         if status == "new":
-            return acks.pending_filter(consumer_id)
-        return acks.done_filter(consumer_id)
+            return acks.pending_filter(consumer_id, self.name)
+        return acks.done_filter(consumer_id, self.name)
 
     def _rows(self, status: str | None, consumer: str | None, *, upto: int | None = None) -> Iterator[tuple]:
         """Rows in id order, read in pages so acks during iteration are safe."""
@@ -254,12 +273,19 @@ class Topic(Generic[ModelT]):
             yield from page
             last = page[-1][0]
 
-    def _record(self, row: tuple, consumer: str | None, status: str | None = None) -> Record[ModelT]:
-        data = self.model.model_validate(self._decode(row))
+    def _record(self, row: tuple, consumer: str | None, status: str | None = None,
+                data: ModelT | None = None) -> Record[ModelT]:
+        """A Record from a ``select_sql`` row; ``status`` None reads the topic-wide status."""
+        if data is None:
+            data = self.model.model_validate(self._decode(row))
+        partition = row[self._layout.partition_index]
+        if status is None:
+            status = acks.status_of(row[2], row[0], partition, acks.handled_positions(self._conn, self.name))
         return Record(
             id=row[0], topic=self.name, created_at=parse_timestamp(row[1]),
-            handled_at=parse_timestamp(row[3]), status=status or row[2], data=data,
-            parent_id=row[4], parent_topic=row[5], run_id=row[6], consumer=consumer, _topic=self,
+            handled_at=parse_timestamp(row[3]), status=status, data=data,
+            parent_id=row[4], parent_topic=row[5], run_id=row[6], consumer=consumer, partition=partition,
+            _topic=self,
         )
 
     def _iter(self, status: str, records: bool, as_dict: bool, consumer: str | None):
@@ -269,7 +295,7 @@ class Topic(Generic[ModelT]):
             if as_dict:
                 yield self._decode(row)
             elif records:
-                yield self._record(row, consumer, status if consumer else None)
+                yield self._record(row, consumer, status)
             else:
                 yield self.model.model_validate(self._decode(row))
 
@@ -475,13 +501,14 @@ class Topic(Generic[ModelT]):
             as in minikafka), as an instance of both that type and MigrationError, with
             the record id in a note; nothing changed.
         """
-        new_layout = TopicLayout.for_model(self.name, new_model, self.dedup)
+        new_layout = TopicLayout.for_model(self.name, new_model, self.dedup, partitions=self.partitions, key=self.key)
         tmp = self.name + "__migrating"
         q_tmp = quote_identifier(tmp)
         encode = new_layout.encoder()
         meta = META_SELECT
-        cols = ", ".join([meta] + [quote_identifier(n) for n in new_layout.field_names])
-        insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(N_META + len(new_layout.columns)))})"
+        cols = ", ".join([meta] + [quote_identifier(n) for n in new_layout.field_names] + [f'"{PARTITION}"'])
+        insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(N_META + len(new_layout.columns) + 1))})"
+        at_partition = self._layout.partition_index
         current = None
         ledger = self.source._ledger
         try:
@@ -493,7 +520,7 @@ class Topic(Generic[ModelT]):
                     if isinstance(out, BaseModel) and not isinstance(out, new_model):
                         out = out.model_dump()
                     migrated = new_model.model_validate(out)
-                    conn.execute(insert, (*row[:N_META], *encode(migrated)))
+                    conn.execute(insert, (*row[:N_META], *encode(migrated), row[at_partition]))
                 current = None
                 conn.execute(f"DROP TABLE {self._layout.table}")  # drops its trigger and indexes too
                 conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
@@ -518,7 +545,10 @@ class Topic(Generic[ModelT]):
         """The topic (or its new/handled rows) as a pyarrow Table, metadata columns first."""
         from ..ledger.arrow import rows_to_arrow
 
-        return rows_to_arrow(self._layout, self._rows(status, consumer), self._decode)
+        handled = acks.handled_positions(self._conn, self.name)
+        at = self._layout.partition_index
+        rows = ((r[0], r[1], acks.status_of(r[2], r[0], r[at], handled), *r[3:]) for r in self._rows(status, consumer))
+        return rows_to_arrow(self._layout, rows, self._decode)
 
     def to_spark(self, spark, status: str | None = None, *, consumer: str | None = None):
         """The topic as a Spark DataFrame over JDBC (exact types; needs ``minikafka[spark]``).

@@ -8,7 +8,7 @@ from ..api.source import Source
 from ..errors import MinikafkaError
 from ..util.progress import heartbeat
 from .app import main
-from .common import _nullcontext, _row_json, load_with_source, pipeline_model, verbose_option, with_source
+from .common import _nullcontext, _row_json, load_with_source, pipeline_model, status_where, verbose_option, with_source
 
 
 def import_model(spec: str):
@@ -149,15 +149,13 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
 
     layout = source.layout(topic)
     decode = layout.decoder()
-    status = None if which == "all" else which
-    where = "1" if status is None else "\"_status\" = ?"
-    params = () if status is None else (status,)
+    where, params, fix = status_where(source, layout, which)
     sql = f"{layout.select_sql()} WHERE {where} AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
     conn = source._ledger.conn
     last, written, writer = 0, 0, None
     with open(path, "w", encoding="utf-8") if fmt == "jsonl" else _nullcontext() as fh:
         while True:
-            page = conn.execute(sql, (*params, last)).fetchall()
+            page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
             if not page:
                 break
             last = page[-1][0]

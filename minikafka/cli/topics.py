@@ -16,24 +16,34 @@ from .common import echo_json, json_option, row_dict, with_source
 
 def topic_summary(source: Source, name: str) -> dict:
     """The --json record of one topic (keys: topic, new, handled, total, high_watermark,
-    consumers, quarantined)."""
+    consumers, quarantined, partitions, groups: [{name, partitions: [{partition, committed, lag}]}])."""
     conn = source._ledger.conn
     layout = source.layout(name)
+    where, params = acks.pending_filter(None, name)  # rows committed by offset count as handled
     new, total, high = conn.execute(
-        f"SELECT (SELECT count(*) FROM {layout.table} WHERE \"_status\" = 'new'), count(*), "
-        f"coalesce(max(\"_id\"), 0) FROM {layout.table}"
+        f"SELECT (SELECT count(*) FROM {layout.table} WHERE {where}), count(*), "
+        f"coalesce(max(\"_id\"), 0) FROM {layout.table}", params
     ).fetchone()
+    groups = []
+    for consumer in acks.consumer_names(conn, name):
+        cid = acks.find_consumer(conn, name, consumer)
+        offsets, lag = acks.committed_offsets(conn, cid), acks.lag(conn, name, cid)
+        groups.append({"name": consumer, "partitions": [
+            {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
     return {"topic": name, "new": new, "handled": total - new, "total": total, "high_watermark": high,
-            "consumers": acks.consumer_names(conn, name), "quarantined": qstore.count_quarantined(conn, name)}
+            "partitions": layout.partitions, "consumers": acks.consumer_names(conn, name), "groups": groups,
+            "quarantined": qstore.count_quarantined(conn, name)}
 
 
 @main.command()
 @json_option
 @with_source
 def topics(source: Source, as_json: bool) -> None:
-    """List topics with their new/handled counts, consumers and quarantined rows.
+    """List topics with their new/handled counts, consumers and quarantined rows, and each
+    consumer (group) with its committed offset and lag per partition.
 
-    --json prints a list of {topic, new, handled, total, high_watermark, consumers, quarantined}.
+    --json prints a list of {topic, new, handled, total, high_watermark, consumers, quarantined,
+    partitions, groups: [{name, partitions: [{partition, committed, lag}]}]}.
 
     Example: minikafka topics --source data/homelab.sqlite --json
     """
@@ -41,10 +51,13 @@ def topics(source: Source, as_json: bool) -> None:
     if as_json:
         echo_json(summaries)
         return
-    click.echo(f"{'topic':30} {'new':>10} {'handled':>10} {'quar':>6}  consumers")
+    click.echo(f"{'topic':30} {'new':>10} {'handled':>10} {'quar':>6} {'parts':>5}  consumers")
     for s in summaries:
-        click.echo(f"{s['topic']:30} {s['new']:>10} {s['handled']:>10} {s['quarantined']:>6}  "
+        click.echo(f"{s['topic']:30} {s['new']:>10} {s['handled']:>10} {s['quarantined']:>6} {s['partitions']:>5}  "
                    f"{', '.join(s['consumers'])}")
+        for g in s["groups"]:
+            parts = "  ".join(f"p{p['partition']}: committed {p['committed']} lag {p['lag']}" for p in g["partitions"])
+            click.echo(f"    {g['name']:26} {parts}")
 
 
 def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int) -> list[dict]:
@@ -125,11 +138,11 @@ def _show_query(source: Source, layout: TopicLayout, which: str, consumer: str |
     cid = acks.require_consumer(conn, layout.name, consumer) if consumer else None
     conds, params = [], []
     if which == "new":
-        sql, p = acks.pending_filter(cid)
+        sql, p = acks.pending_filter(cid, layout.name)
         conds.append(sql)
         params.extend(p)
     elif which == "handled":
-        sql, p = acks.done_filter(cid)
+        sql, p = acks.done_filter(cid, layout.name)
         conds.append(sql)
         params.extend(p)
     try:
@@ -180,9 +193,12 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
         extra = f", CASE WHEN {done} THEN 'handled' ELSE 'new' END"
         params = (*dparams, *cond_params)
     base = layout.select_sql().replace(f" FROM {layout.table}", f"{extra} FROM {layout.table}", 1)
-    n_cols = len(layout.columns) + 7
+    n_cols = layout.partition_index + 1  # metadata, fields, _partition
+    handled = acks.handled_positions(conn, layout.name)
 
     def render(row) -> dict:
+        # rows committed by offset read as handled, as everywhere else
+        row = (row[0], row[1], acks.status_of(row[2], row[0], row[n_cols - 1], handled), *row[3:])
         d = row_dict(row[:n_cols], decode)
         if cid is not None:
             d["_consumer_status"] = row[n_cols]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from pydantic import BaseModel
@@ -11,7 +12,9 @@ from ..util.clock import utc_now
 from .identifiers import validate_topic_name
 from .layout import TopicLayout, canonical_json
 
-CATALOG_SELECT = "SELECT name, json_schema, columns, dedup, fingerprint FROM _minikafka_topics WHERE name = ?"
+CATALOG_SELECT = (
+    "SELECT name, json_schema, columns, dedup, fingerprint, partitions, key FROM _minikafka_topics WHERE name = ?"
+)
 
 
 def model_path(model: type[BaseModel]) -> str:
@@ -25,7 +28,7 @@ def topic_names(conn: sqlite3.Connection) -> list[str]:
 
 
 def catalog_row(conn: sqlite3.Connection, name: str) -> tuple | None:
-    """The catalog row of ``name`` (name, json_schema, columns, dedup, fingerprint), or None."""
+    """The catalog row of ``name`` (name, json_schema, columns, dedup, fingerprint, partitions, key), or None."""
     return conn.execute(CATALOG_SELECT, (name,)).fetchone()
 
 
@@ -39,7 +42,12 @@ def read_layout(conn: sqlite3.Connection, name: str, *, where: str = "the ledger
     row = catalog_row(conn, name)
     if row is None:
         raise TopicNotFoundError(f"no topic {name!r} in {where} (topics: {topic_names(conn)!r})")
-    return TopicLayout.from_catalog(row[:4])
+    return layout_of_row(row)
+
+
+def layout_of_row(row: tuple) -> TopicLayout:
+    """The stored layout from a catalog row (see ``catalog_row``)."""
+    return TopicLayout.from_catalog(row[:4], partitions=row[5], key=json.loads(row[6]))
 
 
 def stored_model_path(conn: sqlite3.Connection, name: str) -> str:
@@ -60,7 +68,7 @@ def check_reopen(layout: TopicLayout, row: tuple) -> None:
             f"topic {layout.name!r} clashes with existing topic {stored_name!r}: "
             "topic names are case-insensitive"
         )
-    why = layout.mismatch(TopicLayout.from_catalog(row[:4]), row[4])
+    why = layout.mismatch(layout_of_row(row), row[4])
     if why:
         what = "dedup config" if why.startswith("dedup") else "schema"
         raise SchemaMismatchError(
@@ -78,14 +86,20 @@ def create_topic_in_current_transaction(conn: sqlite3.Connection, layout: TopicL
     clash = conn.execute(
         "SELECT name FROM sqlite_schema WHERE lower(name) IN (lower(?), lower(?), lower(?), lower(?))",
         (layout.name, layout.name + "__new", layout.name + "__dedup", layout.name + "__append_only"),
-    ).fetchone()
+    ).fetchone() or conn.execute(
+        "SELECT name FROM sqlite_schema WHERE lower(name) = lower(?)", (layout.name + "__partition",)).fetchone()
     if clash:
         raise InvalidNameError(f"topic {layout.name!r} clashes with existing table {clash[0]!r}")
     conn.execute(
-        "INSERT INTO _minikafka_topics (name, model_name, json_schema, fingerprint, columns, dedup, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO _minikafka_topics (name, model_name, json_schema, fingerprint, columns, dedup, created_at, "
+        "partitions, key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (layout.name, model_path(layout.model), canonical_json(layout.json_schema), layout.fingerprint,
-         layout.describe_columns(), canonical_json(list(layout.dedup)), utc_now()),
+         layout.describe_columns(), canonical_json(list(layout.dedup)), utc_now(), layout.partitions,
+         canonical_json(list(layout.key))),
     )
     for statement in layout.ddl():
         conn.execute(statement)
+    conn.executemany(
+        "INSERT OR IGNORE INTO _minikafka_partitions (topic, partition, handled_upto) VALUES (?, ?, 0)",
+        [(layout.name, p) for p in range(layout.partitions)],
+    )

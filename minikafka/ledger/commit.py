@@ -63,6 +63,7 @@ class InputState:
     upto: int
     pending: int
     failures: dict[int, str] = field(default_factory=dict)
+    partitions: tuple[int, ...] | None = None  # only these topic partitions (None: all)
 
 
 def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[InputState],
@@ -84,6 +85,8 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
             cid = acks.register_consumer_in_current_transaction(conn, state.topic, consumer, now)
             consumer_ids[state.topic] = cid
             where, params = acks.pending_filter(cid)
+            if state.partitions is not None:
+                where += f' AND "_partition" IN ({", ".join(str(int(p)) for p in state.partitions) or "NULL"})'
             still = conn.execute(
                 f'SELECT count(*) FROM {quote_identifier(state.topic)} WHERE {where} AND "_id" <= ?',
                 (*params, state.upto),
@@ -139,6 +142,9 @@ def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResul
             parents, parent_topics = repeat(None, n), repeat(None, n)
         # rows are built by zip in C rather than a Python loop per row
         rows = list(zip(*cols, repeat(now, n), repeat("new", n), parents, parent_topics, repeat(run.run_id, n)))
+        if layout.partitions > 1:  # routed by key (or spread by expected id)
+            top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
+            rows = layout.with_partitions(rows, top + 1)
         before = conn.total_changes
         try:
             conn.executemany(sql, rows)
@@ -186,7 +192,8 @@ def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int,
     conn.execute("DELETE FROM temp.mk_exclude")
     if keep_pending:
         conn.executemany("INSERT INTO temp.mk_exclude (id) VALUES (?)", [(i,) for i in keep_pending])
-    acks.ack_upto_in_current_transaction(conn, state.topic, consumer_id, state.upto, now, exclude=bool(keep_pending))
+    acks.ack_upto_in_current_transaction(conn, state.topic, consumer_id, state.upto, now, exclude=bool(keep_pending),
+                                         partitions=state.partitions)
     conn.execute(
         "DELETE FROM _minikafka_attempts WHERE consumer_id = ? AND row_id <= ? AND row_id NOT IN "
         "(SELECT id FROM temp.mk_exclude)",

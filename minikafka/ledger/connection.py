@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import LedgerError, SourceClosedError, WrongThreadError
+from ..util.clock import utc_now
+from . import upgrade
 from .events import Event, Observer, deliverer, notify
 from .schema import LEDGER_FORMAT, MIN_SQLITE, schema_statements
 
@@ -66,16 +68,23 @@ class Ledger:
 
     def _init_schema(self) -> None:
         with self.atomic():
-            for statement in schema_statements():
-                self.conn.execute(statement)
-            self.conn.execute(
-                "INSERT OR IGNORE INTO _minikafka_meta (key, value) VALUES ('format', ?)",
-                (str(LEDGER_FORMAT),),
-            )
-            found = self.conn.execute("SELECT value FROM _minikafka_meta WHERE key = 'format'").fetchone()[0]
-            if int(found) > LEDGER_FORMAT:
+            conn = self.conn
+            found = upgrade.stored_format(conn)
+            if found is not None and found > LEDGER_FORMAT:
                 raise LedgerError(
                     f"{self.path!r} was written by a newer minikafka (ledger format {found}); upgrade"
+                )
+            if found is not None and found < LEDGER_FORMAT:
+                upgrade.before_schema(conn, found)
+            for statement in schema_statements():
+                conn.execute(statement)
+            if found is not None and found < LEDGER_FORMAT:
+                upgrade.after_schema(conn, found, utc_now())
+            if found != LEDGER_FORMAT:
+                conn.execute(
+                    "INSERT INTO _minikafka_meta (key, value) VALUES ('format', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(LEDGER_FORMAT),),
                 )
 
     @property
@@ -102,6 +111,26 @@ class Ledger:
     @property
     def in_transaction(self) -> bool:
         return self._depth > 0
+
+    @contextmanager
+    def relaxed_sync(self) -> Iterator[None]:
+        """Commits made inside skip the fsync (``synchronous=NORMAL`` in WAL mode).
+
+        For writes that only move consumer positions (offset commits): they survive a
+        process crash; a power cut may undo the last of them, which means rows are
+        delivered again (at-least-once), never that data is lost. The next FULL commit
+        makes them durable too. Inside an enclosing transaction nothing changes.
+        """
+        if self._depth or self.path == ":memory:":
+            yield
+            return
+        conn = self.conn
+        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            yield
+        finally:
+            if self._conn is not None:
+                self._conn.execute("PRAGMA synchronous = FULL")
 
     @contextmanager
     def atomic(self) -> Iterator[sqlite3.Connection]:

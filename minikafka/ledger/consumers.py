@@ -43,6 +43,9 @@ def consumer_info(conn: sqlite3.Connection, topic: str | None = None) -> list[Co
         pending, pparams = acks.pending_filter(cid)
         lag = conn.execute(f"SELECT count(*) FROM {table} WHERE {pending}", pparams).fetchone()[0]
         times = [conn.execute("SELECT max(acked_at) FROM _minikafka_acks WHERE consumer_id = ?", (cid,)).fetchone()[0],
+                 # offsets moved after registration (in-order acks and commits move the offset, no ack row)
+                 conn.execute("SELECT max(updated_at) FROM _minikafka_offsets WHERE consumer_id = ? AND updated_at > ?",
+                              (cid, created)).fetchone()[0],
                  conn.execute("SELECT max(updated_at) FROM _minikafka_attempts WHERE consumer_id = ?",
                               (cid,)).fetchone()[0]]
         if counts[t] == 1:

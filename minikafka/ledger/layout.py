@@ -11,12 +11,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import DedupFieldError, DuplicateMessageError, InvalidRecordError
+from ..errors import DedupFieldError, DuplicateMessageError, InvalidRecordError, PartitionOutOfRangeError
 from .columns import META_COLUMNS, ColumnSpec, check_int_range, column_from_description, columns_for_model
 from .identifiers import quote_identifier, validate_topic_name
 
 META_SELECT = ", ".join(quote_identifier(c) for c in META_COLUMNS)
 N_META = len(META_COLUMNS)
+# The partition column is not in META_COLUMNS (rows keep their shape): select_sql()
+# returns it after the fields, inserts into a partitioned topic end with it.
+PARTITION = "_partition"
+MAX_PARTITIONS = 4096
 
 
 def _strip_docs(node: Any) -> Any:
@@ -45,27 +49,33 @@ class TopicLayout:
     dedup: tuple[str, ...]
     json_schema: dict = field(default_factory=dict)
     model: type[BaseModel] | None = None
+    partitions: int = 1
+    key: tuple[str, ...] = ()
 
     @classmethod
-    def for_model(cls, name: str, model: type[BaseModel], dedup) -> TopicLayout:
+    def for_model(cls, name: str, model: type[BaseModel], dedup, *, partitions: int = 1,
+                  key=None) -> TopicLayout:
         """Build and check the layout of ``model`` under topic ``name``.
 
         Raises:
             InvalidNameError, UnsupportedTypeError: bad topic/field names or types.
-            SchemaMismatchError: a dedup field the model lacks.
+            SchemaMismatchError: a dedup or key field the model lacks.
+            ValueError: a partition count that is not an integer in 1..4096.
         """
         validate_topic_name(name)
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"model for topic {name!r} must be a pydantic BaseModel class, got {model!r}")
         columns = columns_for_model(model)
         dedup_fields = normalise_dedup(name, model, dedup)
-        return cls(name, columns, dedup_fields, model.model_json_schema(), model)
+        key_fields = normalise_dedup(name, model, key, what="key")
+        return cls(name, columns, dedup_fields, model.model_json_schema(), model,
+                   check_partitions(name, partitions), key_fields)
 
     @classmethod
-    def from_catalog(cls, row: sqlite3.Row | tuple) -> TopicLayout:
+    def from_catalog(cls, row: sqlite3.Row | tuple, *, partitions: int = 1, key=()) -> TopicLayout:
         name, schema, columns, dedup = row
         cols = [column_from_description(d) for d in json.loads(columns)]
-        return cls(name, cols, tuple(json.loads(dedup)), json.loads(schema), None)
+        return cls(name, cols, tuple(json.loads(dedup)), json.loads(schema), None, int(partitions), tuple(key))
 
     # -- identity ---------------------------------------------------------------
     @property
@@ -83,6 +93,10 @@ class TopicLayout:
         """Explain why this layout cannot reopen ``stored`` (None when compatible)."""
         if sorted(stored.dedup) != sorted(self.dedup):
             return f"dedup fields differ: stored {stored.dedup!r}, given {self.dedup!r}"
+        if stored.partitions != self.partitions:
+            return f"partition count differs: stored {stored.partitions}, given {self.partitions}"
+        if stored.key != self.key:
+            return f"key fields differ: stored {stored.key!r}, given {self.key!r}"
         if stored_fingerprint == self.fingerprint:
             return None
         old = {c.name: c.describe() for c in stored.columns}
@@ -122,9 +136,10 @@ class TopicLayout:
             '"_parent_id" INTEGER',
             '"_parent_topic" TEXT',
             '"_run_id" TEXT',
-        ] + [c.ddl() for c in self.columns]
+        ] + [c.ddl() for c in self.columns] + [PARTITION_COLUMN_DDL]
         statements = [f"CREATE TABLE {t} (\n  " + ",\n  ".join(cols) + "\n) STRICT"]
         statements.append(self.new_index_ddl(base))
+        statements.append(partition_index_ddl(base))
         statements.append(self.append_only_ddl(base))
         if self.dedup:
             statements.append(self.dedup_index_ddl(base))
@@ -168,14 +183,61 @@ class TopicLayout:
         names = self.field_names + ["_created_at", "_status"]
         if lineage:
             names += ["_parent_id", "_parent_topic", "_run_id"]
+        if self.partitions > 1:
+            names.append(PARTITION)  # see with_partitions()
         cols = ", ".join(quote_identifier(n) for n in names)
         marks = ", ".join("?" for _ in names)
         tail = " ON CONFLICT DO NOTHING" if ignore_duplicates else ""
         return f"INSERT INTO {self.table} ({cols}) VALUES ({marks}){tail}"
 
     def select_sql(self) -> str:
+        """SELECT of the metadata columns, the fields, then ``_partition`` (index ``partition_index``)."""
         fields = ", ".join(quote_identifier(n) for n in self.field_names)
-        return f"SELECT {META_SELECT}, {fields} FROM {self.table}"
+        return f"SELECT {META_SELECT}, {fields}, \"{PARTITION}\" FROM {self.table}"
+
+    @property
+    def partition_index(self) -> int:
+        """Where ``_partition`` sits in a row read with ``select_sql()``."""
+        return N_META + len(self.columns)
+
+    # -- partitions ---------------------------------------------------------------
+    def route(self, values: tuple, seq: int) -> int:
+        """The partition of a row from its encoded field ``values``.
+
+        With key fields: a stable hash of the key (``key_partition``). Without: ``seq``
+        modulo the partition count (callers pass the row's expected id, so rows spread
+        evenly).
+        """
+        if self.partitions == 1:
+            return 0
+        if self.key:
+            idx = self.__dict__.get("_key_idx")
+            if idx is None:
+                idx = self.__dict__["_key_idx"] = [self.field_names.index(k) for k in self.key]
+            return key_partition([values[i] for i in idx], self.partitions)
+        return seq % self.partitions
+
+    def with_partitions(self, rows: list[tuple], first_seq: int) -> list[tuple]:
+        """Append each row's partition to insert parameters (rows start with the field values).
+
+        A topic with one partition needs no such column: rows come back unchanged.
+        """
+        if self.partitions == 1:
+            return rows
+        route = self.route
+        return [row + (route(row, first_seq + i),) for i, row in enumerate(rows)]
+
+    def check_partition(self, partition: object) -> int:
+        """``partition`` if it is a partition of this topic.
+
+        Raises:
+            PartitionOutOfRangeError: not an integer in ``0..partitions-1``.
+        """
+        if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self.partitions:
+            raise PartitionOutOfRangeError(
+                f"topic {self.name!r} has partitions 0..{self.partitions - 1}; got partition {partition!r}"
+            )
+        return partition
 
     # -- values -----------------------------------------------------------------
     def encoder(self):
@@ -284,8 +346,35 @@ class TopicLayout:
         return f"SELECT \"_id\" FROM {self.table} WHERE {conds} AND \"_id\" <= ? LIMIT 1"
 
 
-def normalise_dedup(topic: str, model: type[BaseModel], dedup) -> tuple[str, ...]:
-    """Check dedup fields exist on the model; return them as a tuple (in given order).
+PARTITION_COLUMN_DDL = f'"{PARTITION}" INTEGER NOT NULL DEFAULT 0'
+
+
+def partition_index_ddl(base: str) -> str:
+    # (_partition, rowid): a partition's rows in offset order, for fetch, lag and Spark reads
+    return f"CREATE INDEX IF NOT EXISTS {quote_identifier(base + '__partition')} ON {quote_identifier(base)} (\"{PARTITION}\")"
+
+
+def key_partition(values: list, partitions: int) -> int:
+    """The partition of a key: blake2b (8 bytes, big-endian) of its canonical JSON, modulo ``partitions``.
+
+    ``values`` are the key fields' stored values (ints, floats, text, bytes). The result
+    depends on nothing but the values and the count: the same in every process,
+    machine and version.
+    """
+    blob = json.dumps(values, separators=(",", ":"), ensure_ascii=False,
+                      default=lambda v: {"bytes": v.hex()} if isinstance(v, (bytes, bytearray)) else str(v))
+    digest = hashlib.blake2b(blob.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partitions
+
+
+def check_partitions(topic: str, partitions: object) -> int:
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+        raise ValueError(f"topic {topic!r}: partitions must be an integer from 1 to {MAX_PARTITIONS}, got {partitions!r}")
+    return partitions
+
+
+def normalise_dedup(topic: str, model: type[BaseModel], dedup, *, what: str = "dedup") -> tuple[str, ...]:
+    """Check dedup (or key) fields exist on the model; return them as a tuple (in given order).
 
     Raises:
         DedupFieldError: (a ValueError) a dedup field is not a model field, or repeats.
@@ -299,11 +388,11 @@ def normalise_dedup(topic: str, model: type[BaseModel], dedup) -> tuple[str, ...
         return ()
     if len(set(fields)) != len(fields):
         repeated = sorted({f for f in fields if fields.count(f) > 1})
-        raise DedupFieldError(f"topic {topic!r}: dedup fields must be unique; repeated: {repeated!r}")
+        raise DedupFieldError(f"topic {topic!r}: {what} fields must be unique; repeated: {repeated!r}")
     missing = [f for f in fields if f not in model.model_fields]
     if missing:
         raise DedupFieldError(
-            f"topic {topic!r}: dedup fields are not present on model: {missing!r} "
+            f"topic {topic!r}: {what} fields are not present on model: {missing!r} "
             f"({model.__name__} has {list(model.model_fields)!r})"
         )
     return fields

@@ -5,7 +5,9 @@ Each feature's tables are one block in ``PARTS``; a new feature adds its block h
 
 from __future__ import annotations
 
-LEDGER_FORMAT = 1
+# 1: first release. 2: partitions (catalog partitions/key, "_partition" on topic tables,
+# partition on acks), committed offsets; format-1 files are upgraded on open (upgrade.py).
+LEDGER_FORMAT = 2
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
 
 CORE = """
@@ -22,7 +24,9 @@ CREATE TABLE IF NOT EXISTS _minikafka_topics (
     columns TEXT NOT NULL CHECK (json_valid(columns)),
     dedup TEXT NOT NULL CHECK (json_valid(dedup)),
     created_at TEXT NOT NULL,
-    migrated_at TEXT
+    migrated_at TEXT,
+    partitions INTEGER NOT NULL DEFAULT 1,
+    key TEXT NOT NULL DEFAULT '[]'
 ) STRICT;
 
 CREATE TABLE IF NOT EXISTS _minikafka_consumers (
@@ -33,13 +37,14 @@ CREATE TABLE IF NOT EXISTS _minikafka_consumers (
     UNIQUE (topic, name)
 ) STRICT;
 
--- Acks of a consumer on rows that are still 'new' for some other consumer. Once every
--- consumer acked a row its status turns 'handled' and these rows are deleted, so the
--- table holds the backlog, never the history.
+-- Rows a consumer acked above its committed offset (out of order). They fold into the
+-- committed offset as soon as the rows below them are done, and are deleted once every
+-- consumer is past the row, so the table holds the out-of-order backlog, never history.
 CREATE TABLE IF NOT EXISTS _minikafka_acks (
     consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
     row_id INTEGER NOT NULL,
     acked_at TEXT NOT NULL,
+    partition INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (consumer_id, row_id)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS _minikafka_acks_by_row ON _minikafka_acks (row_id, consumer_id);
@@ -130,6 +135,42 @@ CREATE TABLE IF NOT EXISTS _minikafka_positions (
 ) STRICT;
 """
 
+
+# Offsets (see acks.py): a consumer's committed position per partition, and per topic
+# partition the position below which every consumer is done ("handled" without a
+# per-row write). A group commit moves one row here, whatever it covers.
+OFFSETS = """
+CREATE TABLE IF NOT EXISTS _minikafka_offsets (
+    consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
+    partition INTEGER NOT NULL,
+    committed INTEGER NOT NULL DEFAULT 0,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (consumer_id, partition)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS _minikafka_partitions (
+    topic TEXT NOT NULL REFERENCES _minikafka_topics(name) ON DELETE CASCADE,
+    partition INTEGER NOT NULL,
+    handled_upto INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (topic, partition)
+) STRICT, WITHOUT ROWID;
+
+-- The batch an HTTP delivery has in flight per (group, partition): written before the
+-- POST, deleted with the commit, so a restart re-sends exactly that batch (same
+-- Idempotency-Key) and attempts count across restarts.
+CREATE TABLE IF NOT EXISTS _minikafka_inflight (
+    consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
+    partition INTEGER NOT NULL,
+    first_offset INTEGER NOT NULL,
+    last_offset INTEGER NOT NULL,
+    rows INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (consumer_id, partition)
+) STRICT, WITHOUT ROWID;
+"""
+
 # Work queues (api/queues.py): a queue is one consumer of a topic. Per-row state lives here
 # only while a row is live (pending, processing) or dead; an acked row leaves this table and
 # stays in its topic as history, acked for the queue's consumer. Times are milliseconds
@@ -180,7 +221,7 @@ CREATE INDEX IF NOT EXISTS _minikafka_notifications_by_channel ON _minikafka_not
 """
 
 # every block, in creation order
-PARTS: list[str] = [CORE, STREAMS, QUEUES, NOTIFICATIONS]
+PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS]
 
 
 def schema_statements() -> list[str]:

@@ -13,6 +13,7 @@ staging = "file:///mnt/shared/mk"      # staging URI every node sees (needed on 
 [topics."rss.items"]
 model = "schemas.homelab:RssItem"      # module:Class
 dedup = ["url"]
+partitions = 4                         # optional; key = ["field"] routes rows by a stable hash
 
 [[stages]]
 name = "split_youtube"
@@ -21,6 +22,7 @@ inputs = ["rss.items"]
 outputs = ["youtube_items"]
 strategy = "strict"                    # or best_effort
 max_attempts = 3
+partitions = [0, 1]                    # optional: consume only these topic partitions
 expectations = []                      # suite files (data quality)
 trigger = { rows = 1000 }              # minikafka watch: or { every = "5m" }, { every = "5m", fixed = true }
 window = { rows = 100000 }             # a backlog is processed in chunks of N input rows, one commit each
@@ -49,8 +51,8 @@ STAGE_KEYS = {"name", "job", "inputs", "outputs", "consumer", "strategy", "max_a
               "spark", "partitions", "description", "trigger", "window"}
 TRIGGER_KEYS = {"rows", "every", "fixed", "debounce"}
 WINDOW_KEYS = {"rows"}
-TOPIC_KEYS = {"model", "dedup", "description"}
-TOP_KEYS = {"pipeline", "spark", "topics", "stages"}
+TOPIC_KEYS = {"model", "dedup", "description", "partitions", "key"}
+TOP_KEYS = {"pipeline", "spark", "topics", "stages", "deliveries"}  # deliveries: see connectors/delivery.py
 
 
 class PipelineDefinitionError(MinikafkaError, ValueError):
@@ -63,6 +65,8 @@ class TopicDefinition:
     model_path: str
     dedup: tuple[str, ...]
     model: type[BaseModel]
+    partitions: int | None = None
+    key: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -76,10 +80,11 @@ class StageDefinition:
     max_attempts: int = 3
     expectations: list[str] = field(default_factory=list)
     spark: dict[str, str] = field(default_factory=dict)
-    partitions: int | None = None
+    partitions: int | None = None  # an integer: JDBC read partitions
     suites: list = field(default_factory=list)
     trigger: dict[str, Any] = field(default_factory=dict)  # rows | every [fixed] | debounce (seconds)
     window_rows: int | None = None
+    topic_partitions: list[int] | None = None  # a list: the topic partitions this stage consumes
 
     def job_module(self):
         return importlib.import_module(self.job)
@@ -192,7 +197,15 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
         missing = [d for d in dedup if d not in model.model_fields]
         if missing:
             raise _fail(path, where, f"dedup field(s) {missing} are not fields of {spec['model']}")
-        topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model)
+        parts = spec.get("partitions")
+        if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 4096):
+            raise _fail(path, f"{where}, key 'partitions'", f"must be an integer from 1 to 4096, got {parts!r}")
+        key = spec.get("key")
+        if key is not None:
+            key = tuple([key] if isinstance(key, str) else key)
+            if not key or any(k not in model.model_fields for k in key):
+                raise _fail(path, f"{where}, key 'key'", f"must name fields of {spec['model']}, got {list(key)!r}")
+        topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model, parts, key)
 
     stages: list[StageDefinition] = []
     seen: set[str] = set()
@@ -234,7 +247,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
             consumer=spec.get("consumer", stage_name), strategy=strategy, max_attempts=attempts,
             expectations=[str((path.parent / e).resolve()) for e in spec.get("expectations", [])],
             spark=_settings(path, f"{where}, key 'spark'", spec.get("spark", {})),
-            partitions=spec.get("partitions"),
+            **_stage_partitions(path, where, spec.get("partitions"), inputs, topics),
             trigger=_trigger(path, where, spec.get("trigger", {})),
             window_rows=_window(path, where, spec.get("window")),
         )
@@ -305,6 +318,26 @@ def _window(path: Path, where: str, spec: Any) -> int | None:
     if "rows" not in spec:
         raise _fail(path, where, "missing key 'rows'")
     return _positive_int(path, f"{where} 'rows'", spec["rows"])
+
+
+def _stage_partitions(path: Path, where: str, value: Any, inputs: list[str],
+                      topics: dict[str, TopicDefinition]) -> dict[str, Any]:
+    """``partitions``: a list names the topic partitions the stage consumes; an integer keeps
+    its older meaning, the number of JDBC read partitions."""
+    if value is None:
+        return {}
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return {"partitions": value}
+    if not isinstance(value, list) or not value or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in value):
+        raise _fail(path, f"{where}, key 'partitions'", f"must be a list of topic partitions like [0, 1], got {value!r}")
+    for name in inputs:
+        count = topics[name].partitions or 1
+        beyond = [p for p in value if p >= count]
+        if beyond and topics[name].partitions is not None:
+            raise _fail(path, f"{where}, key 'partitions'",
+                        f"topic {name!r} has partitions 0..{count - 1}; {beyond} do not exist")
+    return {"topic_partitions": sorted(set(value))}
 
 
 def _load_suites(path: Path, where: str, stage: StageDefinition, topics: dict[str, TopicDefinition]) -> list:

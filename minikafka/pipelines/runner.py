@@ -69,7 +69,7 @@ def open_source(defn: PipelineDefinition) -> Source:
     source = Source(str(defn.source))
     try:
         for t in defn.topics.values():
-            source.topic(t.name, t.model, dedup=t.dedup or None)
+            source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key)
         source.register_consumers((name, s.consumer) for s in defn.stages for name in s.inputs)
     except BaseException:
         source.close()
@@ -95,7 +95,7 @@ def build_stage(defn: PipelineDefinition, sd: StageDefinition):
     module = sd.job_module()
     return Stage(sd.name, sd.inputs, sd.outputs, transform=getattr(module, "transform", None),
                  row_fn=getattr(module, "row_fn", None), consumer=sd.consumer, strategy=sd.strategy,
-                 max_attempts=sd.max_attempts, partitions=sd.partitions,
+                 max_attempts=sd.max_attempts, partitions=sd.partitions, topic_partitions=sd.topic_partitions,
                  suites=[copy.copy(suite) for suite in sd.suites])
 
 

@@ -547,6 +547,9 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
             bad_lines = failed.column("_mk_line").to_pylist()
             with gc_paused(), source._ledger.atomic() as conn:
                 before = conn.total_changes
+                if layout.partitions > 1:  # routed by key (or spread by expected id)
+                    top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
+                    rows = layout.with_partitions(rows, top + 1)
                 try:
                     conn.executemany(sql, rows)
                 except Exception as exc:

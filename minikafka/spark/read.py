@@ -24,6 +24,7 @@ class ReadBounds:
     lowest: int
     rows: int
     where: str
+    partitions: tuple[int, ...] | None = None  # topic partitions read (None: all)
 
 
 def jdbc_url(path: str) -> str:
@@ -31,11 +32,14 @@ def jdbc_url(path: str) -> str:
 
 
 def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", consumer: str | None = None,
-                upto: int | None = None) -> ReadBounds:
+                upto: int | None = None, partitions: list[int] | None = None) -> ReadBounds:
     """Fix the set of rows a read returns (taken when a stage starts).
 
-    The WHERE clause only holds integers the ledger produced (watermark, consumer id),
-    never user text.
+    ``partitions`` limits the read to those topic partitions. The WHERE clause only
+    holds integers the ledger produced (watermark, consumer id, offsets), never user text.
+
+    Raises:
+        PartitionOutOfRangeError: a partition the topic does not have.
     """
     if which not in WHICH:
         raise ValueError(f"which must be one of {WHICH}, got {which!r}")
@@ -45,23 +49,22 @@ def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", cons
     if upto is None:
         upto = conn.execute(f'SELECT max("_id") FROM {table}').fetchone()[0] or 0
     upto = int(upto)
+    parts = None if partitions is None else tuple(sorted({layout.check_partition(p) for p in partitions}))
     if which == "new":
-        cond, params = acks.pending_filter(consumer_id)
+        cond = acks.pending_sql(conn, layout.name, consumer_id, parts)
     elif which == "handled":
-        cond, params = acks.done_filter(consumer_id)
+        cond = acks.done_sql(conn, layout.name, consumer_id, parts)
     else:
-        cond, params = "1", ()
+        cond = "1" if parts is None else f'"_partition" IN ({", ".join(str(p) for p in parts)})'
     lowest, rows = conn.execute(
-        f'SELECT min("_id"), count(*) FROM {table} WHERE {cond} AND "_id" <= ?', (*params, upto)
+        f'SELECT min("_id"), count(*) FROM {table} WHERE {cond} AND "_id" <= ?', (upto,)
     ).fetchone()
-    if params:
-        cond = cond.replace("?", str(int(params[0])))
-    return ReadBounds(layout.name, upto, int(lowest or 0), int(rows), f'{cond} AND "_id" <= {upto}')
+    return ReadBounds(layout.name, upto, int(lowest or 0), int(rows), f'{cond} AND "_id" <= {upto}', parts)
 
 
 def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = "new",
                consumer: str | None = None, upto: int | None = None, bounds: ReadBounds | None = None,
-               partitions: int | None = None):
+               partitions: int | None = None, topic_partitions: list[int] | None = None):
     """The topic's rows as a DataFrame with model types and metadata columns.
 
     Args:
@@ -72,7 +75,9 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
         consumer: a registered consumer name; None for the topic-wide status.
         upto: the high-watermark; rows with larger ids are not read (default: now).
         bounds: a ReadBounds taken earlier (overrides which/consumer/upto).
-        partitions: JDBC partitions (default: one per 250,000 rows, at most 2x cores).
+        partitions: JDBC partitions (default: one per 250,000 rows, at most 2x cores; a
+            topic with several partitions is read one Spark partition per topic partition).
+        topic_partitions: read only these topic partitions (default: all).
 
     Raises:
         TopicNotFoundError, ConsumerNotFoundError: unknown topic or consumer.
@@ -81,9 +86,14 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
         raise ValueError("Spark reads the ledger file over JDBC: use a file Source, not ':memory:'")
     layout = topic if isinstance(topic, TopicLayout) else source.layout(topic)
     if bounds is None:
-        bounds = read_bounds(source, layout, which=which, consumer=consumer, upto=upto)
+        bounds = read_bounds(source, layout, which=which, consumer=consumer, upto=upto, partitions=topic_partitions)
     fields = ", ".join(quote_identifier(n) for n in layout.field_names)
-    query = f"(SELECT {META_SELECT}, {fields} FROM {quote_identifier(layout.name)} WHERE {bounds.where}) AS q"
+    parts = list(bounds.partitions) if bounds.partitions is not None else list(range(layout.partitions))
+    by_partition = partitions is None and len(parts) > 1 and bounds.rows > 1
+    # rows committed by offset read as 'handled', as everywhere else
+    meta = META_SELECT.replace('"_status"', f'{acks.status_sql(source._ledger.conn, layout.name)} AS "_status"', 1)
+    extra = ', "_partition"' if by_partition else ""
+    query = f"(SELECT {meta}, {fields}{extra} FROM {quote_identifier(layout.name)} WHERE {bounds.where}) AS q"
     reader = (
         spark.read.format("jdbc")
         .option("url", jdbc_url(source.path))
@@ -94,6 +104,9 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
         .option("open_mode", "1")  # SQLITE_OPEN_READONLY: a read never takes a write lock
         .option("busy_timeout", "30000")
     )
+    if by_partition:  # partition-parallel: one Spark partition per topic partition
+        df = reader.jdbc(jdbc_url(source.path), query, predicates=[f'"_partition" = {int(p)}' for p in parts])
+        return to_model_columns(df.drop("_partition"), layout)
     cores = spark.sparkContext.defaultParallelism
     n = partitions or min(2 * cores, max(1, bounds.rows // ROWS_PER_PARTITION + 1))
     if n > 1 and bounds.rows > 1:

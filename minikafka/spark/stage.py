@@ -66,6 +66,8 @@ class Stage:
             a dict, a list of them, or None; run on the executors.
         strategy: "strict" (any failing row fails the stage) or "best_effort" (failing
             rows stay new with their error; after ``max_attempts`` they are quarantined).
+        topic_partitions: consume only these partitions of the input topics, so runs
+            (or hosts) given disjoint partitions split a topic without overlap.
     """
 
     name: str
@@ -78,6 +80,7 @@ class Stage:
     max_attempts: int = 3
     partitions: int | None = None
     suites: list[Any] = field(default_factory=list)
+    topic_partitions: list[int] | None = None  # consume only these partitions of the inputs
 
     def __post_init__(self) -> None:
         validate_consumer_name(self.name)
@@ -257,7 +260,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     bounds = {
         name: read_bounds(source, layout, which="new",
                           consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None,
-                          upto=upto.get(name))
+                          upto=upto.get(name), partitions=stage.topic_partitions)
         for name, layout in in_layouts.items()
     }
     run.watermarks = {name: b.upto for name, b in bounds.items()}
@@ -306,7 +309,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
         return
     checkpoint("stage:staged")
     t1 = time.perf_counter()
-    inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {})
+    inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {}, partitions=b.partitions)
               for name, b in bounds.items()]
     outputs = [StagedOutput(out_layouts[dst], _batches(datasets[dst], batch_rows, *staged[dst]))
                for dst in staged]

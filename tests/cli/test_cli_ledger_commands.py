@@ -17,7 +17,8 @@ def test_topics_json_has_stable_keys(db_path):
     assert out.exit_code == 0
     [t] = json.loads(out.output)
     assert t == {"topic": "items", "new": 5, "handled": 0, "total": 5, "high_watermark": 5,
-                 "consumers": ["clean"], "quarantined": 0}
+                 "consumers": ["clean"], "quarantined": 0, "partitions": 1,
+                 "groups": [{"name": "clean", "partitions": [{"partition": 0, "committed": 0, "lag": 5}]}]}
 
 
 def _runs(db_path, specs):

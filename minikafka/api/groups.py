@@ -1,0 +1,336 @@
+"""Consumer groups: a named consumer that fetches batches per partition and commits offsets.
+
+``group = source.group("order-processors")`` is the same consumer as a Spark stage or a
+pipe consuming under that name (``topic.consumers()`` lists it): the ack model of
+``ledger/acks.py`` is shared, so a commit here, a per-row ``record.ack()`` and a stage's
+commit all move the same committed offset.
+
+- ``fetch`` returns the oldest rows above the committed offset (skipping rows this group
+  acked out of order or that are handled for everyone) and never moves anything.
+- ``commit`` is monotonic (a lower offset is a no-op returning False) and costs the
+  same whatever it covers; ``seek`` is the explicit way back (or forward).
+- ``follow`` yields batches as they come, polling while idle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidOffsetError, TopicNotFoundError
+from ..ledger import acks, catalog
+from ..ledger.identifiers import quote_identifier, validate_consumer_name
+from ..ledger.layout import TopicLayout
+from ..util.clock import parse_timestamp, utc_now
+from .record import Record
+
+if TYPE_CHECKING:
+    from .source import Source
+    from .topic import Topic
+
+POLL_SECONDS = 0.1
+
+
+def check_offset(offset: object, what: str = "offset") -> int:
+    """``offset`` if it is a non-negative integer (bools refused).
+
+    Raises:
+        InvalidOffsetError: anything else, named in the message.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise InvalidOffsetError(f"{what} must be a non-negative integer, got {offset!r} ({type(offset).__name__})")
+    if offset < 0:
+        raise InvalidOffsetError(f"{what} must be a non-negative integer, got {offset!r}")
+    return offset
+
+
+FETCH_META = '"_id", "_created_at", "_parent_id", "_parent_topic", "_run_id"'
+N_FETCH_META = 5
+
+
+def _field_dicts(layout: TopicLayout, rows: list[tuple]) -> list[dict]:
+    names, start = layout.field_names, N_FETCH_META
+    end = start + len(names)
+    dicts = [dict(zip(names, r[start:end])) for r in rows]
+    steps = [(c.name, c.decode) for c in layout.columns if c.decode]
+    if steps:
+        for d in dicts:
+            for field_name, decode in steps:
+                v = d[field_name]
+                if v is not None:
+                    d[field_name] = decode(v)
+    return dicts
+
+
+@functools.cache
+def _record_maker() -> Callable[[dict], Record]:
+    """Build Records from complete field dicts without the keyword-argument call (hot path of fetch)."""
+    fields = dataclasses.fields(Record)
+    if hasattr(Record, "__post_init__") or any(f.default_factory is not dataclasses.MISSING for f in fields):
+        return lambda values: Record(**values)
+    new = object.__new__
+
+    def make(values: dict) -> Record:
+        record = new(Record)
+        record.__dict__ = values  # every field is in ``values``; the dict is the record's own
+        return record
+
+    return make
+
+
+class ConsumerGroup:
+    """A named consumer reading topics partition by partition with committed offsets.
+
+    Get one from ``source.group(name)``; it is cheap (no write until it fetches or
+    commits). Groups are independent of each other; a new Source on the same file
+    resumes every group from its last commit.
+    """
+
+    def __init__(self, source: Source, name: str):
+        validate_consumer_name(name)
+        self.source = source
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"ConsumerGroup({self.name!r})"
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _topic_name(self, topic: Topic | str) -> str:
+        return topic if isinstance(topic, str) else topic.name
+
+    def _layout(self, topic: Topic | str) -> TopicLayout | None:
+        """The stored layout, or None when the topic does not exist (yet)."""
+        name = self._topic_name(topic)
+        opened = self.source._topics.get(name)
+        if opened is not None:
+            return opened.layout
+        row = catalog.catalog_row(self.source._ledger.conn, name)
+        return None if row is None else catalog.layout_of_row(row)
+
+    def _require_layout(self, topic: Topic | str) -> TopicLayout:
+        layout = self._layout(topic)
+        if layout is None:
+            name = self._topic_name(topic)
+            raise TopicNotFoundError(
+                f"group {self.name!r}: no topic {name!r} in {self.source.path!r} (topics: {self.source.topics()!r})")
+        return layout
+
+    def _open_topic(self, topic: Topic | str) -> Topic:
+        if not isinstance(topic, str):
+            return topic
+        opened = self.source._topics.get(topic)
+        if opened is not None:
+            return opened
+        self.source.model_of(topic)  # imports the model the catalog names, binds the topic
+        return self.source._topics[topic]
+
+    def _consumer_id(self, topic: str, *, register: bool) -> int | None:
+        ledger = self.source._ledger
+        found = acks.find_consumer(ledger.conn, topic, self.name)
+        if found is not None or not register:
+            return found
+        with ledger.atomic() as conn:
+            return acks.register_group_in_current_transaction(conn, topic, self.name, utc_now())
+
+    def _check_offset_exists(self, layout: TopicLayout, partition: int, offset: int) -> None:
+        if offset == 0:
+            return
+        last = self.source._ledger.conn.execute(
+            f'SELECT max("_id") FROM {layout.table} WHERE "_partition" = ?', (partition,)).fetchone()[0] or 0
+        if offset > last:
+            raise InvalidOffsetError(
+                f"group {self.name!r}: offset {offset} is beyond the last offset ({last}) of topic "
+                f"{layout.name!r} partition {partition}; nothing was committed")
+
+    # -- reading ------------------------------------------------------------------------
+    def fetch(self, topic: Topic | str, partition: int = 0, max_messages: int = 100) -> list[Record]:
+        """The oldest rows of ``partition`` above this group's committed offset, oldest first.
+
+        Fetching never advances anything: without a commit, the next fetch returns the
+        same rows. The group is registered on the topic at its first fetch or commit,
+        starting at the beginning of the log (offset 0).
+
+        Args:
+            topic: a Topic or a topic name (its model is imported from the catalog).
+            partition: the partition to read.
+            max_messages: at most this many records.
+
+        Returns:
+            Records with ``partition`` and ``offset``; ``[]`` when the topic does not exist.
+
+        Raises:
+            PartitionOutOfRangeError: no such partition.
+            ValueError: max_messages < 1.
+        """
+        return self._fetch(topic, partition, max_messages)
+
+    def _fetch(self, topic: Topic | str, partition: int, max_messages: int, after: int = 0) -> list[Record]:
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
+            raise ValueError(f"max_messages must be an integer >= 1, got {max_messages!r}")
+        layout = self._layout(topic)
+        if layout is None:
+            return []
+        layout.check_partition(partition)
+        rows, cid = self._fetch_rows(layout, partition, max_messages, after)
+        if not rows:
+            return []
+        return self._records(self._open_topic(topic), rows, partition)
+
+    def _fetch_rows(self, layout: TopicLayout, partition: int, limit: int, after: int = 0) -> tuple[list[tuple], int]:
+        """Rows (``FETCH_META`` then the fields) pending for this group in one partition; registers the group."""
+        cid = self._consumer_id(layout.name, register=True)
+        conn = self.source._ledger.conn
+        start = max(acks.committed_offset(conn, cid, partition), after)
+        acked = conn.execute("SELECT 1 FROM _minikafka_acks WHERE consumer_id = ? AND row_id > ? AND partition = ? "
+                             "LIMIT 1", (cid, start, partition)).fetchone()
+        sql = self.__dict__.setdefault("_sql", {}).get((layout.name, acked is None))
+        if sql is None:
+            unacked = "" if acked is None else (
+                ' AND NOT EXISTS (SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.row_id = "_id")')
+            sql = self._sql[(layout.name, acked is None)] = (
+                f'SELECT {FETCH_META}, {", ".join(quote_identifier(n) for n in layout.field_names)} '
+                f'FROM {layout.table} WHERE "_partition" = ? AND "_id" > ? AND "_status" = \'new\'{unacked} '
+                'ORDER BY "_id" LIMIT ?')
+        params = (partition, start, limit) if acked is None else (partition, start, cid, limit)
+        return conn.execute(sql, params).fetchall(), cid
+
+    def _records(self, topic: Topic, rows: list[tuple], partition: int) -> list[Record]:
+        """Records of ``_fetch_rows`` rows (``_id, _created_at, lineage..., fields``)."""
+        models = topic._adapter.validate_python(_field_dicts(topic.layout, rows))
+        make = _record_maker()
+        name, group = topic.name, self.name
+        stamps: dict[str, Any] = {}  # rows appended together share one timestamp text
+        out = []
+        for r, m in zip(rows, models):
+            created = stamps.get(r[1])
+            if created is None:
+                created = stamps[r[1]] = parse_timestamp(r[1])
+            out.append(make({"id": r[0], "topic": name, "created_at": created, "handled_at": None, "status": "new",
+                             "data": m, "parent_id": r[2], "parent_topic": r[3], "run_id": r[4],
+                             "consumer": group, "partition": partition, "_topic": topic}))
+        return out
+
+    def committed(self, topic: Topic | str, partition: int = 0) -> int:
+        """This group's committed offset in ``partition`` (0 when never committed or no such topic).
+
+        Raises:
+            PartitionOutOfRangeError: no such partition.
+        """
+        layout = self._layout(topic)
+        if layout is None:
+            return 0
+        layout.check_partition(partition)
+        cid = self._consumer_id(layout.name, register=False)
+        if cid is None:
+            return 0
+        return acks.committed_offset(self.source._ledger.conn, cid, partition)
+
+    def lag(self, topic: Topic | str) -> dict[int, int]:
+        """{partition: rows pending for this group} ({} when the topic does not exist)."""
+        layout = self._layout(topic)
+        if layout is None:
+            return {}
+        cid = self._consumer_id(layout.name, register=False)
+        return acks.lag(self.source._ledger.conn, layout.name, cid)
+
+    # -- moving ---------------------------------------------------------------------------
+    def commit(self, topic: Topic | str, partition: int, offset: int, tx: Any = None) -> bool:
+        """Everything up to and including ``offset`` in ``partition`` is done for this group.
+
+        Monotonic: an offset at or below the committed one changes nothing and returns
+        False (use ``seek`` to go back). The cost does not depend on how many rows the
+        offset covers. Durability: a commit survives a crash of the process; a power cut
+        may undo the last commits (their rows are fetched again: at-least-once), so a
+        standalone commit skips the fsync. With ``tx`` it is as durable as the transaction.
+
+        Args:
+            tx: a transaction from ``source.transaction()`` to join, so the commit lands
+                with the caller's own writes (and is as durable) or not at all.
+
+        Returns:
+            True when the committed offset moved.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            PartitionOutOfRangeError: no such partition.
+            InvalidOffsetError: not a non-negative integer, or beyond the partition's last offset.
+            TransactionError: ``tx`` is closed or belongs to another Source.
+        """
+        from .transaction import joined
+
+        layout = self._require_layout(topic)
+        layout.check_partition(partition)
+        check_offset(offset)
+        self._check_offset_exists(layout, partition, offset)
+        ledger = self.source._ledger
+        with ledger.relaxed_sync(), joined(self.source, tx) as conn:
+            now = utc_now()
+            cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
+            return acks.commit_offset_in_current_transaction(conn, layout.name, cid, partition, offset, now)
+
+    def seek(self, topic: Topic | str, partition: int, offset: int) -> None:
+        """Set this group's offset in ``partition`` to exactly ``offset`` (back or forward).
+
+        Rows above it are pending again for this group only; other groups keep theirs.
+
+        Raises:
+            TopicNotFoundError, PartitionOutOfRangeError, InvalidOffsetError: as for ``commit``.
+        """
+        layout = self._require_layout(topic)
+        layout.check_partition(partition)
+        check_offset(offset)
+        self._check_offset_exists(layout, partition, offset)
+        with self.source._ledger.atomic() as conn:
+            now = utc_now()
+            cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
+            acks.seek_in_current_transaction(conn, layout.name, cid, partition, offset, now)
+
+    # -- following ------------------------------------------------------------------------
+    def follow(self, topic: Topic | str, partitions: list[int] | None = None, max_messages: int = 100,
+               timeout: float | None = None, *, poll: float = POLL_SECONDS,
+               sleep: Callable[[float], None] | None = None,
+               clock: Callable[[], float] = time.monotonic) -> Iterator[list[Record]]:
+        """Batches of pending rows (one partition each), then new ones as they arrive.
+
+        Each row is yielded once per ``follow`` (it remembers what it yielded; commit to
+        make progress durable). While nothing is pending it sleeps on the Source's
+        watcher, which wakes it on a commit by any process (an in-memory Source, or an
+        injected ``sleep``, polls every ``poll`` seconds instead).
+
+        Args:
+            partitions: the partitions to follow (default: all of the topic's).
+            timeout: stop after this many seconds without new rows (None: never).
+
+        Raises:
+            PartitionOutOfRangeError: a partition the topic does not have.
+        """
+        watcher = self.source.watcher if sleep is None and self.source.path != ":memory:" else None
+        sleep = sleep or time.sleep
+        positions: dict[int, int] = {}
+        idle_since = clock()
+        while True:
+            mark = watcher.mark() if watcher is not None else 0  # before reading: a commit after it wakes us
+            layout = self._layout(topic)
+            got = False
+            if layout is not None:
+                parts = list(range(layout.partitions)) if partitions is None else list(partitions)
+                for p in parts:
+                    batch = self._fetch(topic, p, max_messages, after=positions.get(p, 0))
+                    if batch:
+                        positions[p] = batch[-1].offset
+                        got = True
+                        yield batch
+            now = clock()
+            if got:
+                idle_since = now
+                continue
+            if timeout is not None and now - idle_since >= timeout:
+                return
+            remaining = None if timeout is None else max(0.0, timeout - (now - idle_since))
+            if watcher is not None:
+                watcher.wait(mark, remaining)
+            else:
+                sleep(poll if remaining is None else min(poll, remaining))
