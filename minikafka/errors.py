@@ -83,6 +83,44 @@ class LedgerError(MinikafkaError):
     """The SQLite file cannot be opened or used (missing directory, locked, too old)."""
 
 
+class LedgerNotFoundError(LedgerError):
+    """No ledger at the path: the file is missing (and may not be created), or holds no ledger.
+
+    Attributes:
+        path: the path that was asked for.
+    """
+
+    def __init__(self, message: str, *, path: str):
+        super().__init__(message)
+        self.path = path
+
+
+class ReadOnlyLedgerError(LedgerError):
+    """A write through a Source opened read-only (or a ledger only readable as it is).
+
+    Attributes:
+        path: the ledger file.
+    """
+
+    def __init__(self, message: str, *, path: str):
+        super().__init__(message)
+        self.path = path
+
+
+class LedgerUpgradeRequiredError(LedgerError):
+    """A read-only open of a ledger written in an older format: the upgrade needs a write.
+
+    Attributes:
+        path: the ledger file.
+        found: the format stored in the file.
+    """
+
+    def __init__(self, message: str, *, path: str, found: int):
+        super().__init__(message)
+        self.path = path
+        self.found = found
+
+
 class MigrationError(MinikafkaError):
     """A topic migration failed; nothing was changed.
 

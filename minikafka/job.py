@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .errors import MinikafkaError
     from .pipelines.definition import load_pipeline
-    from .pipelines.runner import build_stage, open_source
+    from .pipelines.runner import build_stage, open_source, require_ledger
     from .spark.session import build_session
     from .spark.stage import run_stage
 
@@ -56,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
 
             defn.source = Path(args.source).resolve()
         sd = defn.stage(args.stage)
+        require_ledger(defn)  # before the JVM starts: a missing ledger is an error, never a new one
         spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
-        with open_source(defn) as source:
+        with open_source(defn, create=False) as source:
             if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
                 from .spark.chunks import combine, run_stage_in_chunks
 

@@ -37,20 +37,36 @@ REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "<required>"})()
 class Source:
     """One SQLite ledger file. Use it as a context manager.
 
+    Opening writes nothing when the file's schema is current (no write lock either); a
+    new file gets the schema, and a file of an older format is upgraded, when opened
+    for writing.
+
     Args:
-        path: a file path (created if missing; its directory must exist) or ":memory:".
+        path: a file path (created if missing, as in minikafka; its directory must
+            exist) or ":memory:".
         on_event: called as ``on_event(event_name, **kwargs)`` (minikafka's convention)
             after each commit it reports; exceptions raised by it are swallowed. An
             observer taking one argument annotated ``Event`` gets the Event object.
         busy_timeout: seconds to wait for another writer before failing.
+        create: False: a missing file is a ``LedgerNotFoundError`` instead of a new ledger.
+        read_only: open the file read-only (SQLite ``mode=ro``, or ``immutable=1`` in a
+            read-only directory): it never writes, never waits behind a writer, and
+            works on read-only mounts and snapshots. Every write raises
+            ``ReadOnlyLedgerError``. Implies create=False.
 
     Raises:
+        LedgerNotFoundError: (a LedgerError) with create=False or read_only=True: no
+            file, or no ledger in it, at ``path``.
+        LedgerUpgradeRequiredError: (a LedgerError) read_only=True on a file of an older
+            format (the upgrade is a write).
         LedgerError: the file cannot be opened as a ledger.
     """
 
-    def __init__(self, path: str | Path, on_event: Observer | None = None, *, busy_timeout: float = 30.0):
+    def __init__(self, path: str | Path, on_event: Observer | None = None, *, busy_timeout: float = 30.0,
+                 create: bool = True, read_only: bool = False):
         self.path = str(path)
-        self._ledger = Ledger(self.path, on_event=on_event, busy_timeout=busy_timeout)
+        self._ledger = Ledger(self.path, on_event=on_event, busy_timeout=busy_timeout, create=create,
+                              read_only=read_only)
         self._topics: dict[str, Topic] = {}
         self._fingerprints: dict[str, str] = {}
         self._watcher: Watcher | None = None
@@ -62,7 +78,12 @@ class Source:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Source({self.path!r})"
+        return f"Source({self.path!r}{', read_only=True' if self.read_only else ''})"
+
+    @property
+    def read_only(self) -> bool:
+        """True when opened with read_only=True: every write raises ReadOnlyLedgerError."""
+        return self._ledger.read_only
 
     @property
     def _conn(self) -> sqlite3.Connection:

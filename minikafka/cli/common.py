@@ -6,6 +6,13 @@ Every command that opens a ledger takes the same options through ``with_source``
   ``MINIKAFKA_SOURCE`` environment variable; with none of them the command stops with a
   usage error (exit 2). No command falls back to the example's path.
 - library errors (``MinikafkaError``) become ``click.ClickException`` (exit 1).
+- no command creates a ledger (or a directory) by accident: a missing file is an error
+  naming the path (exit 1). Only commands that create things (``ingest``, ``backfill``,
+  ``run``, ``watch``) create one, and only with ``--create`` (which also creates missing
+  directories) or, for ``ingest``/``backfill``, into the ``source =`` of the pipeline
+  that declares the topic (its directory must exist).
+- reading commands open the file read-only: they work on read-only files and mounts
+  and never wait behind a writer.
 
 Commands over a pipeline file take it as a positional PIPELINE argument or as
 ``--pipeline FILE`` (or ``MINIKAFKA_PIPELINE``) through ``pipeline_argument``.
@@ -23,7 +30,7 @@ import click
 from click.core import ParameterSource
 
 from ..api.source import Source
-from ..errors import MinikafkaError
+from ..errors import LedgerError, LedgerNotFoundError, MinikafkaError
 
 SOURCE_ENV = "MINIKAFKA_SOURCE"
 PIPELINE_ENV = "MINIKAFKA_PIPELINE"
@@ -130,14 +137,91 @@ def pipeline_model(topic: str):
     return declared.model if declared is not None else None
 
 
-def with_source(fn=None, *, must_exist: bool = True):
+SOURCE_HINT = f"check the path (--source, the --pipeline's 'source =', or ${SOURCE_ENV})"
+CREATE_HINT = "; --create starts a new ledger there (and creates its directory)"
+
+
+def create_option(fn):
+    """--create: let a creating command start a new ledger (and its missing directories)."""
+    return click.option("--create", "create_ledger", is_flag=True,
+                        help="Create the ledger (and its missing directories) if it does not exist yet.")(fn)
+
+
+def open_ledger(path: str, *, read_only: bool = False, create: bool = False, parents: bool = False,
+                hint: str = SOURCE_HINT) -> Source:
+    """Open the ledger at ``path`` for a command: read-only, or for writing without creating it.
+
+    Args:
+        create: a missing file becomes a new ledger (its directory must exist).
+        parents: with create, missing directories are created too (``--create``).
+        hint: what the error for a missing ledger suggests.
+
+    Raises:
+        click.ClickException: no ledger at ``path`` (the message names it), or it cannot be opened.
+    """
+    if create and parents and path != ":memory:":
+        try:
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.ClickException(f"cannot create the directory of {path}: {exc}") from exc
+    try:
+        return Source(path, read_only=read_only, create=create)
+    except LedgerNotFoundError as exc:
+        raise click.ClickException(f"{exc}: {hint}") from exc
+    except LedgerError as exc:
+        if create and not Path(path).expanduser().resolve().parent.is_dir():
+            raise click.ClickException(f"{exc}{CREATE_HINT}") from exc
+        raise click.ClickException(str(exc)) from exc
+    except sqlite3.Error as exc:
+        raise click.ClickException(f"{path}: {exc}") from exc
+
+
+def require_ledger(path: str | Path, *, hint: str = SOURCE_HINT) -> None:
+    """A click error (exit 1) naming ``path`` unless a ledger file is there; creates nothing."""
+    file = Path(path).expanduser()
+    if str(path) == ":memory:" or file.is_file():
+        return
+    why = "" if file.resolve().parent.is_dir() else f" (directory {file.resolve().parent} does not exist)"
+    raise click.ClickException(f"no ledger at {path}{why}: {hint}")
+
+
+def pipeline_hint(defn, *, creates: bool = False) -> str:
+    """What a missing pipeline ledger's error suggests."""
+    return f"check 'source =' in {defn.path} (or --source)" + (CREATE_HINT if creates else "")
+
+
+def ensure_pipeline_ledger(defn, *, create: bool = False, parents: bool = False, creates: bool = False) -> None:
+    """Before a pipeline command opens its ledger: an error naming a missing file (exit 1),
+    or with ``create`` a new empty ledger (``parents``: and its missing directories).
+
+    ``creates``: the command takes --create (the error message says so).
+    """
+    path = str(defn.source)
+    if Path(path).is_file():
+        return
+    hint = pipeline_hint(defn, creates=creates or create)
+    if not create:
+        require_ledger(path, hint=hint)
+    open_ledger(path, create=True, parents=parents, hint=hint).close()
+
+
+def with_source(fn=None, *, must_exist: bool = True, read_only=False, creates: bool = False):
     """The options every command that opens a ledger shares: --source, --pipeline.
 
-    The command receives an open ``Source`` as its first argument. With ``must_exist``
-    (reading commands) a missing file is an error naming the path, never a new ledger.
+    The command receives an open ``Source`` as its first argument. A missing file is an
+    error naming the path, never a new ledger, unless the command ``creates`` things:
+    then it takes ``--create``, and the ``source =`` of a --pipeline file is created
+    too (its directory must exist). ``must_exist=False`` is the old spelling of creates.
+
+    Args:
+        read_only: True, or a function of the command's keyword arguments returning
+            True (``consumers`` lists read-only, ``consumers --drop`` writes): the
+            Source is opened read-only, so the command works on read-only files and
+            never waits behind a writer.
     """
     if fn is None:
-        return functools.partial(with_source, must_exist=must_exist)
+        return functools.partial(with_source, must_exist=must_exist, read_only=read_only, creates=creates)
+    creates = creates or not must_exist
 
     @click.option("--source", "-s", "source_path", envvar=SOURCE_ENV, metavar="FILE",
                   help=f"The SQLite ledger file (default: ${SOURCE_ENV}, or the --pipeline's source).")
@@ -146,19 +230,22 @@ def with_source(fn=None, *, must_exist: bool = True):
     @functools.wraps(fn)
     def wrapper(source_path: str | None, ledger_pipeline: str | None, **kwargs):
         ctx = click.get_current_context()
+        create_flag = bool(kwargs.pop("create_ledger", False)) if creates else False
         path = resolve_source_path(ctx, source_path, ledger_pipeline)
-        if must_exist and path != ":memory:" and not Path(path).exists():
-            raise click.ClickException(
-                f"no ledger at {path}: check the path (--source, --pipeline or ${SOURCE_ENV})")
+        declared = (ledger_pipeline is not None and "minikafka.pipeline" in ctx.meta
+                    and path == str(ctx.meta["minikafka.pipeline"].source))
+        ro = read_only(kwargs) if callable(read_only) else bool(read_only)
+        source = open_ledger(path, read_only=ro, create=creates and (create_flag or declared), parents=create_flag,
+                             hint=SOURCE_HINT + (CREATE_HINT if creates else ""))
         try:
-            with Source(path) as source:
+            with source:
                 return fn(source, **kwargs)
         except MinikafkaError as exc:
             raise click.ClickException(str(exc)) from exc
         except sqlite3.Error as exc:  # locked, corrupt, read-only: name the file, no traceback
             raise click.ClickException(f"{path}: {exc}") from exc
 
-    return wrapper
+    return create_option(wrapper) if creates else wrapper
 
 
 def pipeline_argument(fn):

@@ -16,7 +16,7 @@ from .common import echo_json, json_option, with_source
 @click.argument("topic", required=False)
 @click.option("--drop", "drop_name", metavar="NAME", help="Unregister consumer NAME (of TOPIC, or of every topic).")
 @json_option
-@with_source
+@with_source(read_only=lambda kw: not kw.get("drop_name"))
 def consumers(source: Source, topic: str | None, drop_name: str | None, as_json: bool) -> None:
     """List consumers with their lag (rows still pending) and last activity; drop one.
 

@@ -8,7 +8,20 @@ from ..api.source import Source
 from ..errors import MinikafkaError
 from ..util.progress import heartbeat
 from .app import main
-from .common import _nullcontext, _row_json, load_with_source, pipeline_model, status_where, verbose_option, with_source
+from .common import (
+    CREATE_HINT,
+    SOURCE_HINT,
+    _nullcontext,
+    _row_json,
+    create_option,
+    ensure_pipeline_ledger,
+    load_with_source,
+    open_ledger,
+    pipeline_model,
+    status_where,
+    verbose_option,
+    with_source,
+)
 
 
 def import_model(spec: str):
@@ -56,8 +69,9 @@ def _spool_stdin(tmpdir: str) -> str:
 @click.option("--model", metavar="module:Class",
               help="With --source: the topic's model (default: the one recorded in the ledger for TOPIC).")
 @click.option("--dedup", multiple=True, metavar="FIELD", help="With --source, for a new topic: its dedup field(s).")
+@create_option
 def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | None, model: str | None,
-           dedup: tuple[str, ...]) -> None:
+           dedup: tuple[str, ...], create_ledger: bool) -> None:
     """Append a JSONL file (or .jsonl.gz; '-' for standard input) to a topic, validating every line.
 
     Invalid lines go to the quarantine with file:line and the reason; duplicates are
@@ -68,6 +82,9 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     minikafka ingest --pipeline FILE TOPIC PATH   the same
     minikafka ingest --source FILE --model module:Class TOPIC PATH
                                                   no pipeline file (the topic is created if new)
+
+    The first ingest into a pipeline's 'source =' creates that ledger (its directory
+    must exist); any other missing ledger is an error unless --create is given.
 
     Example: curl -s https://example.org/feed.jsonl | minikafka ingest --source data/homelab.sqlite --model schemas.homelab:RssItem rss.items -
     """
@@ -104,10 +121,14 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 defn = load_with_source(pipeline, source_path if explicit_source else None)
                 if topic not in defn.topics:
                     raise click.ClickException(f"topic {topic!r} is not declared in {pipeline}")
+                # the declared pipeline's own ledger may start here; an override only with --create
+                ensure_pipeline_ledger(defn, create=create_ledger or not explicit_source, parents=create_ledger,
+                                       creates=True)
                 with open_source(defn) as source, heartbeat(_err, f"ingest {shown}"):
                     r = ingest_jsonl(source._topics[topic], path)
             else:
-                with Source(source_path) as source, heartbeat(_err, f"ingest {shown}"):
+                with open_ledger(source_path, create=create_ledger, parents=create_ledger,
+                                 hint=SOURCE_HINT + CREATE_HINT) as source, heartbeat(_err, f"ingest {shown}"):
                     r = ingest_jsonl(_open_topic(source, topic, model, dedup), path)
         except (MinikafkaError, OSError, UnicodeDecodeError) as exc:
             raise click.ClickException(str(exc)) from exc
@@ -139,7 +160,7 @@ def _open_topic(source: Source, topic: str, model: str | None, dedup: tuple[str,
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), required=True)
 @click.option("--status", "which", type=click.Choice(["new", "handled", "all"]), default="all", show_default=True)
-@with_source
+@with_source(read_only=True)
 def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     """Export a topic to Parquet or JSON lines, in pages of 50,000 rows.
 
@@ -194,7 +215,7 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
 @click.option("--batch-rows", default=50_000, show_default=True, help="Rows per commit transaction.")
 @click.option("--staging", help="Staging URI every node sees (needed with a non-local --master).")
 @verbose_option
-@with_source(must_exist=False)
+@with_source(creates=True)
 def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | None, fmt: str | None, delimiter: str,
              quote: str, no_header: bool, as_handled: bool, master: str | None, batch_rows: int,
              staging: str | None) -> None:

@@ -9,7 +9,7 @@ import click
 from ..connectors.delivery import DeliveryWorker, load_deliveries
 from ..errors import MinikafkaError
 from .app import main
-from .common import DefinitionProblem
+from .common import DefinitionProblem, require_ledger
 
 
 @main.command()
@@ -34,6 +34,7 @@ def deliver(file: str, once: bool, source_path: str | None) -> None:
     path = source_path or (str(defn.source) if defn.source else None)
     if path is None:
         raise DefinitionProblem(f"{file}: no ledger: set 'source' in the file or pass --source")
+    require_ledger(path, hint=f"check 'source' in {file} (or --source)")  # delivering never creates one
     worker = DeliveryWorker(path, defn.deliveries, once=once, progress=lambda line: click.echo(line, err=True))
 
     def on_signal(signum, _frame):

@@ -53,3 +53,22 @@ def prune(source: Source, runs_older_than, reports_older_than, as_json: bool) ->
     click.echo(f"pruned {result.runs_deleted} run(s) and {result.reports_deleted} quality report(s)"
                + (f"; kept {len(result.kept_latest)} old run(s) that are their stage's latest"
                   if result.kept_latest else ""))
+
+
+@main.command()
+@with_source
+def upgrade(source: Source) -> None:
+    """Upgrade a ledger written by an older minikafka to the current format, in one transaction.
+
+    Any write upgrades a ledger (the first ingest, run, ...); reading commands open it
+    read-only and never do, so they ask for this command on an older ledger.
+
+    Example: minikafka upgrade --source data/homelab.sqlite
+    """
+    from ..ledger.schema import LEDGER_FORMAT
+
+    found = source._ledger.upgraded_from
+    if found is None:
+        click.echo(f"{source.path}: ledger format {LEDGER_FORMAT}, nothing to upgrade")
+    else:
+        click.echo(f"{source.path}: upgraded from ledger format {found} to {LEDGER_FORMAT}")

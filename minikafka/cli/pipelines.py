@@ -11,7 +11,10 @@ from ..errors import MinikafkaError
 from .app import main
 from .common import (
     DefinitionProblem,
+    create_option,
+    ensure_pipeline_ledger,
     load_with_source,
+    open_ledger,
     pipeline_argument,
     pipeline_source_option,
     stage_selection,
@@ -30,8 +33,10 @@ from .common import (
               "default: the pipeline's [spark] staging. 'local' forces JDBC reads of the ledger.")
 @verbose_option
 @pipeline_source_option
+@create_option
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
-        dry_run: bool, in_process: bool, source_override: str | None, staging: str | None) -> None:
+        dry_run: bool, in_process: bool, source_override: str | None, staging: str | None,
+        create_ledger: bool) -> None:
     """Run a pipeline's stages in DAG order, each as its own spark-submit.
 
     Exit code 0 when every stage succeeded, 1 when a stage failed, 2 for a bad
@@ -40,12 +45,16 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     On a non-local master (spark://, yarn, k8s://) the stages exchange data through a
     staging URI every node sees; the ledger never leaves this machine.
 
+    A missing ledger is an error naming it (a typo in 'source =' never "succeeds" with
+    0 rows); --create starts a new one, creating its directory.
+
     Example: minikafka run conf/homelab.toml --strategy best_effort
     """
     from ..pipelines.definition import PipelineDefinitionError
     from ..pipelines.runner import run_pipeline
 
     defn = load_with_source(pipeline, source_override)
+    ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
     try:
         result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
                               in_process=in_process, staging=staging, echo=lambda m: click.echo(m, err=True))
@@ -75,6 +84,7 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     from ..pipelines.runner import run_pipeline
 
     defn = load_with_source(pipeline, source_override)
+    ensure_pipeline_ledger(defn)
     try:
         result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
                               in_process=True, echo=lambda m: click.echo(m, err=True))
@@ -115,6 +125,7 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
     from ..pipelines.runner import select_stages, submit_command
 
     defn = load_with_source(pipeline, source_override)
+    ensure_pipeline_ledger(defn)  # the commands would fail on a missing ledger (a typo in 'source =')
     try:
         for sd in select_stages(defn, stage=stage, start=start):
             click.echo(shlex.join(submit_command(defn, sd, master=master or defn.master, run_id=f"<{sd.name}-run-id>")))
@@ -136,14 +147,17 @@ def plot(pipeline: str, counts: bool, source_override: str | None) -> None:
     defn = load_with_source(pipeline, source_override)
     numbers = None
     if counts:
-        from ..pipelines.runner import open_source
-
+        ensure_pipeline_ledger(defn)
         try:
-            with open_source(defn) as source:
+            with open_ledger(str(defn.source), read_only=True) as source:
+                stored = set(source.topics())
                 numbers = {}
-                for name in defn.topics:
-                    t = source._topics[name]
-                    numbers[name] = (t.count("new"), t.count("handled"))
+                for name, t in defn.topics.items():
+                    if name not in stored:  # declared, not written yet
+                        numbers[name] = (0, 0)
+                        continue
+                    topic = source.topic(name, t.model, dedup=t.dedup or None)
+                    numbers[name] = (topic.count("new"), topic.count("handled"))
         except MinikafkaError as exc:
             raise click.ClickException(str(exc)) from exc
     click.echo(render(defn.edges(), numbers))

@@ -31,7 +31,7 @@ def _ids(values: tuple[str, ...]) -> list[int]:
               help="requeue: the topic's model (default: the --pipeline's, else the one recorded in the ledger).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1), help="list: rows to print.")
 @json_option
-@with_source
+@with_source(read_only=lambda kw: kw.get("action") not in ("requeue", "purge"))
 def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], everything: bool,
                older_than: str | None, model: str | None, limit: int, as_json: bool) -> None:
     """Dead-lettered rows of TOPIC: list them, show one, requeue or purge them.

@@ -9,7 +9,15 @@ import click
 from ..api.source import Source
 from ..errors import MinikafkaError
 from .app import main
-from .common import load_with_source, pipeline_argument, pipeline_source_option, verbose_option, with_source
+from .common import (
+    create_option,
+    ensure_pipeline_ledger,
+    load_with_source,
+    pipeline_argument,
+    pipeline_source_option,
+    verbose_option,
+    with_source,
+)
 
 
 @main.command()
@@ -19,7 +27,9 @@ from .common import load_with_source, pipeline_argument, pipeline_source_option,
 @click.option("--poll", default=0.1, show_default=True, help="Seconds between looks at the ledger when idle.")
 @verbose_option
 @pipeline_source_option
-def watch(pipeline: str, until_idle: bool, master: str | None, poll: float, source_override: str | None) -> None:
+@create_option
+def watch(pipeline: str, until_idle: bool, master: str | None, poll: float, source_override: str | None,
+          create_ledger: bool) -> None:
     """Keep one Spark application warm and run each stage when its trigger fires.
 
     Triggers per stage in the pipeline file: trigger = { rows = N } | { every = "5m" } |
@@ -32,6 +42,7 @@ def watch(pipeline: str, until_idle: bool, master: str | None, poll: float, sour
     from ..pipelines.watch import Watch
 
     defn = load_with_source(pipeline, source_override)
+    ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
     try:
         result = Watch(defn, master=master, until_idle=until_idle, poll=poll,
                        echo=lambda m: click.echo(m, err=True)).run()

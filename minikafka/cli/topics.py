@@ -37,7 +37,7 @@ def topic_summary(source: Source, name: str) -> dict:
 
 @main.command()
 @json_option
-@with_source
+@with_source(read_only=True)
 def topics(source: Source, as_json: bool) -> None:
     """List topics with their new/handled counts, consumers and quarantined rows, and each
     consumer (group) with its committed offset and lag per partition.
@@ -81,7 +81,7 @@ def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int) -> 
 @click.option("--failed", is_flag=True, help="Only runs that failed or left rows failed (status failed or partial).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @json_option
-@with_source
+@with_source(read_only=True)
 def status(source: Source, stage: str | None, run_id: str | None, failed: bool, limit: int, as_json: bool) -> None:
     """Show the last runs from the run log, most recent first, with their run ids.
 
@@ -170,7 +170,7 @@ def _show_query(source: Source, layout: TopicLayout, which: str, consumer: str |
 @click.option("--interval", default=0.5, show_default=True, type=click.FloatRange(min=0.01),
               help="With --follow: the longest wait between checks (a commit from any process wakes it at once).")
 @json_option
-@with_source
+@with_source(read_only=True)
 def show(source: Source, topic: str, which: str, consumer: str | None, from_id: int | None, where: tuple[str, ...],
          limit: int, follow: bool, interval: float, as_json: bool) -> None:
     """Print a topic's rows as JSON lines (metadata first), oldest first.
@@ -254,7 +254,7 @@ def _follow(source: Source, sql: str, params: tuple, last: int, interval: float,
 @click.argument("topic")
 @click.option("--sql", "as_sql", is_flag=True, help="Print the CREATE statements of the topic's table instead.")
 @json_option
-@with_source
+@with_source(read_only=True)
 def schema(source: Source, topic: str, as_sql: bool, as_json: bool) -> None:
     """Show a topic's stored schema: model, dedup fields, and one line per column.
 

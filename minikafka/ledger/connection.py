@@ -4,6 +4,13 @@ Durability: WAL journal with ``synchronous=FULL``, so a transaction that returne
 from COMMIT survives a power cut (NORMAL would keep the database consistent but
 could lose the last commits). Every write transaction is ``BEGIN IMMEDIATE`` so
 writers queue on ``busy_timeout`` instead of failing half-way with SQLITE_BUSY.
+
+Opening writes nothing when the file's schema is current: the format is checked with
+plain reads (no lock, so an open never waits behind a writer), and the DDL runs only
+for a new file, an older format (upgrade.py) or a block added since. A read-only open
+(``mode=ro``; ``immutable=1`` when the directory is read-only and SQLite cannot create
+the ``-shm`` file) never writes at all: an older format is an error saying so, and a
+block added since is an empty TEMP table.
 """
 
 from __future__ import annotations
@@ -13,40 +20,121 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
-from ..errors import LedgerError, SourceClosedError, WrongThreadError
+from ..errors import (
+    LedgerError,
+    LedgerNotFoundError,
+    LedgerUpgradeRequiredError,
+    ReadOnlyLedgerError,
+    SourceClosedError,
+    WrongThreadError,
+)
 from ..util.clock import utc_now
 from . import upgrade
 from .events import Event, Observer, deliverer, notify
-from .schema import LEDGER_FORMAT, MIN_SQLITE, schema_statements
+from .schema import LEDGER_FORMAT, MIN_SQLITE, missing_objects, schema_statements, temp_table_statement
 
 
-def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
-    """Open ``path`` with the ledger's settings (autocommit; explicit transactions).
-
-    Raises:
-        LedgerError: the file cannot be opened or SQLite is too old for STRICT tables.
-    """
+def _check_sqlite() -> None:
     if sqlite3.sqlite_version_info < MIN_SQLITE:
         raise LedgerError(
             f"SQLite {sqlite3.sqlite_version} is too old: minikafka needs 3.37+ for STRICT tables"
         )
+
+
+def file_uri(path: str, **params: str) -> str:
+    """``file:`` URI of ``path`` (absolute, quoted) with query parameters such as mode=ro."""
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return "file:" + quote(str(Path(path).expanduser().resolve())) + (f"?{query}" if query else "")
+
+
+def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
+    """Open ``path`` for writing with the ledger's settings (autocommit; explicit transactions).
+
+    A missing file is created (its directory must exist); the file is switched to WAL
+    only when it is not in WAL mode already.
+
+    Raises:
+        LedgerError: the file cannot be opened or SQLite is too old for STRICT tables.
+    """
+    _check_sqlite()
     if path != ":memory:":
         parent = Path(path).expanduser().resolve().parent
         if not parent.is_dir():
             raise LedgerError(f"cannot open ledger {path!r}: directory {str(parent)!r} does not exist")
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot open ledger {path!r}: {exc}") from exc
+    try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         if path != ":memory:":
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() != "wal":
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":
                 raise LedgerError(f"cannot switch {path!r} to WAL journal mode (got {mode})")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.Error as exc:
-        raise LedgerError(f"cannot open ledger {path!r}: {exc}") from exc
+        conn.close()
+        raise LedgerError(f"cannot open ledger {path!r}: {_explain(exc)}") from exc
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def connect_read_only(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
+    """Open an existing ``path`` read-only (``mode=ro``): no write, no write lock, no new file.
+
+    When SQLite cannot create the WAL's ``-shm`` file (a read-only directory or mount)
+    the file is opened ``immutable=1`` instead, unless a non-empty ``-wal`` file holds
+    commits an immutable open would not see: then the error says so.
+
+    Raises:
+        LedgerNotFoundError: no file at ``path``.
+        LedgerError: the file cannot be read.
+    """
+    _check_sqlite()
+    if not Path(path).expanduser().exists():
+        raise LedgerNotFoundError(f"no ledger at {path}", path=path)
+
+    def attempt(**params: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(file_uri(path, **params), uri=True, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    try:
+        return attempt(mode="ro")
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_CANTOPEN and "unable to open" not in str(exc):
+            raise LedgerError(f"cannot read ledger {path!r}: {_explain(exc)}") from exc
+        wal = Path(f"{Path(path).expanduser()}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise LedgerError(
+                f"cannot read ledger {path!r}: its directory is read-only, so SQLite cannot create "
+                f"{wal.name[:-4]}-shm to read the commits still in {wal.name}; copy both files to a "
+                "writable directory (or checkpoint the ledger where it is written) and read the copy"
+            ) from exc
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot read ledger {path!r}: {_explain(exc)}") from exc
+    try:  # nothing can change the file (no -shm, no -wal): read it as the snapshot it is
+        return attempt(mode="ro", immutable="1")
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot read ledger {path!r}: {_explain(exc)}") from exc
+
+
+def _explain(exc: sqlite3.Error) -> str:
+    if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+        return "the file is not an SQLite database"
+    return str(exc)
 
 
 class Ledger:
@@ -55,31 +143,98 @@ class Ledger:
     Transactions nest: the outermost ``atomic()`` is ``BEGIN IMMEDIATE``/``COMMIT``,
     inner ones are savepoints. Events queued inside a transaction are delivered
     after the outermost commit and dropped on rollback.
+
+    Args:
+        create: a missing file becomes a new ledger (its directory must exist);
+            False makes a missing file a ``LedgerNotFoundError``.
+        read_only: open with ``mode=ro`` (never writes, never takes the write lock);
+            ``atomic()`` raises ``ReadOnlyLedgerError``. Implies create=False.
     """
 
-    def __init__(self, path: str, *, on_event: Observer | None = None, busy_timeout: float = 30.0):
+    def __init__(self, path: str, *, on_event: Observer | None = None, busy_timeout: float = 30.0,
+                 create: bool = True, read_only: bool = False):
         self.path = str(path)
         self.on_event = on_event
+        self.read_only = False  # set once the schema is prepared (a :memory: ledger needs its DDL)
         self._owner = threading.get_ident()
-        self._conn: sqlite3.Connection | None = connect(self.path, busy_timeout=busy_timeout)
         self._depth = 0
         self._pending: list[Event] = []
+        self._conn: sqlite3.Connection | None = None
+        self.upgraded_from: int | None = None  # the older format this open upgraded, if any
+        if self.path != ":memory:":
+            file = Path(self.path).expanduser()
+            if file.is_dir():
+                raise LedgerError(f"{self.path!r} is a directory, not a ledger file")
+            if not file.exists() and (read_only or not create):
+                parent = file.resolve().parent
+                why = "" if parent.is_dir() else f" (directory {parent} does not exist)"
+                raise LedgerNotFoundError(f"no ledger at {self.path}{why}", path=self.path)
+        if read_only and self.path != ":memory:":
+            self._conn = connect_read_only(self.path, busy_timeout=busy_timeout)
+        else:
+            self._conn = connect(self.path, busy_timeout=busy_timeout)
+        try:
+            if read_only and self.path != ":memory:":
+                self._prepare_read_only()
+            else:
+                self._prepare()
+            if read_only:
+                self._conn.execute("PRAGMA query_only = ON")
+        except sqlite3.Error as exc:
+            self.close()
+            raise LedgerError(f"cannot open ledger {self.path!r}: {_explain(exc)}") from exc
+        except BaseException:
+            self.close()
+            raise
+        self.read_only = read_only
+
+    def _prepare(self) -> None:
+        """Create or upgrade the schema when something is missing; a current file gets no write."""
+        conn = self._conn
+        found = upgrade.stored_format(conn)
+        self._check_not_newer(found)
+        if found == LEDGER_FORMAT and not missing_objects(conn):
+            return
         self._init_schema()
+
+    def _prepare_read_only(self) -> None:
+        conn = self._conn
+        found = upgrade.stored_format(conn)
+        if found is None:
+            empty = Path(self.path).expanduser().stat().st_size == 0
+            raise LedgerNotFoundError(
+                f"no ledger at {self.path}: " + ("the file is empty" if empty else
+                                                 "the file is an SQLite database without minikafka's tables"),
+                path=self.path)
+        self._check_not_newer(found)
+        if found < LEDGER_FORMAT:
+            raise LedgerUpgradeRequiredError(
+                f"{self.path} is a ledger of format {found}, and this minikafka reads format {LEDGER_FORMAT}: "
+                "it is upgraded on its first write, and a read-only open never writes. Upgrade it once "
+                f"with 'minikafka upgrade --source {self.path}' (or any write through Source(path)).",
+                path=self.path, found=found)
+        for kind, _name, statement in missing_objects(conn):
+            if kind == "table":  # a block added since the file was written: empty, as it would be
+                conn.execute(temp_table_statement(statement))
+
+    def _check_not_newer(self, found: int | None) -> None:
+        if found is not None and found > LEDGER_FORMAT:
+            raise LedgerError(
+                f"{self.path!r} was written by a newer minikafka (ledger format {found}); upgrade"
+            )
 
     def _init_schema(self) -> None:
         with self.atomic():
             conn = self.conn
             found = upgrade.stored_format(conn)
-            if found is not None and found > LEDGER_FORMAT:
-                raise LedgerError(
-                    f"{self.path!r} was written by a newer minikafka (ledger format {found}); upgrade"
-                )
+            self._check_not_newer(found)
             if found is not None and found < LEDGER_FORMAT:
                 upgrade.before_schema(conn, found)
             for statement in schema_statements():
                 conn.execute(statement)
             if found is not None and found < LEDGER_FORMAT:
                 upgrade.after_schema(conn, found, utc_now())
+                self.upgraded_from = found
             if found != LEDGER_FORMAT:
                 conn.execute(
                     "INSERT INTO _minikafka_meta (key, value) VALUES ('format', ?) "
@@ -141,9 +296,17 @@ class Ledger:
         """
         conn = self.conn
         if self._depth == 0:
+            if self.read_only:
+                raise ReadOnlyLedgerError(
+                    f"cannot write to {self.path}: this Source was opened read-only "
+                    "(open it without read_only=True to write)", path=self.path)
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
+                if "readonly" in str(exc).replace("read-only", "readonly"):
+                    raise ReadOnlyLedgerError(
+                        f"cannot write to {self.path}: the file (or its directory) is read-only ({exc})",
+                        path=self.path) from exc
                 raise LedgerError(f"cannot start a write transaction on {self.path!r}: {exc}") from exc
             self._depth = 1
             mark = len(self._pending)

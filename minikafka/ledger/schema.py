@@ -1,9 +1,15 @@
-"""The ledger's own tables (DDL in one place), created idempotently when a file is opened.
+"""The ledger's own tables (DDL in one place).
 
 Each feature's tables are one block in ``PARTS``; a new feature adds its block here.
+The statements run only when something is missing (a new file, an older format, a
+block added since the file was written), and then only for a Source opened for
+writing: opening a current ledger writes nothing (see connection.py).
 """
 
 from __future__ import annotations
+
+import re
+import sqlite3
 
 # 1: first release. 2: partitions (catalog partitions/key, "_partition" on topic tables,
 # partition on acks), committed offsets; format-1 files are upgraded on open (upgrade.py).
@@ -239,3 +245,28 @@ def _split_statements(script: str) -> list[str]:
             statements.append("\n".join(buf))
             buf = []
     return [s for s in statements if s.strip()]
+
+
+_NAMED = re.compile(r"CREATE\s+(TABLE|INDEX|TRIGGER|VIEW)\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE)
+
+
+def schema_objects() -> list[tuple[str, str, str]]:
+    """(kind 'table'/'index'/..., name, CREATE statement) of every ``CREATE ... IF NOT EXISTS
+    name`` statement, in order (a test checks that every statement has that form)."""
+    out = []
+    for statement in schema_statements():
+        m = _NAMED.search(statement)
+        if m is not None:
+            out.append((m.group(1).lower(), m.group(2), statement))
+    return out
+
+
+def missing_objects(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """The schema objects (as ``schema_objects``) not in the file: a read, never a write."""
+    present = set(conn.execute("SELECT type, name FROM main.sqlite_schema"))
+    return [obj for obj in schema_objects() if (obj[0], obj[1]) not in present]
+
+
+def temp_table_statement(statement: str) -> str:
+    """A table's CREATE statement as a TEMP table: an empty stand-in for a read-only open."""
+    return re.sub(r"^\s*CREATE\s+TABLE", "CREATE TEMP TABLE", statement, count=1, flags=re.IGNORECASE)

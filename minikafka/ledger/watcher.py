@@ -50,6 +50,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from .connection import file_uri
+
 log = logging.getLogger("minikafka")
 
 POLL_INTERVAL = 0.001
@@ -192,7 +194,9 @@ class Watcher:
 
     def _connect(self) -> sqlite3.Connection | None:
         try:
-            return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0.1)
+            # read-only: the watcher only reads PRAGMA data_version, and never creates a file
+            return sqlite3.connect(file_uri(self.path, mode="ro"), uri=True, isolation_level=None,
+                                   check_same_thread=False, timeout=0.1)
         except sqlite3.Error as exc:
             log.debug("watcher cannot open %s: %s", self.path, exc)
             return None

@@ -59,14 +59,14 @@ class PipelineRun:
         return "\n".join(lines)
 
 
-def open_source(defn: PipelineDefinition) -> Source:
+def open_source(defn: PipelineDefinition, *, create: bool = True) -> Source:
     """Open the pipeline's ledger with every topic created/checked and every consumer registered.
 
     Consumers are registered before any stage runs, so two stages reading one topic
-    each see every row.
+    each see every row. ``create=False``: a missing file is a LedgerNotFoundError; a
+    missing directory is never created (``minikafka run --create`` does that).
     """
-    defn.source.parent.mkdir(parents=True, exist_ok=True)
-    source = Source(str(defn.source))
+    source = Source(str(defn.source), create=create)
     try:
         for t in defn.topics.values():
             source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key)
@@ -75,6 +75,21 @@ def open_source(defn: PipelineDefinition) -> Source:
         source.close()
         raise
     return source
+
+
+def require_ledger(defn: PipelineDefinition) -> None:
+    """A run never starts a ledger: a typo in ``source =`` must not 'succeed' with 0 rows.
+
+    Raises:
+        LedgerNotFoundError: no file at the pipeline's ``source``.
+    """
+    from ..errors import LedgerNotFoundError
+
+    if not Path(defn.source).is_file():
+        raise LedgerNotFoundError(
+            f"no ledger at {defn.source}: check 'source =' in {defn.path} (or --source); a new ledger starts "
+            "with the first 'minikafka ingest' into a declared topic, or 'minikafka run --create'",
+            path=str(defn.source))
 
 
 def select_stages(defn: PipelineDefinition, *, stage: str | None = None, start: str | None = None) -> list[StageDefinition]:
@@ -188,6 +203,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
 
     from ..spark.staging import is_local_master
 
+    require_ledger(defn)
     if strategy not in STRATEGIES:
         raise PipelineDefinitionError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
     master = master or defn.master

@@ -72,6 +72,7 @@ def test_pipeline_option_picks_the_pipelines_ledger_and_beats_the_env_var(tmp_pa
 
 def test_pipeline_commands_take_pipeline_as_argument_or_option(tmp_path):
     pipeline = homelab_copy(tmp_path)
+    Source(str(tmp_path / "homelab.sqlite")).close()  # plan checks the ledger exists
     positional = invoke("plan", pipeline)
     assert positional.exit_code == 0 and "spark-submit" in positional.output
     option = invoke("plan", "--pipeline", pipeline)
@@ -103,7 +104,7 @@ def test_console_script_imports_models_from_the_working_directory(tmp_path, db_p
     script = Path(sys.executable).parent / "minikafka"
     assert script.exists()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([str(script), "ingest", "--source", db_path, "--model", "mymodels:Note", "notes", "-"],
+    out = subprocess.run([str(script), "ingest", "--create", "--source", db_path, "--model", "mymodels:Note", "notes", "-"],
                          input='{"text": "hi"}\n', capture_output=True, text=True, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     with Source(db_path) as src:
@@ -113,10 +114,10 @@ def test_console_script_imports_models_from_the_working_directory(tmp_path, db_p
 def test_pipeline_commands_write_to_source_instead_of_the_files_ledger(tmp_path):
     pipeline = homelab_copy(tmp_path)
     other = tmp_path / "other.sqlite"
+    run = invoke("run", pipeline, "--source", other, "--create")  # nothing pending: no stage starts a JVM
+    assert run.exit_code == 0, run.output
     plan = invoke("plan", pipeline, "--source", other)
     assert plan.exit_code == 0 and f"--source {other}" in plan.output
-    run = invoke("run", pipeline, "--source", other)  # nothing pending: no stage starts a JVM
-    assert run.exit_code == 0, run.output
     assert not (tmp_path / "homelab.sqlite").exists()
     with Source(str(other)) as src:
         assert "rss.items" in src.topics() and len(src.runs()) >= 1
@@ -128,7 +129,7 @@ def test_ingest_with_a_pipeline_and_source_uses_that_ledger(tmp_path):
     pipeline = homelab_copy(tmp_path)
     other = tmp_path / "other.sqlite"
     line = '{"url": "https://a.example/1", "feed": "hn", "title": "t", "body": "b", "published": "2026-01-01T00:00:00Z"}\n'
-    out = invoke("ingest", "--pipeline", pipeline, "--source", other, "rss.items", "-", input=line)
+    out = invoke("ingest", "--pipeline", pipeline, "--source", other, "--create", "rss.items", "-", input=line)
     assert out.exit_code == 0, out.output
     assert not (tmp_path / "homelab.sqlite").exists()
     with Source(str(other)) as src:

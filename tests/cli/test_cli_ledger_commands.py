@@ -123,7 +123,7 @@ def test_consumers_with_pipeline_marks_consumers_no_stage_uses_as_retired(tmp_pa
     from tests.pipelines.helpers import homelab_copy
 
     pipeline = homelab_copy(tmp_path)
-    assert invoke("run", pipeline).exit_code == 0  # nothing pending: registers the DAG's consumers, no JVM
+    assert invoke("run", pipeline, "--create").exit_code == 0  # nothing pending: registers the DAG's consumers, no JVM
     with Source(str(tmp_path / "homelab.sqlite")) as src:
         src.register_consumers([("rss.items", "old_stage")])
     out = invoke("consumers", "--pipeline", pipeline, "--json")

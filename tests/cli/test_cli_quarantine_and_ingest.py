@@ -14,7 +14,7 @@ BAD = '{"title": "b", "url": "ub", "score": "high"}\n'
 
 
 def test_ingest_reads_standard_input_with_source_and_model(db_path):
-    out = invoke("ingest", "--source", db_path, "--model", MODEL, "--dedup", "url", "items", "-",
+    out = invoke("ingest", "--create", "--source", db_path, "--model", MODEL, "--dedup", "url", "items", "-",
                  input=GOOD + BAD + "not json\n")
     assert out.exit_code == 0, out.output
     assert "<stdin>: 3 lines, 1 appended, 0 duplicates, 2 quarantined" in out.output
@@ -35,19 +35,19 @@ def test_ingest_into_an_existing_topic_uses_the_stored_model(db_path, tmp_path):
 
 
 def test_ingest_new_topic_without_model_is_a_usage_error(db_path):
-    out = invoke("ingest", "--source", db_path, "fresh", "-", input=GOOD)
+    out = invoke("ingest", "--create", "--source", db_path, "fresh", "-", input=GOOD)
     assert out.exit_code == 2 and "--model" in out.output
 
 
 def test_ingest_exits_1_when_every_line_was_quarantined(db_path):
-    out = invoke("ingest", "--source", db_path, "--model", MODEL, "items", "-", input=BAD)
+    out = invoke("ingest", "--create", "--source", db_path, "--model", MODEL, "items", "-", input=BAD)
     assert out.exit_code == 1 and "no line of <stdin> could be stored" in out.output
     with Source(db_path) as src:
         assert len(src.quarantined("items")) == 1
 
 
 def _quarantine_stdin(db_path, text):
-    invoke("ingest", "--source", db_path, "--model", MODEL, "--dedup", "url", "items", "-", input=text)
+    invoke("ingest", "--create", "--source", db_path, "--model", MODEL, "--dedup", "url", "items", "-", input=text)
 
 
 def test_quarantine_lists_and_shows_one_row(db_path):

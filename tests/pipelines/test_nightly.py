@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from minikafka import Source
 from tests.pipelines.helpers import ROOT, homelab_copy
 
 
@@ -25,6 +26,7 @@ def repo(tmp_path):
 
 def test_lock_prevents_overlap_and_empty_run_logs_and_exits_0(repo, tmp_path):
     pipeline = homelab_copy(tmp_path)
+    Source(str(tmp_path / "homelab.sqlite")).close()  # run never creates the ledger
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     ok = subprocess.run(["bash", "scripts/nightly.sh", str(pipeline)], cwd=repo, env=env, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
