@@ -131,6 +131,11 @@ def connect_read_only(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Conne
         raise LedgerError(f"cannot read ledger {path!r}: {_explain(exc)}") from exc
 
 
+def _is_read_only(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF == sqlite3.SQLITE_READONLY) or "readonly" in str(exc)
+
+
 def _explain(exc: sqlite3.Error) -> str:
     if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
         return "the file is not an SQLite database"
@@ -303,20 +308,20 @@ class Ledger:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                if "readonly" in str(exc).replace("read-only", "readonly"):
-                    raise ReadOnlyLedgerError(
-                        f"cannot write to {self.path}: the file (or its directory) is read-only ({exc})",
-                        path=self.path) from exc
+                if _is_read_only(exc):
+                    raise self._read_only_error(exc) from exc
                 raise LedgerError(f"cannot start a write transaction on {self.path!r}: {exc}") from exc
             self._depth = 1
             mark = len(self._pending)
             try:
                 yield conn
-            except BaseException:
+            except BaseException as exc:
                 self._depth = 0
                 del self._pending[mark:]
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError) and _is_read_only(exc):
+                    raise self._read_only_error(exc) from exc
                 raise
             try:
                 conn.execute("COMMIT")
@@ -345,6 +350,11 @@ class Ledger:
             raise
         self._depth -= 1
         conn.execute(f"RELEASE {name}")
+
+    def _read_only_error(self, exc: sqlite3.Error) -> ReadOnlyLedgerError:
+        return ReadOnlyLedgerError(
+            f"cannot write to {self.path}: the file (or its directory, or the mount) is read-only ({exc})",
+            path=self.path)
 
     def emit(self, event: Event) -> None:
         """Queue an event for after the current commit (or deliver now outside one)."""
