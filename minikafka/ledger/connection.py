@@ -139,6 +139,9 @@ def _is_read_only(exc: sqlite3.Error) -> bool:
 def _explain(exc: sqlite3.Error) -> str:
     if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
         return "the file is not an SQLite database"
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_CANTOPEN or "unable to open" in str(exc):
+        return (f"{exc} (writing needs a writable file and directory: SQLite creates its -wal and -shm "
+                "files beside the ledger; to read a read-only copy, open it with read_only=True)")
     return str(exc)
 
 
