@@ -198,6 +198,9 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     ``staging``: a URI every node sees (default: the pipeline's ``[spark] staging``);
     needed on a non-local master, see ``minikafka.spark.staging``. On such a master the
     project's code is zipped and shipped to the executors.
+
+    Raises:
+        LedgerNotFoundError: the pipeline's ledger does not exist (a run never creates it).
     """
     import tempfile
 
