@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             defn.source = Path(args.source).resolve()
         sd = defn.stage(args.stage)
         spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
-        with open_source(defn) as source:
+        with open_source(defn, register=not args.dry_run) as source:  # a dry run registers nothing
             if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
                 from .spark.chunks import combine, run_stage_in_chunks
 

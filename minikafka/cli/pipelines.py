@@ -72,14 +72,17 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
 
     Example: minikafka check conf/homelab.toml --stage score
     """
+    from ..pipelines.definition import PipelineDefinitionError
     from ..pipelines.runner import run_pipeline
 
     defn = load_with_source(pipeline, source_override)
     try:
         result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
                               in_process=True, echo=lambda m: click.echo(m, err=True))
-    except MinikafkaError as exc:
+    except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
+    except MinikafkaError as exc:  # an unreachable master, no Java: not the definition's fault
+        raise click.ClickException(str(exc)) from exc
     ok = True
     for outcome in result.outcomes:
         quality = (outcome.run or {}).get("quality")
@@ -139,7 +142,7 @@ def plot(pipeline: str, counts: bool, source_override: str | None) -> None:
         from ..pipelines.runner import open_source
 
         try:
-            with open_source(defn) as source:
+            with open_source(defn, register=False) as source:
                 numbers = {}
                 for name in defn.topics:
                     t = source._topics[name]
