@@ -115,6 +115,7 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
     """
     import shlex
 
+    from ..pipelines.retired import retired_messages
     from ..pipelines.runner import select_stages, submit_command
 
     defn = load_with_source(pipeline, source_override)
@@ -123,6 +124,8 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
             click.echo(shlex.join(submit_command(defn, sd, master=master or defn.master, run_id=f"<{sd.name}-run-id>")))
     except MinikafkaError as exc:
         raise DefinitionProblem(str(exc)) from exc
+    for line in retired_messages(defn):  # read-only: plan changes nothing
+        click.echo(line, err=True)
 
 
 @main.command()

@@ -30,6 +30,7 @@ class StageOutcome:
     seconds: float = 0.0
     run: dict | None = None
     error: str | None = None
+    quarantined_to: list[str] = field(default_factory=list)  # set when every row went to the quarantine
 
 
 @dataclass
@@ -55,6 +56,11 @@ class PipelineRun:
                 f"{r.get('rows_duplicate', 0):>7} {r.get('rows_quarantined', 0):>6} {r.get('rows_failed', 0):>6} "
                 f"{o.seconds:>7.1f}s"
             )
+        for o in self.outcomes:
+            if o.quarantined_to:
+                lines.append(f"QUARANTINED {o.name}: every row it produced went to the quarantine "
+                             f"({(o.run or {}).get('rows_quarantined', 0)}), nothing was committed: "
+                             f"minikafka quarantine {o.quarantined_to[0]}")
         for o in self.failed:
             lines.append(f"FAILED {o.name}: {(o.error or '')[:1500]}")
         lines.append(f"total {self.seconds:.1f}s: {'ok' if self.ok else f'{len(self.failed)} stage(s) failed'}")
@@ -200,8 +206,11 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     chosen = select_stages(defn, stage=stage, start=start)
     result = PipelineRun(defn.name)
     t0 = time.perf_counter()
-    with open_source(defn, register=not dry_run):
-        pass
+    from .retired import retired_messages
+
+    with open_source(defn, register=not dry_run) as source:
+        for line in retired_messages(defn, source._ledger.conn):
+            echo(line)
     try:
         check_master(master)  # seconds, before any JVM: an unreachable master is named, not 68 s of INFO lines
     except MasterUnreachableError as exc:
@@ -233,6 +242,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
             else:
                 with heartbeat(echo, sd.name, HEARTBEAT_S):
                     outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files)
+            _note_quarantine(defn, outcome)
             result.outcomes.append(outcome)
             if outcome.status == "failed":
                 blocked.update(sd.outputs)
@@ -240,6 +250,16 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         result.seconds = time.perf_counter() - t0
         scratch.cleanup()
     return result
+
+
+def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome) -> None:
+    """Name the quarantine a run sent every row to (the run table says so)."""
+    from ..ledger.runlog import quarantine_topics, quarantined_everything
+
+    if outcome.run and outcome.run.get("run_id") and quarantined_everything(outcome.run):
+        with Source(str(defn.source)) as source:
+            outcome.quarantined_to = quarantine_topics(source._ledger.conn, outcome.run["run_id"]) or \
+                list(outcome.run.get("inputs") or [])[:1]
 
 
 def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, py_files: str | None,
