@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         sd = defn.stage(args.stage)
         require_ledger(defn)  # before the JVM starts: a missing ledger is an error, never a new one
         spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
-        with open_source(defn, create=False) as source:
+        with open_source(defn, create=False, register=not args.dry_run) as source:  # a dry run registers nothing
             if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
                 from .spark.chunks import combine, run_stage_in_chunks
 

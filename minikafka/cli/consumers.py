@@ -35,9 +35,11 @@ def consumers(source: Source, topic: str | None, drop_name: str | None, as_json:
     if drop_name:
         _drop(source, topic, drop_name, as_json)
         return
+    from ..pipelines.retired import retired_messages, used_consumers
+
     ctx = click.get_current_context()
     defn = ctx.meta.get("minikafka.pipeline")
-    used = {(t, s.consumer) for s in defn.stages for t in s.inputs} if defn else None
+    used = used_consumers(defn) if defn else None
     rows = []
     for info in consumer_info(source._ledger.conn, topic):
         d = info.as_dict()
@@ -51,9 +53,9 @@ def consumers(source: Source, topic: str | None, drop_name: str | None, as_json:
         flag = "  (retired: no stage of the pipeline reads it)" if d["in_pipeline"] is False else ""
         click.echo(f"{d['topic'][:26]:26} {d['name'][:24]:24} {d['lag']:>9}  {d['last_activity'] or 'never':27} "
                    f"{d['last_run_id'] or ''}{flag}")
-    retired = [d for d in rows if d["in_pipeline"] is False]
-    if retired:
-        click.echo(f"{len(retired)} retired consumer(s): drop with 'minikafka consumers TOPIC --drop NAME'", err=True)
+    if defn is not None:
+        for line in retired_messages(defn, source._ledger.conn, topic=topic):
+            click.echo(line, err=True)
 
 
 def _drop(source: Source, topic: str | None, name: str, as_json: bool) -> None:

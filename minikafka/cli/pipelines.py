@@ -81,6 +81,7 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
 
     Example: minikafka check conf/homelab.toml --stage score
     """
+    from ..pipelines.definition import PipelineDefinitionError
     from ..pipelines.runner import run_pipeline
 
     defn = load_with_source(pipeline, source_override)
@@ -88,8 +89,10 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     try:
         result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
                               in_process=True, echo=lambda m: click.echo(m, err=True))
-    except MinikafkaError as exc:
+    except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
+    except MinikafkaError as exc:  # an unreachable master, no Java: not the definition's fault
+        raise click.ClickException(str(exc)) from exc
     ok = True
     for outcome in result.outcomes:
         quality = (outcome.run or {}).get("quality")
@@ -122,6 +125,7 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
     """
     import shlex
 
+    from ..pipelines.retired import retired_messages
     from ..pipelines.runner import select_stages, submit_command
 
     defn = load_with_source(pipeline, source_override)
@@ -131,6 +135,8 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
             click.echo(shlex.join(submit_command(defn, sd, master=master or defn.master, run_id=f"<{sd.name}-run-id>")))
     except MinikafkaError as exc:
         raise DefinitionProblem(str(exc)) from exc
+    for line in retired_messages(defn):  # read-only: plan changes nothing
+        click.echo(line, err=True)
 
 
 @main.command()

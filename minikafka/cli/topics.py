@@ -91,7 +91,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
 
     Example: minikafka status --failed --stage llm_summary
     """
-    from ..ledger.runlog import read_runs
+    from ..ledger.runlog import quarantine_topics, quarantined_everything, read_runs
 
     conn = source._ledger.conn
     if run_id:
@@ -100,6 +100,12 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
             raise click.ClickException(f"no run {run_id!r} in {source.path}")
     else:
         runs = read_runs_filtered(conn, stage=stage, failed=failed, limit=limit)
+    defn = click.get_current_context().meta.get("minikafka.pipeline")
+    if defn is not None:  # --pipeline: name consumers no stage declares any more
+        from ..pipelines.retired import retired_messages
+
+        for line in retired_messages(defn, conn):
+            click.echo(line, err=True)
     if as_json:
         echo_json([{k: r[k] for k in RUN_COLUMNS} for r in runs])
         return
@@ -113,9 +119,10 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
         )
         if run["error"]:
             click.echo(f"    error: {run['error'][:300]}")
-        if run["rows_in"] and run["rows_quarantined"] >= run["rows_in"] and not run["rows_out"]:
+        if quarantined_everything(run):
+            where = quarantine_topics(conn, run["run_id"]) or (run["inputs"] or ["TOPIC"])[:1]
             click.echo(f"    all {run['rows_in']} input row(s) went to the quarantine: "
-                       f"minikafka quarantine {(run['inputs'] or ['TOPIC'])[0]}")
+                       f"minikafka quarantine {where[0]}")
         for suite in (run["quality"] or {}).get("suites", []):
             bad = [r for r in suite["results"] if not r["success"]]
             verdict = "passed" if suite["success"] else f"{len(bad)} of {len(suite['results'])} failed"

@@ -61,3 +61,10 @@ def consumer_info(conn: sqlite3.Connection, topic: str | None = None) -> list[Co
         seen = [x for x in times if x]
         out.append(ConsumerInfo(t, name, created, lag, max(seen) if seen else None, run[0] if run else None))
     return out
+
+
+def registered(conn: sqlite3.Connection, topics: list[str] | None = None) -> list[tuple[str, str]]:
+    """(topic, consumer) of every registered consumer (of ``topics``), by topic then registration."""
+    rows = conn.execute("SELECT topic, name FROM _minikafka_consumers ORDER BY topic, id").fetchall()
+    wanted = None if topics is None else set(topics)
+    return [(t, n) for t, n in rows if wanted is None or t in wanted]

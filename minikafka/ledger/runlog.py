@@ -95,3 +95,18 @@ def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str
                 row[key] = json.loads(row[key])
         out.append(row)
     return out
+
+
+def quarantined_everything(run: dict[str, Any]) -> bool:
+    """The run read rows and every row it produced went to the quarantine (nothing committed,
+    nothing left pending to retry)."""
+    return bool(run.get("rows_in") and run.get("rows_quarantined") and not run.get("rows_out")
+                and not run.get("rows_failed"))
+
+
+def quarantine_topics(conn: sqlite3.Connection, run_id: str) -> list[str]:
+    """The topics whose quarantine holds rows of run ``run_id`` (an expectation quarantines
+    output rows under the output topic; a row failing ``max_attempts`` times under its input)."""
+    rows = conn.execute("SELECT DISTINCT topic FROM _minikafka_quarantine WHERE run_id = ? ORDER BY topic",
+                        (run_id,)).fetchall()
+    return [r[0] for r in rows]

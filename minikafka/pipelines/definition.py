@@ -46,13 +46,10 @@ from ..errors import InvalidNameError, MinikafkaError, PipelineCycleError
 from ..ledger.identifiers import validate_consumer_name, validate_topic_name
 from ..util.dag import topological_order
 from ..util.tomlfile import read_toml
+from .schema import STAGE_KEYS, TOP_KEYS, TOPIC_KEYS, TRIGGER_KEYS, WINDOW_KEYS, check_shape
 
-STAGE_KEYS = {"name", "job", "inputs", "outputs", "consumer", "strategy", "max_attempts", "expectations",
-              "spark", "partitions", "description", "trigger", "window"}
-TRIGGER_KEYS = {"rows", "every", "fixed", "debounce"}
-WINDOW_KEYS = {"rows"}
-TOPIC_KEYS = {"model", "dedup", "description", "partitions", "key"}
-TOP_KEYS = {"pipeline", "spark", "topics", "stages", "deliveries"}  # deliveries: see connectors/delivery.py
+__all__ = ["STAGE_KEYS", "TOP_KEYS", "TOPIC_KEYS", "TRIGGER_KEYS", "WINDOW_KEYS", "PipelineDefinitionError",
+           "load_pipeline"]
 
 
 class PipelineDefinitionError(MinikafkaError, ValueError):
@@ -127,9 +124,17 @@ def _fail(path: Path, where: str, message: str) -> PipelineDefinitionError:
     return PipelineDefinitionError(f"{path}: {where}: {message}")
 
 
-def _import_model(path: Path, where: str, spec: Any) -> type[BaseModel]:
-    if not isinstance(spec, str) or ":" not in spec:
-        raise _fail(path, where, f"model must be 'module:Class', got {spec!r}")
+def _topic_path(name: str) -> str:
+    return f'topics."{name}"'
+
+
+def _stage_path(name: str) -> str:
+    return f"stages.{name}"
+
+
+def _import_model(path: Path, where: str, spec: str) -> type[BaseModel]:
+    if ":" not in spec:
+        raise _fail(path, where, f"expected a model as 'module:Class', got {spec!r}")
     module_name, _, cls_name = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -141,114 +146,99 @@ def _import_model(path: Path, where: str, spec: Any) -> type[BaseModel]:
     return model
 
 
-def _str_list(path: Path, where: str, value: Any) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise _fail(path, where, f"must be a non-empty list of names, got {value!r}")
-    return value
+def _names(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
 
 
-def _settings(path: Path, where: str, value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise _fail(path, where, "must be a table of Spark settings")
-    return {str(k): str(v) for k, v in value.items()}
+def _settings(value: dict[str, Any] | None) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (value or {}).items()}
 
 
 def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefinition:
     """Parse and check a pipeline file; stages come back in DAG order.
 
+    The file's shape is checked first against the schema in ``pipelines.schema``
+    (every problem reported at once, each naming its key path, e.g.
+    ``stages.summarize.expectations``); then what the values mean.
+
     Raises:
-        PipelineDefinitionError: unreadable TOML, unknown keys or topics, a missing model
-            or job, duplicate stage names, a cycle (named).
+        PipelineDefinitionError: unreadable TOML, a key of the wrong type, an unknown
+            key, unknown topics, a missing model or job, duplicate stage names, a cycle
+            (named).
     """
     path = Path(path)
     raw = read_toml(path, PipelineDefinitionError, "pipeline file")
-    unknown = sorted(set(raw) - TOP_KEYS)
-    if unknown:
-        raise _fail(path, "top level", f"unknown key(s) {unknown}; expected {sorted(TOP_KEYS)}")
-    head = raw.get("pipeline", {})
+    problems = check_shape(raw)
+    if problems:
+        raise PipelineDefinitionError("\n".join(f"{path}: {p}" for p in problems))
+    head = raw["pipeline"]
     name = head.get("name", path.stem)
-    if "source" not in head:
-        raise _fail(path, "[pipeline]", "missing key 'source' (the SQLite ledger file)")
     source = (path.parent / head["source"]).resolve()
     master = head.get("master", "local[*]")
-    spark = _settings(path, "[spark]", raw.get("spark", {}))
+    spark = _settings(raw.get("spark"))
     staging = spark.pop("staging", None)
     if staging and "://" not in staging and staging != "local":
         staging = str((path.parent / staging).resolve())  # a plain path is relative to the pipeline file
 
     topics: dict[str, TopicDefinition] = {}
-    for topic_name, spec in raw.get("topics", {}).items():
-        where = f'[topics."{topic_name}"]'
+    for topic_name, spec in (raw.get("topics") or {}).items():
+        where = _topic_path(topic_name)
         try:
             validate_topic_name(topic_name)
         except InvalidNameError as exc:
             raise _fail(path, where, str(exc)) from exc
-        if not isinstance(spec, dict):
-            raise _fail(path, where, "must be a table")
-        bad = sorted(set(spec) - TOPIC_KEYS)
-        if bad:
-            raise _fail(path, where, f"unknown key(s) {bad}; expected {sorted(TOPIC_KEYS)}")
-        if "model" not in spec:
-            raise _fail(path, where, "missing key 'model' ('module:Class')")
-        model = _import_model(path, where, spec["model"])
-        dedup = tuple(spec.get("dedup", []))
+        model = _import_model(path, f"{where}.model", spec["model"])
+        dedup = tuple(spec.get("dedup") or ())
         missing = [d for d in dedup if d not in model.model_fields]
         if missing:
-            raise _fail(path, where, f"dedup field(s) {missing} are not fields of {spec['model']}")
+            raise _fail(path, f"{where}.dedup", f"dedup field(s) {missing} are not fields of {spec['model']}")
         parts = spec.get("partitions")
-        if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 4096):
-            raise _fail(path, f"{where}, key 'partitions'", f"must be an integer from 1 to 4096, got {parts!r}")
+        if parts is not None and not 1 <= parts <= 4096:
+            raise _fail(path, f"{where}.partitions", f"must be an integer from 1 to 4096, got {parts!r}")
         key = spec.get("key")
         if key is not None:
-            key = tuple([key] if isinstance(key, str) else key)
+            key = tuple(_names(key))
             if not key or any(k not in model.model_fields for k in key):
-                raise _fail(path, f"{where}, key 'key'", f"must name fields of {spec['model']}, got {list(key)!r}")
+                raise _fail(path, f"{where}.key", f"must name fields of {spec['model']}, got {list(key)!r}")
         topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model, parts, key)
 
     stages: list[StageDefinition] = []
     seen: set[str] = set()
-    for i, spec in enumerate(raw.get("stages", [])):
-        where = f"stage #{i + 1}"
-        if not isinstance(spec, dict):
-            raise _fail(path, where, "must be a table")
-        if "name" not in spec:
-            raise _fail(path, where, "missing key 'name'")
+    for spec in raw.get("stages") or []:
         stage_name = spec["name"]
-        where = f"stage {stage_name!r}"
+        where = _stage_path(stage_name)
         try:
             validate_consumer_name(stage_name)
         except InvalidNameError as exc:
-            raise _fail(path, where, f"key 'name': {exc}") from exc
+            raise _fail(path, f"{where}.name", str(exc)) from exc
         if stage_name in seen:
             raise _fail(path, where, "duplicate stage name")
         seen.add(stage_name)
-        bad = sorted(set(spec) - STAGE_KEYS)
-        if bad:
-            raise _fail(path, where, f"unknown key(s) {bad}; expected {sorted(STAGE_KEYS)}")
-        for key in ("job", "inputs", "outputs"):
-            if key not in spec:
-                raise _fail(path, where, f"missing key {key!r}")
-        inputs = _str_list(path, f"{where}, key 'inputs'", spec["inputs"])
-        outputs = _str_list(path, f"{where}, key 'outputs'", spec["outputs"])
+        inputs, outputs = _names(spec["inputs"]), _names(spec["outputs"])
         for key, names in (("inputs", inputs), ("outputs", outputs)):
+            if not names:
+                raise _fail(path, f"{where}.{key}", "must name at least one topic")
             for t in names:
                 if t not in topics:
-                    raise _fail(path, f"{where}, key {key!r}", f"unknown topic {t!r} (declared: {sorted(topics)})")
+                    raise _fail(path, f"{where}.{key}", f"unknown topic {t!r} (declared: {sorted(topics)})")
         strategy = spec.get("strategy", "strict")
         if strategy not in ("strict", "best_effort"):
-            raise _fail(path, f"{where}, key 'strategy'", f"must be 'strict' or 'best_effort', got {strategy!r}")
+            raise _fail(path, f"{where}.strategy", f"must be 'strict' or 'best_effort', got {strategy!r}")
         attempts = spec.get("max_attempts", 3)
-        if not isinstance(attempts, int) or attempts < 1:
-            raise _fail(path, f"{where}, key 'max_attempts'", f"must be an integer >= 1, got {attempts!r}")
+        if attempts < 1:
+            raise _fail(path, f"{where}.max_attempts", f"must be an integer >= 1, got {attempts!r}")
+        consumer = spec.get("consumer", stage_name)
+        try:
+            validate_consumer_name(consumer)
+        except InvalidNameError as exc:
+            raise _fail(path, f"{where}.consumer", str(exc)) from exc
         stage = StageDefinition(
-            name=stage_name, job=str(spec["job"]), inputs=inputs, outputs=outputs,
-            consumer=spec.get("consumer", stage_name), strategy=strategy, max_attempts=attempts,
-            expectations=[str((path.parent / e).resolve()) for e in spec.get("expectations", [])],
-            spark=_settings(path, f"{where}, key 'spark'", spec.get("spark", {})),
+            name=stage_name, job=spec["job"], inputs=inputs, outputs=outputs,
+            consumer=consumer, strategy=strategy, max_attempts=attempts,
+            expectations=[str((path.parent / e).resolve()) for e in spec.get("expectations") or []],
+            spark=_settings(spec.get("spark")),
             **_stage_partitions(path, where, spec.get("partitions"), inputs, topics),
-            trigger=_trigger(path, where, spec.get("trigger", {})),
+            trigger=_trigger(path, where, spec.get("trigger") or {}),
             window_rows=_window(path, where, spec.get("window")),
         )
         if check_jobs:
@@ -257,7 +247,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
             stage.suites = _load_suites(path, where, stage, topics)
         stages.append(stage)
     if not stages:
-        raise _fail(path, "[[stages]]", "no stages defined")
+        raise _fail(path, "stages", "no stages defined (add [[stages]] tables)")
+    _check_deliveries(path, raw.get("deliveries"))
 
     by_name = {s.name: s for s in stages}
     edges = [(a.name, b.name) for a in stages for b in stages if set(a.outputs) & set(b.inputs)]
@@ -269,74 +260,71 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
                               staging)
 
 
-def _positive_int(path: Path, where: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _fail(path, where, f"must be a positive integer, got {value!r}")
-    return value
+def _check_deliveries(path: Path, specs: list[dict[str, Any]] | None) -> None:
+    """``[[deliveries]]`` beside the stages: each checked as ``minikafka deliver`` would."""
+    from ..connectors.delivery import parse_delivery
+    from ..errors import DeliveryConfigError
+
+    for i, spec in enumerate(specs or []):
+        try:
+            parse_delivery(path, i, spec)
+        except DeliveryConfigError as exc:
+            raise PipelineDefinitionError(str(exc)) from exc
 
 
-def _trigger(path: Path, where: str, spec: Any) -> dict[str, Any]:
+def _trigger(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any]:
     """``trigger = { rows = N } | { every = "5m" [, fixed = true] }`` (+ ``debounce``), checked."""
     from ..util.duration import parse_duration
 
-    where = f"{where}, key 'trigger'"
-    if not isinstance(spec, dict):
-        raise _fail(path, where, f"must be a table such as {{ rows = 1000 }} or {{ every = \"5m\" }}, got {spec!r}")
-    unknown = sorted(set(spec) - TRIGGER_KEYS)
-    if unknown:
-        raise _fail(path, where, f"unknown trigger key(s) {unknown}; expected {sorted(TRIGGER_KEYS)}")
+    where = f"{where}.trigger"
     out: dict[str, Any] = {}
     if "rows" in spec and "every" in spec:
         raise _fail(path, where, "give rows or every, not both")
     if "rows" in spec:
-        out["rows"] = _positive_int(path, f"{where} 'rows'", spec["rows"])
+        if spec["rows"] < 1:
+            raise _fail(path, f"{where}.rows", f"must be a positive integer, got {spec['rows']!r}")
+        out["rows"] = spec["rows"]
     for key in ("every", "debounce"):
         if key in spec:
             try:
                 out[key] = parse_duration(spec[key], what=key)
             except ValueError as exc:
-                raise _fail(path, where, str(exc)) from exc
+                raise _fail(path, f"{where}.{key}", str(exc)) from exc
     if "fixed" in spec:
-        if not isinstance(spec["fixed"], bool):
-            raise _fail(path, f"{where} 'fixed'", f"must be true or false, got {spec['fixed']!r}")
         if spec["fixed"] and "every" not in spec:
             raise _fail(path, where, "fixed = true needs every = \"<duration>\"")
         out["fixed"] = spec["fixed"]
     return out
 
 
-def _window(path: Path, where: str, spec: Any) -> int | None:
+def _window(path: Path, where: str, spec: dict[str, Any] | None) -> int | None:
     """``window = { rows = N }``: process a backlog in chunks of N input rows."""
     if spec is None:
         return None
-    where = f"{where}, key 'window'"
-    if not isinstance(spec, dict):
-        raise _fail(path, where, f"must be a table such as {{ rows = 100000 }}, got {spec!r}")
-    unknown = sorted(set(spec) - WINDOW_KEYS)
-    if unknown:
-        raise _fail(path, where, f"unknown window key(s) {unknown}; expected {sorted(WINDOW_KEYS)}")
-    if "rows" not in spec:
-        raise _fail(path, where, "missing key 'rows'")
-    return _positive_int(path, f"{where} 'rows'", spec["rows"])
+    if spec["rows"] < 1:
+        raise _fail(path, f"{where}.window.rows", f"must be a positive integer, got {spec['rows']!r}")
+    return spec["rows"]
 
 
-def _stage_partitions(path: Path, where: str, value: Any, inputs: list[str],
+def _stage_partitions(path: Path, where: str, value: int | list[int] | None, inputs: list[str],
                       topics: dict[str, TopicDefinition]) -> dict[str, Any]:
     """``partitions``: a list names the topic partitions the stage consumes; an integer keeps
     its older meaning, the number of JDBC read partitions."""
+    where = f"{where}.partitions"
     if value is None:
         return {}
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+    if isinstance(value, int):
+        if value < 1:
+            raise _fail(path, where, f"must be a list of topic partitions like [0, 1] or a positive integer "
+                                     f"(JDBC read partitions), got {value!r}")
         return {"partitions": value}
-    if not isinstance(value, list) or not value or not all(
-            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in value):
-        raise _fail(path, f"{where}, key 'partitions'", f"must be a list of topic partitions like [0, 1], got {value!r}")
+    if not value or any(p < 0 for p in value):
+        raise _fail(path, where, f"must be a list of topic partitions like [0, 1], got {value!r}")
     for name in inputs:
         count = topics[name].partitions or 1
         beyond = [p for p in value if p >= count]
         if beyond and topics[name].partitions is not None:
-            raise _fail(path, f"{where}, key 'partitions'",
-                        f"topic {name!r} has partitions 0..{count - 1}; {beyond} do not exist")
+            raise _fail(path, where, f"topic {name!r} has partitions 0..{count - 1}; {beyond} do not exist")
     return {"topic_partitions": sorted(set(value))}
 
 
@@ -350,7 +338,7 @@ def _load_suites(path: Path, where: str, stage: StageDefinition, topics: dict[st
         try:
             suites.append(load_suite(file, fields=fields, topic=default))
         except QualityError as exc:
-            raise _fail(path, f"{where}, key 'expectations'", str(exc)) from exc
+            raise _fail(path, f"{where}.expectations", str(exc)) from exc
     return suites
 
 
@@ -358,11 +346,11 @@ def _check_job(path: Path, where: str, stage: StageDefinition) -> None:
     try:
         module = stage.job_module()
     except ImportError as exc:
-        raise _fail(path, f"{where}, key 'job'", f"cannot import job module {stage.job!r}: {exc}") from exc
+        raise _fail(path, f"{where}.job", f"cannot import job module {stage.job!r}: {exc}") from exc
     has_transform = callable(getattr(module, "transform", None))
     has_row_fn = callable(getattr(module, "row_fn", None))
     if has_transform == has_row_fn:
-        raise _fail(path, f"{where}, key 'job'",
+        raise _fail(path, f"{where}.job",
                     f"job module {stage.job!r} must define exactly one of transform(df) or row_fn(model)")
     if has_row_fn and (len(stage.inputs) != 1 or len(stage.outputs) != 1):
         raise _fail(path, where, "a row_fn job takes exactly one input and one output topic")

@@ -5,13 +5,15 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..api.source import Source
-from ..ledger.runlog import new_run_id, read_runs
+from ..errors import MinikafkaError
+from ..ledger.runlog import RunResult, new_run_id, read_runs, write_run_in_current_transaction
 from ..util.progress import heartbeat
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
@@ -28,6 +30,7 @@ class StageOutcome:
     seconds: float = 0.0
     run: dict | None = None
     error: str | None = None
+    quarantined_to: list[str] = field(default_factory=list)  # set when every row went to the quarantine
 
 
 @dataclass
@@ -53,24 +56,32 @@ class PipelineRun:
                 f"{r.get('rows_duplicate', 0):>7} {r.get('rows_quarantined', 0):>6} {r.get('rows_failed', 0):>6} "
                 f"{o.seconds:>7.1f}s"
             )
+        for o in self.outcomes:
+            if o.quarantined_to:
+                lines.append(f"QUARANTINED {o.name}: every row it produced went to the quarantine "
+                             f"({(o.run or {}).get('rows_quarantined', 0)}), nothing was committed: "
+                             f"minikafka quarantine {o.quarantined_to[0]}")
         for o in self.failed:
             lines.append(f"FAILED {o.name}: {(o.error or '')[:1500]}")
         lines.append(f"total {self.seconds:.1f}s: {'ok' if self.ok else f'{len(self.failed)} stage(s) failed'}")
         return "\n".join(lines)
 
 
-def open_source(defn: PipelineDefinition, *, create: bool = True) -> Source:
+def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool = True) -> Source:
     """Open the pipeline's ledger with every topic created/checked and every consumer registered.
 
     Consumers are registered before any stage runs, so two stages reading one topic
     each see every row. ``create=False``: a missing file is a LedgerNotFoundError; a
     missing directory is never created (``minikafka run --create`` does that).
+    ``register=False`` (dry runs, ``check``, ``plot``): nothing is registered, a run
+    that commits nothing leaves no consumer behind.
     """
     source = Source(str(defn.source), create=create)
     try:
         for t in defn.topics.values():
             source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key)
-        source.register_consumers((name, s.consumer) for s in defn.stages for name in s.inputs)
+        if register:
+            source.register_consumers((name, s.consumer) for s in defn.stages for name in s.inputs)
     except BaseException:
         source.close()
         raise
@@ -204,6 +215,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     """
     import tempfile
 
+    from ..spark.session import MasterUnreachableError, check_master
     from ..spark.staging import is_local_master
 
     require_ledger(defn)
@@ -212,12 +224,23 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     master = master or defn.master
     staging = staging or defn.staging
     chosen = select_stages(defn, stage=stage, start=start)
-    scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
-    py_files = None if is_local_master(master) else str(code_zip(defn, scratch.name))
     result = PipelineRun(defn.name)
     t0 = time.perf_counter()
-    with open_source(defn):
-        pass
+    from .retired import retired_messages
+
+    with open_source(defn, register=not dry_run) as source:
+        for line in retired_messages(defn, source._ledger.conn):
+            echo(line)
+    try:
+        check_master(master)  # seconds, before any JVM: an unreachable master is named, not 68 s of INFO lines
+    except MasterUnreachableError as exc:
+        if not dry_run:
+            record_failed_run(defn, new_run_id("pipeline"), str(exc),
+                              details={"pipeline": defn.name, "master": master, "stages": [s.name for s in chosen],
+                                       "phase": "master check"})
+        raise
+    scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
+    py_files = None if is_local_master(master) else str(code_zip(defn, scratch.name))
     spark = None
     blocked: set[str] = set()
     try:
@@ -233,15 +256,13 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
             elif in_process:
                 with heartbeat(echo, sd.name, HEARTBEAT_S):
                     if spark is None:
-                        from ..spark.session import build_session
-
-                        spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
-                        if py_files:
-                            spark.sparkContext.addPyFile(py_files)
-                    outcome = _run_in_process(spark, defn, sd, dry_run, staging)
+                        spark, outcome = _start_session(defn, sd, master, py_files, dry_run)
+                    if spark is not None:
+                        outcome = _run_in_process(spark, defn, sd, dry_run, staging)
             else:
                 with heartbeat(echo, sd.name, HEARTBEAT_S):
                     outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files)
+            _note_quarantine(defn, outcome)
             result.outcomes.append(outcome)
             if outcome.status == "failed":
                 blocked.update(sd.outputs)
@@ -251,11 +272,64 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     return result
 
 
+def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome) -> None:
+    """Name the quarantine a run sent every row to (the run table says so)."""
+    from ..ledger.runlog import quarantine_topics, quarantined_everything
+
+    if outcome.run and outcome.run.get("run_id") and quarantined_everything(outcome.run):
+        with Source(str(defn.source)) as source:
+            outcome.quarantined_to = quarantine_topics(source._ledger.conn, outcome.run["run_id"]) or \
+                list(outcome.run.get("inputs") or [])[:1]
+
+
+def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, py_files: str | None,
+                   dry_run: bool):
+    """(SparkSession, None), or (None, the failed outcome, recorded) when the JVM does not start."""
+    from ..spark.session import build_session
+
+    t0 = time.perf_counter()
+    try:
+        spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
+    except MinikafkaError as exc:  # SparkSetupError: no Java, no JDBC jar, the JVM did not start
+        error = f"the Spark application did not start: {exc}"
+        row = None if dry_run else record_failed_run(defn, new_run_id(sd.name), error, sd,
+                                                     details={"phase": "session"})
+        return None, StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, error)
+    if py_files:
+        spark.sparkContext.addPyFile(py_files)
+    return spark, None
+
+
+def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: StageDefinition | None = None,
+                      details: dict | None = None) -> dict | None:
+    """Write a failed run that never reached the stage's own commit (master unreachable,
+    spark-submit did not launch, the job failed before running the stage); return its row.
+
+    Without ``sd`` the row is the pipeline's (kind 'pipeline'). A ledger that cannot take
+    the row does not hide the failure itself: None comes back.
+    """
+    run = RunResult(run_id, "stage" if sd else "pipeline", stage=sd.name if sd else None,
+                    consumer=sd.consumer if sd else None, inputs=list(sd.inputs) if sd else [],
+                    outputs=list(sd.outputs) if sd else [], details=details)
+    run.finish("failed", error)
+    try:
+        with Source(str(defn.source)) as source:
+            with source._ledger.atomic() as conn:
+                write_run_in_current_transaction(conn, run)
+            return _run_row(source, run_id)
+    except Exception:  # noqa: BLE001 - the original failure matters more than its log row
+        return None
+
+
 def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
+    from ..ledger.acks import consumer_names
+
     with Source(str(defn.source)) as source:
         for name in sd.inputs:
             t = source.topic(name, defn.topics[name].model, dedup=defn.topics[name].dedup or None)
-            if t.count("new", consumer=sd.consumer):
+            # a consumer not registered yet (a dry run registers none) starts from what is new
+            consumer = sd.consumer if sd.consumer in consumer_names(source._ledger.conn, name) else None
+            if t.count("new", consumer=consumer):
                 return True
     return False
 
@@ -269,7 +343,7 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
     for key, value in sd.spark.items():
         if spark is not None and key.startswith("spark.sql."):
             spark.conf.set(key, value)
-    with open_source(defn) as source:
+    with open_source(defn, register=not dry_run) as source:
         try:
             if sd.window_rows:  # a backlog in chunks of N input rows, one commit each
                 from ..spark.chunks import combine, run_stage_in_chunks
@@ -281,7 +355,9 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
         except StageFailed as exc:
             return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
         except (StageRunningError, StagingError) as exc:
-            return StageOutcome(sd.name, "failed", time.perf_counter() - t0, None, str(exc))
+            row = None if dry_run else record_failed_run(defn, new_run_id(sd.name), str(exc), sd,
+                                                         details={"phase": "start"})
+            return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, str(exc))
         row = _run_row(source, run.run_id) or run.as_row()
     return StageOutcome(sd.name, run.status, time.perf_counter() - t0, row)
 
@@ -295,7 +371,12 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
                          py_files=py_files)
     t0 = time.perf_counter()
     # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
-    proc = run_tied(cmd, env=submit_env())
+    try:
+        proc = run_tied(cmd, env=submit_env())
+    except OSError as exc:
+        error = f"spark-submit did not launch ({cmd[0]}): {exc.strerror or exc}"
+        row = None if dry_run else record_failed_run(defn, run_id, error, sd, details={"phase": "launch"})
+        return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, error)
     seconds = time.perf_counter() - t0
     if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show spark-submit's own output
         echo(proc.stderr.rstrip())
@@ -306,12 +387,17 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
     if summary and (row is None or (isinstance(details, dict) and details.get("chunks"))):
         row = summary  # a chunked stage prints the sum of its chunks
     if proc.returncode != 0:
-        error = (row or {}).get("error") or _tail(proc.stderr)
+        error = (row or {}).get("error") or _cause(proc.stderr, proc.returncode)
+        if row is None and not dry_run:  # it failed before the stage wrote its run: record it here
+            row = record_failed_run(defn, run_id, error, sd, details={"phase": "spark-submit",
+                                                                      "exit_code": proc.returncode})
         return StageOutcome(sd.name, "failed", seconds, row, error)
     if row is None:
-        return StageOutcome(sd.name, "failed", seconds, None,
-                            f"{sd.job_file()} exited without running the stage: does it end with "
-                            "'raise SystemExit(minikafka.job.main())'?")
+        error = (f"{sd.job_file()} exited without running the stage: does it end with "
+                 "'raise SystemExit(minikafka.job.main())'?")
+        if not dry_run:
+            row = record_failed_run(defn, run_id, error, sd, details={"phase": "spark-submit", "exit_code": 0})
+        return StageOutcome(sd.name, "failed", seconds, row, error)
     return StageOutcome(sd.name, (row or {}).get("status", "succeeded"), seconds, row)
 
 
@@ -330,6 +416,17 @@ def _last_json(text: str) -> dict | None:
     return None
 
 
-def _tail(text: str, lines: int = 15) -> str:
-    keep = [line for line in text.strip().splitlines() if " WARN " not in line]
+LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN) ")
+
+
+def _cause(stderr: str, code: int, lines: int = 15) -> str:
+    """What made spark-submit fail: the job's own ``minikafka:`` message, else the last
+    lines that are not Spark's INFO/WARN log lines or stack frames."""
+    text = stderr.strip().splitlines()
+    ours = [line for line in text if line.startswith("minikafka: ")]
+    if ours:
+        return "\n".join(line[len("minikafka: "):] for line in ours[-lines:])
+    keep = [line for line in text if line.strip() and not LOG_LINE.match(line) and not line.startswith("\tat ")]
+    if not keep:
+        return f"spark-submit exited with code {code} (run with --verbose to see its output)"
     return "\n".join(keep[-lines:])

@@ -230,8 +230,9 @@ class Watch:
 
     def _session(self):
         if self.spark is None:
-            from ..spark.session import build_session
+            from ..spark.session import build_session, check_master
 
+            check_master(self.master)  # an unreachable spark:// master is named before the JVM starts
             self.spark = build_session(f"minikafka:{self.defn.name}:watch", self.master, conf=self.defn.spark)
         return self.spark
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +22,69 @@ VERBOSE_ENV = "MINIKAFKA_VERBOSE"  # set (the CLI's --verbose): the JVM's own ou
 
 class SparkSetupError(MinikafkaError):
     """Java or the SQLite JDBC driver is missing; the message says what to install."""
+
+
+class MasterUnreachableError(SparkSetupError):
+    """No Spark master of a ``spark://`` URL accepts a connection; nothing was submitted."""
+
+
+MASTER_TIMEOUT_S = 3.0
+DEFAULT_MASTER_PORT = 7077
+
+
+def master_addresses(master: str) -> list[tuple[str, int]]:
+    """The (host, port) of each master in ``spark://h1:p1,h2:p2`` (none for local, yarn, k8s://...).
+
+    Raises:
+        SparkSetupError: a spark:// URL without a host or with a port that is not a number.
+    """
+    if not master.startswith("spark://"):
+        return []
+    out = []
+    for part in master[len("spark://"):].split(","):
+        host, sep, port = part.strip().rstrip("/").rpartition(":")
+        if not sep:
+            host, port = port, str(DEFAULT_MASTER_PORT)
+        host = host.strip("[]")  # [::1]:7077
+        if not host or not port.isdigit():
+            raise SparkSetupError(f"bad master URL {master!r}: expected spark://host:port[,host:port...]")
+        out.append((host, int(port)))
+    return out
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return "no answer (timed out)"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host ({exc.strerror or exc})"
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def check_master(master: str, *, timeout: float = MASTER_TIMEOUT_S) -> None:
+    """Connect to each master of a ``spark://`` URL (``timeout`` seconds each) before a JVM starts.
+
+    One master that accepts is enough (standby masters of a ZooKeeper setup may refuse).
+    Other masters (local, yarn, k8s://) are not checked.
+
+    Raises:
+        MasterUnreachableError: no master accepts a TCP connection; names each and why.
+    """
+    addresses = master_addresses(master)
+    failures = []
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as exc:
+            failures.append((f"spark://{host}:{port}", _reason(exc)))
+    if len(failures) == 1:
+        (url, why), = failures
+        raise MasterUnreachableError(f"spark master at {url} is unreachable: {why}; nothing was submitted")
+    if failures:
+        each = "; ".join(f"{url}: {why}" for url, why in failures)
+        raise MasterUnreachableError(f"all masters are unresponsive ({each}); nothing was submitted")
 
 
 def jdbc_jar(configured: str | None = None) -> str:

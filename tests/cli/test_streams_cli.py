@@ -42,4 +42,4 @@ def test_watch_with_an_unknown_trigger_key_exits_2_naming_it(tmp_path):
                                            'name = "score"\njob = "jobs.score"\ntrigger = { hourly = true }'})
     out = cli("watch", str(path), "--until-idle")
     assert out.returncode == 2
-    assert "stage 'score', key 'trigger': unknown trigger key(s) ['hourly']" in out.stderr
+    assert "stages.score.trigger: unknown key 'hourly'" in out.stderr

@@ -28,18 +28,18 @@ def test_stage_and_from_selection(tmp_path):
 
 @pytest.mark.parametrize("replace, match", [
     ({'inputs = ["rss.youtube"]': 'inputs = ["rss.nothing"]'},
-     r"stage 'transcribe', key 'inputs': unknown topic 'rss.nothing'"),
+     r"stages.transcribe.inputs: unknown topic 'rss.nothing'"),
     ({'job = "jobs.score"': 'job = "jobs.does_not_exist"'},
-     r"stage 'score', key 'job': cannot import job module 'jobs.does_not_exist'"),
+     r"stages.score.job: cannot import job module 'jobs.does_not_exist'"),
     ({'model = "schemas.homelab:Scored"': 'model = "schemas.homelab:Missing"'},
-     r'\[topics."rss.scored"\]: .*is not a pydantic model'),
-    ({'name = "score"': 'name = "transcribe"'}, r"stage 'transcribe': duplicate stage name"),
+     r'topics."rss.scored".model: .*is not a pydantic model'),
+    ({'name = "score"': 'name = "transcribe"'}, r"stages.transcribe: duplicate stage name"),
     ({'inputs = ["rss.youtube"]\noutputs = ["rss.summaries"]\nstrategy = "best_effort"':
       'inputs = ["rss.youtube"]\noutputs = ["rss.summaries"]\nstrategy = "sometimes"'},
-     r"stage 'transcribe', key 'strategy'"),
+     r"stages.transcribe.strategy: must be 'strict' or 'best_effort'"),
     ({'dedup = ["url"]\n\n[topics."rss.youtube"]': 'dedup = ["link"]\n\n[topics."rss.youtube"]'},
-     r"dedup field\(s\) \['link'\]"),
-    ({"[[stages]]\nname = \"score\"": "[[stages]]\nbogus = 1\nname = \"score\""}, r"unknown key\(s\) \['bogus'\]"),
+     r"topics.\"rss.items\".dedup: dedup field\(s\) \['link'\]"),
+    ({"[[stages]]\nname = \"score\"": "[[stages]]\nbogus = 1\nname = \"score\""}, r"stages.score: unknown key 'bogus'"),
 ])
 def test_bad_definitions_name_file_stage_and_key(tmp_path, replace, match):
     path = homelab_copy(tmp_path, replace=replace)

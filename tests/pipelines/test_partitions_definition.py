@@ -29,11 +29,11 @@ def test_a_stage_names_the_topic_partitions_it_consumes(tmp_path):
 
 @pytest.mark.parametrize("stage_line, match", [
     ("partitions = [5]\n", r"topic 'rss.youtube' has partitions 0..1; \[5\] do not exist"),
-    ('partitions = ["a"]\n', "must be a list of topic partitions"),
+    ('partitions = ["a"]\n', "expected a list of topic partitions"),
 ])
 def test_bad_stage_partitions_name_the_stage_and_key(tmp_path, stage_line, match):
     path = homelab_copy(tmp_path, replace={YOUTUBE: YOUTUBE + "partitions = 2\n", TRANSCRIBE: TRANSCRIBE + stage_line})
-    with pytest.raises(PipelineDefinitionError, match=f"stage 'transcribe', key 'partitions': {match}"):
+    with pytest.raises(PipelineDefinitionError, match=f"stages.transcribe.partitions: {match}"):
         load_pipeline(path)
 
 

@@ -94,12 +94,12 @@ def test_rows_a_best_effort_run_left_failing_are_not_new_work(tmp_path):
 
 
 @pytest.mark.parametrize("text, match", [
-    ("{ rows = 10, when = 3 }", r"stage 'split_youtube', key 'trigger': unknown trigger key\(s\) \['when'\]"),
-    ("{ rows = 0 }", r"key 'trigger' 'rows': must be a positive integer"),
-    ('{ every = "soon" }', r"key 'trigger': every must be a positive duration"),
+    ("{ rows = 10, when = 3 }", r"stages.split_youtube.trigger: unknown key 'when'"),
+    ("{ rows = 0 }", r"stages.split_youtube.trigger.rows: must be a positive integer"),
+    ('{ every = "soon" }', r"stages.split_youtube.trigger.every: every must be a positive duration"),
     ("{ fixed = true }", r"fixed = true needs every"),
     ('{ rows = 5, every = "1m" }', "rows or every, not both"),
-    ('"5m"', "must be a table"),
+    ('"5m"', 'stages.split_youtube.trigger: expected a table such as .* got the string "5m"'),
 ])
 def test_a_bad_trigger_is_a_clear_error_naming_it(tmp_path, text, match):
     with pytest.raises(PipelineDefinitionError, match=match):
@@ -107,9 +107,9 @@ def test_a_bad_trigger_is_a_clear_error_naming_it(tmp_path, text, match):
 
 
 @pytest.mark.parametrize("text, match", [
-    ("{ rows = -1 }", r"key 'window' 'rows': must be a positive integer"),
-    ("{ bytes = 10 }", r"unknown window key\(s\) \['bytes'\]"),
-    ("{ }", "missing key 'rows'"),
+    ("{ rows = -1 }", r"stages.split_youtube.window.rows: must be a positive integer"),
+    ("{ bytes = 10 }", r"stages.split_youtube.window: unknown key 'bytes'"),
+    ("{ }", "stages.split_youtube.window: missing key 'rows'"),
 ])
 def test_a_bad_window_is_a_clear_error_naming_it(tmp_path, text, match):
     with pytest.raises(PipelineDefinitionError, match=match):

@@ -1,0 +1,265 @@
+"""The shape of a pipeline file as pydantic models: every key, its type, nothing else.
+
+``check_shape(raw)`` validates the parsed TOML before any value is used and returns one
+message per problem, each naming the key path (``stages.summarize.expectations``,
+``topics."rss.items".dedup``): a wrong type ("expected a list of field names, got the
+string "url""), a missing key, an unknown key (with "did you mean" when one is close).
+What a value means (a known topic, an importable job, a field of the model) is checked
+afterwards by ``definition.load_pipeline``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+
+Scalar = StrictStr | StrictInt | StrictFloat | StrictBool
+StrList = Annotated[list[StrictStr], Field(min_length=1)]
+NamesOrName = StrictStr | StrList  # inputs/outputs/key: one name or a list of them
+Duration = StrictStr | StrictInt | StrictFloat | dict[str, StrictInt | StrictFloat]  # "5m", seconds, {minutes = 5}
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class PipelineHead(_Table):
+    name: StrictStr | None = None
+    source: StrictStr
+    master: StrictStr | None = None
+    description: StrictStr | None = None
+
+
+class TopicSpec(_Table):
+    model: StrictStr
+    dedup: list[StrictStr] | None = None
+    partitions: StrictInt | None = None
+    key: NamesOrName | None = None
+    description: StrictStr | None = None
+
+
+class TriggerSpec(_Table):
+    rows: StrictInt | None = None
+    every: Duration | None = None
+    fixed: StrictBool | None = None
+    debounce: Duration | None = None
+
+
+class WindowSpec(_Table):
+    rows: StrictInt
+
+
+class StageSpec(_Table):
+    name: StrictStr
+    job: StrictStr
+    inputs: NamesOrName
+    outputs: NamesOrName
+    consumer: StrictStr | None = None
+    strategy: StrictStr | None = None
+    max_attempts: StrictInt | None = None
+    expectations: list[StrictStr] | None = None
+    spark: dict[str, Scalar] | None = None
+    partitions: StrictInt | list[StrictInt] | None = None
+    description: StrictStr | None = None
+    trigger: TriggerSpec | None = None
+    window: WindowSpec | None = None
+
+
+class PipelineFile(_Table):
+    pipeline: PipelineHead
+    spark: dict[str, Scalar] | None = None
+    topics: dict[str, TopicSpec] | None = None
+    stages: list[StageSpec] | None = None
+    deliveries: list[dict[str, Any]] | None = None  # each checked by connectors.delivery.parse_delivery
+
+
+STAGE_KEYS = set(StageSpec.model_fields)
+TOPIC_KEYS = set(TopicSpec.model_fields)
+TOP_KEYS = set(PipelineFile.model_fields)
+TRIGGER_KEYS = set(TriggerSpec.model_fields)
+WINDOW_KEYS = set(WindowSpec.model_fields)
+
+# what each key expects, in words (by the key's name within its table)
+EXPECTED = {
+    ("", "pipeline"): 'a table: [pipeline] with source = "ledger.sqlite"',
+    ("", "spark"): 'a table of Spark settings: [spark] with "spark.driver.memory" = "1g"',
+    ("", "topics"): 'a table of topics: [topics."rss.items"] with model and dedup',
+    ("", "stages"): "an array of tables: [[stages]] with name, job, inputs and outputs",
+    ("", "deliveries"): "an array of tables: [[deliveries]] with name, topic and endpoint",
+    ("pipeline", "name"): "a name (a string)",
+    ("pipeline", "source"): 'the SQLite ledger\'s path as a string, e.g. "../data/homelab.sqlite"',
+    ("pipeline", "master"): 'a Spark master URL as a string, e.g. "local[2]" or "spark://host:7077"',
+    ("pipeline", "description"): "a string",
+    ("spark", None): "a Spark setting's value (a string, number or boolean)",
+    ("topics", None): 'a table with model = "module:Class" and dedup = ["field"]',
+    ("topic", "model"): 'a model as a string "module:Class"',
+    ("topic", "dedup"): 'a list of field names, e.g. ["url"]',
+    ("topic", "partitions"): "a number of partitions (an integer)",
+    ("topic", "key"): 'a field name or a list of field names, e.g. ["url"]',
+    ("topic", "description"): "a string",
+    ("stages", None): "a table with name, job, inputs and outputs",
+    ("stage", "name"): "a stage name (a string)",
+    ("stage", "job"): 'a job module as a string, e.g. "jobs.score"',
+    ("stage", "inputs"): 'a list of topic names, e.g. ["rss.items"]',
+    ("stage", "outputs"): 'a list of topic names, e.g. ["rss.scored"]',
+    ("stage", "consumer"): "a consumer name (a string)",
+    ("stage", "strategy"): "'strict' or 'best_effort'",
+    ("stage", "max_attempts"): "an integer >= 1",
+    ("stage", "expectations"): 'a list of suite files, e.g. ["quality/scored.toml"]',
+    ("stage", "spark"): 'a table of Spark settings, e.g. { "spark.executor.memory" = "2g" }',
+    ("stage", "partitions"): "a list of topic partitions like [0, 1] (or an integer: JDBC read partitions)",
+    ("stage", "description"): "a string",
+    ("stage", "trigger"): 'a table such as { rows = 1000 } or { every = "5m" }',
+    ("stage", "window"): "a table such as { rows = 100000 }",
+    ("trigger", "rows"): "a positive integer",
+    ("trigger", "every"): 'a duration such as "5m" (or seconds)',
+    ("trigger", "debounce"): 'a duration such as "10s" (or seconds)',
+    ("trigger", "fixed"): "true or false",
+    ("window", "rows"): "a positive integer",
+    ("deliveries", None): "a table with name, topic and endpoint",
+}
+
+
+def describe(value: Any) -> str:
+    """A value as the user wrote it in TOML: ``the string "url"``, ``the number 5``, ``a table``."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f'the string "{value}"' if len(value) <= 60 else f'the string "{value[:57]}..."'
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, dict):
+        return "a table" + (f" with keys {sorted(value)}" if value else " (empty)")
+    if isinstance(value, list):
+        return "an empty list" if not value else f"the list {value!r}"[:80]
+    return f"a {type(value).__name__} ({value!r})"
+
+
+def _quote(name: str) -> str:
+    return f'"{name}"' if not name.replace("_", "").replace("-", "").isalnum() else name
+
+
+class _Walk:
+    """Map a pydantic error location to (key path, table kind, key, raw value)."""
+
+    def __init__(self, raw: dict[str, Any]):
+        self.raw = raw
+
+    def resolve(self, loc: tuple) -> tuple[list[str], str, str | None, Any, int]:
+        parts: list[str] = []
+        value: Any = self.raw
+        kind, key = "", None
+        depth = 0
+
+        def step(k) -> None:
+            nonlocal value, depth
+            depth += 1
+            value = value.get(k) if isinstance(value, dict) else (
+                value[k] if isinstance(value, list) and isinstance(k, int) and k < len(value) else None)
+
+        if not loc:
+            return parts, kind, key, value, depth
+        top = loc[0]
+        key = top
+        step(top)
+        parts.append(str(top))
+        if len(loc) == 1 or top not in ("pipeline", "spark", "topics", "stages", "deliveries"):
+            return parts, "", key, value, depth
+        if top in ("pipeline", "spark"):
+            sub = loc[1]
+            step(sub)
+            parts.append(_quote(str(sub)))
+            return parts, top, (sub if top == "pipeline" else None), value, depth
+        # a named entry: topics."rss.items", stages.<name> (or stages[3]), deliveries[1]
+        entry = loc[1]
+        step(entry)
+        if isinstance(entry, int):
+            name = value.get("name") if isinstance(value, dict) else None
+            parts[-1] = f"{top}.{_quote(name)}" if isinstance(name, str) and name and top == "stages" \
+                else f"{top}[{entry + 1}]"
+        else:
+            parts.append(_quote(str(entry)))
+        if len(loc) == 2 or top == "deliveries":
+            return parts, top, None, value, depth
+        field = loc[2]
+        if not isinstance(field, str):
+            return parts, top, None, value, depth
+        step(field)
+        parts.append(field)
+        kind = "topic" if top == "topics" else "stage"
+        if kind == "stage" and field in ("trigger", "window") and len(loc) > 3 and isinstance(value, dict) \
+                and isinstance(loc[3], str) and loc[3] in value:
+            step(loc[3])
+            parts.append(loc[3])
+            return parts, field, loc[3], value, depth
+        return parts, kind, field, value, depth
+
+
+def _table_keys(kind: str) -> set[str]:
+    return {"": TOP_KEYS, "pipeline": set(PipelineHead.model_fields), "topic": TOPIC_KEYS, "stage": STAGE_KEYS,
+            "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS}.get(kind, set())
+
+
+def _kind_of(loc: tuple) -> str:
+    """The kind of table an unknown key ``loc[-1]`` was found in."""
+    inner = loc[:-1]
+    if not inner:
+        return ""
+    if inner == ("pipeline",):
+        return "pipeline"
+    if inner[0] == "topics" and len(inner) == 2:
+        return "topic"
+    if inner[0] == "stages" and len(inner) == 2:
+        return "stage"
+    if inner[0] == "stages" and len(inner) == 3 and inner[2] in ("trigger", "window"):
+        return str(inner[2])
+    return "?"
+
+
+def unknown_key_message(key: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    if close:
+        return f"unknown key {key!r} (did you mean {close[0]!r}?)"
+    return f"unknown key {key!r}; expected one of {sorted(known)}"
+
+
+def check_shape(raw: dict[str, Any]) -> list[str]:
+    """Every shape problem of a parsed pipeline file, as ``"<key path>: <message>"`` lines."""
+    try:
+        PipelineFile.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors()
+    else:
+        return []
+    walk = _Walk(raw)
+    out: dict[str, str] = {}
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            parts, _, _, _, depth = walk.resolve(loc[:-1]) if len(loc) > 1 else ([], "", None, None, 0)
+            where = ".".join(parts) or "top level"
+            message = unknown_key_message(str(loc[-1]), _table_keys(_kind_of(loc)))
+            out.setdefault(f"{where}.{loc[-1]}", f"{where}: {message}")
+            continue
+        if err["type"] == "missing" and len(loc) >= 1:
+            parts, _, _, _, _ = walk.resolve(loc[:-1]) if len(loc) > 1 else ([], "", None, None, 0)
+            where = ".".join(parts) or "top level"
+            kind = _kind_of(loc)
+            what = EXPECTED.get((kind, loc[-1]) if kind else ("", loc[-1]))
+            hint = f" ({what})" if what else ""
+            out.setdefault(f"{where}.{loc[-1]}", f"{where}: missing key {loc[-1]!r}{hint}")
+            continue
+        parts, kind, key, value, _ = walk.resolve(loc)
+        path = ".".join(parts) or "top level"
+        if path in out:
+            continue
+        expected = EXPECTED.get((kind, key)) or EXPECTED.get((kind, None))
+        if expected is None:
+            out[path] = f"{path}: {err['msg']}"
+        elif isinstance(value, list) and not value and "list" in expected:
+            out[path] = f"{path}: expected {expected}, got an empty list"
+        else:
+            out[path] = f"{path}: expected {expected}, got {describe(value)}"
+    return list(out.values())
