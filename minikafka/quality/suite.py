@@ -19,7 +19,10 @@ min_ratio = 0.5
 max_ratio = 1.0
 ```
 
-Every key besides ``type`` is passed to the great-expectations expectation.
+Every key besides ``type`` is passed to the great-expectations expectation. At load,
+column arguments (``column``, ``column_A``, ``column_B``, ``column_list``) must name fields
+of the topic's model, and ``regex``/``regex_list`` must compile as a Java regex (Spark's
+engine; see ``check_regex``). Expectations see exactly the model's fields, in order.
 """
 
 from __future__ import annotations
