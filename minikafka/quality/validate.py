@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .gx_env import context, import_gx
-from .suite import QualityError, Suite, expectation_class
+from .suite import QualityError, Suite, expectation_class, expectation_columns, expectation_label, is_row_level
 
 ROW_KEY = "_mk_row"
 
@@ -89,60 +89,91 @@ def raised_exceptions(info: Any) -> list[str]:
     return found
 
 
-def run_suite(df, suite: Suite, *, rows_in: int, stage: str | None = None) -> SuiteOutcome:
-    """Validate ``df`` (which carries ``_mk_row``) against ``suite``.
+def _validate(df, name: str, expectations: list, result_format: dict[str, Any]):
+    """One great-expectations validation of ``df``; the suite and asset are removed afterwards."""
+    gx = import_gx()
+    ctx = context()
+    tag = f"{name}-{uuid.uuid4().hex[:8]}"
+    source = ctx.data_sources.add_or_update_spark(name="minikafka")
+    asset = source.add_dataframe_asset(name=tag)
+    batch_definition = asset.add_batch_definition_whole_dataframe("whole")
+    gx_suite = gx.ExpectationSuite(name=tag)
+    for expectation in expectations:
+        gx_suite.add_expectation(expectation)
+    gx_suite = ctx.suites.add(gx_suite)
+    try:
+        batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
+        return batch.validate(gx_suite, result_format=result_format)
+    finally:
+        ctx.suites.delete(gx_suite.name)
+        source.delete_asset(asset.name)
+
+
+def run_suite(df, suite: Suite, *, rows_in: int, stage: str | None = None, keyed=None,
+              row_key: str = ROW_KEY) -> SuiteOutcome:
+    """Validate ``df`` against ``suite``.
+
+    ``df`` must hold exactly the topic's columns (its model's fields, in order): that is all
+    the expectations see, so table-level ones (column set, count, order) judge the real
+    columns. Under policy 'quarantine', ``keyed`` is the same rows plus ``row_key``; the
+    row-level expectations that failed are run again on it, only to learn which rows failed
+    (``SuiteOutcome.bad_rows``, keyed by ``row_key``). The verdicts all come from ``df``.
 
     Raises:
         QualityCheckError: an expectation raised instead of giving a verdict (names stage, suite).
     """
     gx = import_gx()
-    ctx = context()
     t0 = time.perf_counter()
-    tag = uuid.uuid4().hex[:8]
-    source = ctx.data_sources.add_or_update_spark(name="minikafka")
-    asset = source.add_dataframe_asset(name=f"{suite.name}-{tag}")
-    batch_definition = asset.add_batch_definition_whole_dataframe("whole")
-    gx_suite = gx.ExpectationSuite(name=f"{suite.name}-{tag}")
-    labels = []
-    for e in suite.expectations:
-        gx_suite.add_expectation(expectation_class(e.type)(**e.kwargs))
-        labels.append(e)
+    expectations = [expectation_class(e.type)(**e.kwargs) for e in suite.expectations]
     if suite.min_ratio is not None or suite.max_ratio is not None:
         low = math.floor(rows_in * suite.min_ratio) if suite.min_ratio is not None else None
         high = math.ceil(rows_in * suite.max_ratio) if suite.max_ratio is not None else None
-        gx_suite.add_expectation(gx.expectations.ExpectTableRowCountToBeBetween(min_value=low, max_value=high))
-    gx_suite = ctx.suites.add(gx_suite)
-    if suite.policy == "quarantine":
-        fmt: dict[str, Any] = {"result_format": "COMPLETE", "unexpected_index_column_names": [ROW_KEY],
-                               "return_unexpected_index_query": False}
-    else:
-        fmt = {"result_format": "SUMMARY"}
-    try:
-        batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
-        validation = batch.validate(gx_suite, result_format=fmt)
-    finally:
-        ctx.suites.delete(gx_suite.name)
-        source.delete_asset(asset.name)
-    results, bad_rows = [], {}
+        expectations.append(gx.expectations.ExpectTableRowCountToBeBetween(min_value=low, max_value=high))
+    validation = _validate(df, suite.name, expectations, {"result_format": "SUMMARY"})
+    results, to_locate = [], []
     for r in validation.results:
         cfg = r.expectation_config
         kwargs = cfg.kwargs
-        row_level = cfg.type.startswith("expect_column_values_to_") and cfg.type != "expect_column_values_to_be_unique"
+        row_level = is_row_level(cfg.type)
         messages = raised_exceptions(r.exception_info)
         if messages:
             raise QualityCheckError(stage, suite.name, cfg.type, messages)
         res = r.result or {}
         results.append({
-            "expectation": cfg.type, "column": kwargs.get("column"), "success": bool(r.success),
-            "row_level": row_level, "observed_value": _jsonable(res.get("observed_value")),
+            "expectation": cfg.type, "column": ", ".join(expectation_columns(kwargs)) or None,
+            "success": bool(r.success), "row_level": row_level,
+            "observed_value": _jsonable(res.get("observed_value")),
             "unexpected_count": res.get("unexpected_count"), "unexpected_percent": res.get("unexpected_percent"),
         })
         if not r.success and row_level and suite.policy == "quarantine":
-            label = f"{cfg.type}({kwargs.get('column')})"
-            for item in res.get("unexpected_index_list") or []:
-                bad_rows.setdefault(int(item[ROW_KEY]), []).append(label)
+            to_locate.append((cfg.type, dict(kwargs), res.get("unexpected_count")))
+    bad_rows = _locate(keyed, row_key, suite, stage, to_locate) if to_locate else {}
     return SuiteOutcome(suite.name, suite.topic, suite.policy, bool(validation.success), results, bad_rows,
                         time.perf_counter() - t0)
+
+
+def _locate(keyed, row_key: str, suite: Suite, stage: str | None, failed: list) -> dict[int, list[str]]:
+    """Row key -> labels of the failed row-level expectations, from a second run on ``keyed``."""
+    if keyed is None:
+        raise ValueError("policy 'quarantine' needs the keyed frame to map failing rows back")
+    expectations = [expectation_class(type_name)(**kwargs) for type_name, kwargs, _count in failed]
+    fmt = {"result_format": "COMPLETE", "unexpected_index_column_names": [row_key],
+           "return_unexpected_index_query": False}
+    validation = _validate(keyed, suite.name, expectations, fmt)
+    bad_rows: dict[int, list[str]] = {}
+    for r, (_type, _kwargs, count) in zip(validation.results, failed, strict=True):
+        cfg = r.expectation_config
+        messages = raised_exceptions(r.exception_info)
+        if messages:
+            raise QualityCheckError(stage, suite.name, cfg.type, messages)
+        keys = [int(item[row_key]) for item in (r.result or {}).get("unexpected_index_list") or []]
+        if count is not None and len(keys) != count:
+            raise QualityCheckError(stage, suite.name, cfg.type,
+                                    [f"{count} unexpected row(s), but {len(keys)} could be located"])
+        label = expectation_label(cfg.type, cfg.kwargs)
+        for key in keys:
+            bad_rows.setdefault(key, []).append(label)
+    return bad_rows
 
 
 def write_report(path: Path, run_id: str, stage: str, outcomes: list[SuiteOutcome]) -> Path:

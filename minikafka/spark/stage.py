@@ -20,6 +20,7 @@ from ..util.faults import checkpoint
 from .conform import conform
 from .read import read_bounds, read_topic
 from .rowfn import ERROR, apply_row_function
+from .types import quote_back, storage_sql_type
 
 STRATEGIES = ("strict", "best_effort")
 
@@ -347,8 +348,11 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
     t0 = time.perf_counter()
     keyed = frame.withColumn(ROW_KEY, F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
     checked = keyed.where(F.col(ERROR).isNull()) if ERROR in keyed.columns else keyed
-    checked = checked.select(*[c for c in layout.field_names if c in keyed.columns], ROW_KEY)
-    results = [run_suite(checked, suite, rows_in=run.rows_in, stage=stage.name) for suite in suites]
+    # the suites see the model's fields in order, nothing internal (a missing optional field as null)
+    view = [F.col(quote_back(c.name)) if c.name in keyed.columns
+            else F.lit(None).cast(storage_sql_type(c)).alias(c.name) for c in layout.columns]
+    results = [run_suite(checked.select(*view), suite, rows_in=run.rows_in, stage=stage.name,
+                         keyed=checked.select(*view, ROW_KEY)) for suite in suites]
     outcomes.extend(results)
     report = write_report(report_dir / f"{run.run_id}.html", run.run_id, stage.name, outcomes)
     run.quality = {"suites": [o.as_dict() for o in outcomes], "report": str(report.resolve()),
