@@ -475,14 +475,19 @@ def ack_many_in_current_transaction(
 
 def ack_upto_in_current_transaction(
     conn: sqlite3.Connection, topic: str, consumer_id: int, upto: int, now: str, *, exclude: bool = False,
-    partitions: Iterable[int] | None = None,
+    partitions: Iterable[int] | None = None, materialise: bool = True, count: bool = True,
 ) -> int:
     """Ack every row still pending for a consumer with ``_id <= upto``, set-based.
+
+    ``materialise=False`` (stage commits) moves positions only: rows the partition's
+    handled position passes keep ``_status = 'new'`` in raw SQL, as after an offset
+    commit, so the cost does not grow with the rows acked.
 
     With ``exclude``, ids in ``temp.mk_exclude`` are left pending (rows that failed):
     the offset stops below the first of them and the rows acked above it are stored
     as out-of-order acks. ``partitions`` limits the ack to those partitions.
-    Returns the number of rows acked for this consumer.
+    Returns the number of rows acked for this consumer (0 with ``count=False``, which
+    saves a pass over the rows for callers that know the number already).
     """
     table = quote_identifier(topic)
     parts = range(partition_count(conn, topic)) if partitions is None else partitions
@@ -492,7 +497,7 @@ def ack_upto_in_current_transaction(
         committed = committed_offset(conn, consumer_id, partition)
         if upto <= committed:
             continue
-        acked += conn.execute(
+        acked += 0 if not count else conn.execute(
             f"SELECT count(*) FROM {table} WHERE {where} AND \"_partition\" = ? AND \"_id\" <= ?"
             + (' AND "_id" NOT IN (SELECT id FROM temp.mk_exclude)' if exclude else ""),
             (*params, partition, upto),
@@ -505,7 +510,7 @@ def ack_upto_in_current_transaction(
                 (partition, committed, upto),
             ).fetchone()[0]
         if first_failed is None:
-            _advance(conn, topic, table, consumer_id, partition, upto, now, materialise=True)
+            _advance(conn, topic, table, consumer_id, partition, upto, now, materialise=materialise)
             continue
         conn.execute(
             f"INSERT OR IGNORE INTO _minikafka_acks (consumer_id, row_id, acked_at, partition) "
@@ -514,7 +519,8 @@ def ack_upto_in_current_transaction(
             (consumer_id, now, partition, *params, partition, first_failed, upto),
         )
         if first_failed - 1 > committed:
-            _advance(conn, topic, table, consumer_id, partition, first_failed - 1, now, materialise=True, fold=False)
+            _advance(conn, topic, table, consumer_id, partition, first_failed - 1, now, materialise=materialise,
+                     fold=False)
         rest = [r[0] for r in conn.execute(
             "SELECT row_id FROM _minikafka_acks WHERE consumer_id = ? AND partition = ? AND row_id > ? "
             "AND row_id <= ?", (consumer_id, partition, first_failed, upto))]
