@@ -70,6 +70,7 @@ def test_every_unreachable_master_is_named():
 
 def test_unreachable_master_fails_fast_and_is_recorded_in_run_log(tmp_path, no_jvm):
     pipeline = homelab_copy(tmp_path)
+    _seed(tmp_path)  # a run needs its ledger (a missing one is its own error)
     port = closed_port()
     t0 = time.monotonic()
     out = invoke("run", pipeline, "--master", f"spark://127.0.0.1:{port}")
@@ -86,6 +87,7 @@ def test_unreachable_master_fails_fast_and_is_recorded_in_run_log(tmp_path, no_j
 
 def test_check_with_an_unreachable_master_exits_1_before_the_jvm(tmp_path, no_jvm):
     pipeline = homelab_copy(tmp_path)
+    _seed(tmp_path)
     out = invoke("check", pipeline, "--master", f"spark://127.0.0.1:{closed_port()}")
     assert out.exit_code == 1 and "is unreachable: connection refused" in out.output
     assert _runs(tmp_path) == []  # check commits nothing, not even a run
