@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..errors import InvalidRecordError
 from ..util.clock import utc_now
 from .topic import Topic
 
@@ -40,7 +41,11 @@ def ingest_jsonl(topic: Topic, path: str | Path) -> IngestResult:
                 continue
             result.lines += 1
             try:
-                valid.append(topic._validate(json.loads(line)))
+                model = topic._validate(json.loads(line))
+                topic._encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
+                valid.append(model)
+            except InvalidRecordError as exc:
+                bad.append((number, line.strip(), str(exc)))
             except json.JSONDecodeError as exc:
                 bad.append((number, line.strip(), f"malformed JSON: {exc}"))
             except ValidationError as exc:

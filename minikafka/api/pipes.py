@@ -336,13 +336,16 @@ class _GroupRun:
         ledger = self.full.source._ledger
         per_target: dict[int, tuple[Topic, list]] = {}
         source_name, run_id = self.topic.name, self.result.run_id
-        for record, outs, _errs in batch:
-            for arm, value in outs:
-                target = arm.target_topic
-                if target is None or value is None:
-                    continue
-                rows = per_target.setdefault(id(target), (target, []))[1]
-                rows.append(target._encode(value) + (now, "new", record.id, source_name, run_id))
+        try:
+            for record, outs, _errs in batch:
+                for arm, value in outs:
+                    target = arm.target_topic
+                    if target is None or value is None:
+                        continue
+                    rows = per_target.setdefault(id(target), (target, []))[1]
+                    rows.append(target._encode(value) + (now, "new", record.id, source_name, run_id))
+        except InvalidRecordError:  # a value the ledger refuses: the row-by-row path names the row
+            return False
         try:
             with ledger.atomic() as conn:
                 for target, rows in per_target.values():

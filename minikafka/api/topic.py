@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, TypeAdapter
 
 from ..errors import (
+    InvalidRecordError,
     MinikafkaError,
     SchemaMismatchError,
     UnknownStatusError,
@@ -133,7 +134,9 @@ class Topic(Generic[ModelT]):
         Raises:
             pydantic.ValidationError: the payload does not fit the model.
             DuplicateMessageError: the dedup key is already in the topic.
-            InvalidRecordError: a value SQLite cannot store exactly (NaN, > 64-bit int).
+            InvalidRecordError: a value the ledger cannot store exactly (NaN in a float field, NaN or
+                infinity inside a JSON field, a Decimal beyond its decimal(P, S), > 64-bit int);
+                the message names the field path and the value. Nothing is written.
             PartitionOutOfRangeError: ``partition`` is not one of the topic's partitions.
 
         Emits:
@@ -164,7 +167,8 @@ class Topic(Generic[ModelT]):
         Raises:
             pydantic.ValidationError: a row does not fit the model (its index is in the loc).
             DuplicateMessageError: a dedup key repeats in ``rows`` or is already stored.
-            InvalidRecordError: a value SQLite cannot store exactly.
+            InvalidRecordError: a value the ledger cannot store exactly (names the row, field
+                path and value); nothing is written.
 
         Emits:
             message_appended per row, after the commit (only when an observer is set).
@@ -210,7 +214,17 @@ class Topic(Generic[ModelT]):
         conn = self._conn
         encode = self._encode
         stamp = (now or utc_now(), status)
-        values = [encode(m) + stamp for m in models]
+        try:
+            values = [encode(m) + stamp for m in models]
+        except InvalidRecordError:  # nothing written yet: name the row, as pydantic's loc does
+            for i, m in enumerate(models):
+                try:
+                    encode(m)
+                except InvalidRecordError as exc:
+                    prefix = f"topic {self.name!r}, "
+                    text = str(exc).removeprefix(prefix)
+                    raise InvalidRecordError(f"{prefix}row {i}, {text}") from None
+            raise
         ledger = self.source._ledger
         before = self.high_watermark()
         values = self._layout.with_partitions(values, before + 1)

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..util.clock import parse_timestamp
 from ..util.optional import require
+from .columns import decimal_layout
 from .layout import TopicLayout
 
 
@@ -25,8 +26,8 @@ def arrow_type(pa, col) -> Any:
         return pa.timestamp("us", tz="UTC")
     if kind == "date":
         return pa.date32()
-    if kind == "decimal" and col.max_digits and col.decimal_places is not None:
-        return pa.decimal128(col.max_digits, col.decimal_places)
+    if kind == "decimal":  # the layout append checks values against (see columns.decimal_layout)
+        return pa.decimal128(*decimal_layout(col.max_digits, col.decimal_places))
     if kind == "bytes":
         return pa.binary()
     return None
@@ -67,6 +68,11 @@ def rows_to_arrow(layout: TopicLayout, rows: Iterable[tuple], decode) -> Any:
                 arrays[col.name] = pa.array(
                     [None if v is None else json.dumps(v) for v in values], pa.string()
                 )
+        elif col.kind == "decimal":
+            try:
+                arrays[col.name] = pa.array(values, typ)
+            except pa.ArrowInvalid:  # a value stored before append checked the layout: let Arrow size it
+                arrays[col.name] = pa.array(values)
         else:
             arrays[col.name] = pa.array(values, typ)
     return pa.table(arrays)

@@ -13,13 +13,19 @@ what SQLite stores) an encoder and a decoder.
 | bool                    | INTEGER CHECK IN (0, 1)            | 0 / 1                            |
 | datetime                | TEXT CHECK GLOB                    | UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` |
 | date                    | TEXT CHECK GLOB                    | ``YYYY-MM-DD``                   |
-| Decimal                 | TEXT                               | exact fixed-point text           |
+| Decimal                 | TEXT                               | exact fixed-point text, within decimal(P, S) |
 | Enum / Literal          | TEXT or INTEGER CHECK IN (values)  | the member's value               |
 | bytes                   | BLOB                               | raw bytes                        |
 | UUID, URL, time, ...    | TEXT                               | pydantic's JSON string form      |
-| model, list, dict, set, union | TEXT CHECK json_valid        | JSON                             |
+| model, list, dict, set, union | TEXT CHECK json_valid        | JSON; NaN/inf inside refused     |
 
 ``Optional[X]`` (``X | None``) makes the column nullable; everything else is NOT NULL.
+
+A value the ledger cannot store faithfully is refused at append (``InvalidRecordError``
+naming the field path and the value), on every path: NaN in a float column (SQLite would
+store NULL), NaN or infinity anywhere inside a JSON column (JSON has neither; pydantic
+would write null, which the model then cannot read back), and a Decimal outside its
+column's ``decimal(P, S)`` (``decimal_layout``: what Arrow's decimal128 and Spark hold).
 """
 
 from __future__ import annotations
@@ -128,16 +134,98 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
+FLOAT_NAN_REFUSED = "SQLite stores NaN as NULL, so it is refused"
+JSON_NON_FINITE_REFUSED = "JSON has no NaN or infinity (it would be stored as null), so it is refused"
+MAX_DECIMAL_PRECISION = 38  # Arrow decimal128 and Spark DecimalType
+DEFAULT_DECIMAL_SCALE = 18  # Spark's default scale, used when the field sets no decimal_places
+
+
+def float_text(v: float) -> str:
+    """NaN / Infinity / -Infinity (as Spark prints them), else repr."""
+    if v != v:
+        return "NaN"
+    if v in (math.inf, -math.inf):
+        return "Infinity" if v > 0 else "-Infinity"
+    return repr(v)
+
+
 def _encode_float(v: float) -> float:
     if v != v:
-        raise InvalidRecordError("NaN cannot be stored: SQLite turns NaN into NULL")
+        raise InvalidRecordError(f"value NaN: {FLOAT_NAN_REFUSED}")
     return v
 
 
-def _encode_decimal(v: Decimal) -> str:
-    if not v.is_finite():
-        raise InvalidRecordError(f"non-finite Decimal {v} cannot be stored")
-    return format(v, "f")
+def decimal_layout(max_digits: int | None, decimal_places: int | None) -> tuple[int, int]:
+    """(precision, scale) of a Decimal column in Arrow and Spark.
+
+    ``decimal_places`` unset: decimal(38, 18). Set: decimal(min(max_digits or 38, 38), places).
+    """
+    if decimal_places is None:
+        return MAX_DECIMAL_PRECISION, DEFAULT_DECIMAL_SCALE
+    precision = min(max_digits or MAX_DECIMAL_PRECISION, MAX_DECIMAL_PRECISION)
+    return precision, min(decimal_places, precision)
+
+
+def decimal_fits(v: Decimal, precision: int, scale: int) -> bool:
+    """Whether a finite ``v`` is exactly representable in decimal(precision, scale)."""
+    _sign, digits, exp = v.as_tuple()
+    digits = list(digits)
+    while len(digits) > 1 and digits[-1] == 0:  # trailing zeros change no value
+        digits.pop()
+        exp += 1
+    if digits == [0]:
+        return True
+    places = max(0, -exp)
+    whole = max(0, len(digits) + exp)
+    return places <= scale and whole <= precision - scale
+
+
+def decimal_refusal(text: str, precision: int, scale: int) -> str:
+    return (f"value {text} does not fit the column's decimal({precision}, {scale}) (at most "
+            f"{precision - scale} digits before the point and {scale} after: what Arrow and Spark hold), "
+            "so it is refused")
+
+
+def _decimal_encoder(precision: int, scale: int) -> Callable[[Decimal], str]:
+    def encode(v: Decimal) -> str:
+        if not v.is_finite():
+            raise InvalidRecordError(f"value {v}: a non-finite Decimal cannot be stored, so it is refused")
+        if not decimal_fits(v, precision, scale):
+            raise InvalidRecordError(decimal_refusal(str(v), precision, scale))
+        return format(v, "f")
+
+    return encode
+
+
+def key_path(key: Any) -> str:
+    """``.key`` for an identifier-like key, else ``["key"]``."""
+    if isinstance(key, str) and key.isascii() and key.isidentifier():
+        return "." + key
+    return json.dumps([key if isinstance(key, (str, int, float, bool)) or key is None else str(key)],
+                      ensure_ascii=False)
+
+
+def find_non_finite(value: Any, path: str) -> tuple[str, float] | None:
+    """The first (path, value) of a NaN or infinite float inside ``value``, e.g. ``scores[2]``."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, value)
+    if isinstance(value, BaseModel):
+        value = dict(value)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = find_non_finite(v, path + key_path(k))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for i, v in enumerate(value):
+            found = find_non_finite(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def json_refusal(path: str, value: float) -> str:
+    return f"{path} is {float_text(value)}: {JSON_NON_FINITE_REFUSED}"
 
 
 def _decode_bool(v: Any) -> bool:
@@ -207,7 +295,7 @@ def column_for_field(name: str, annotation: Any, field_info=None, *, model: str 
             digits, places = _decimal_constraints(field_info)
             return ColumnSpec(
                 name, "decimal", "TEXT", nullable, max_digits=digits, decimal_places=places,
-                encode=_encode_decimal, decode=Decimal,
+                encode=_decimal_encoder(*decimal_layout(digits, places)), decode=Decimal,
             )
         if issubclass(inner, (bytes, bytearray)):
             return ColumnSpec(name, "bytes", "BLOB", nullable, encode=bytes)
@@ -231,7 +319,12 @@ def _adapter_column(name: str, inner: Any, nullable: bool) -> ColumnSpec:
         return ColumnSpec(name, "text", "TEXT", nullable, encode=encode_text)
 
     def encode_json(v, _a=adapter) -> str:
-        return _a.dump_json(v).decode("utf-8")
+        text = _a.dump_json(v).decode("utf-8")
+        if "null" in text:  # pydantic writes NaN and infinity as null: find and refuse them
+            found = find_non_finite(_a.dump_python(v), name)
+            if found is not None:
+                raise InvalidRecordError(json_refusal(*found))
+        return text
 
     return ColumnSpec(
         name, "json", "TEXT", nullable, json_schema=schema, encode=encode_json, decode=json.loads

@@ -17,7 +17,7 @@ from ..ledger.identifiers import validate_consumer_name, validate_topic_name
 from ..ledger.layout import TopicLayout
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ..util.faults import checkpoint
-from .conform import conform
+from .conform import conform, refused_rows
 from .read import read_bounds, read_topic
 from .rowfn import ERROR, apply_row_function
 from .types import quote_back, storage_sql_type
@@ -301,6 +301,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
                 conformed = conform(frame, out_layouts[dst], stage=stage.name)
                 uri = stg.join(run_uri, "out", dst)
                 staged[dst] = (uri, _stage_write(conformed, uri))
+                quarantined += refused_rows(stg.open_staged(*staged[dst]), dst)  # values the ledger refuses
     run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
     _unpersist_all(spark if run.rows_in else None)
     datasets = {dst: stg.open_staged(uri, rows) for dst, (uri, rows) in staged.items()}

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..ledger.columns import ColumnSpec
+from ..ledger.columns import ColumnSpec, decimal_layout
 from ..ledger.layout import TopicLayout
 
 TIMESTAMP_READ = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSX"
@@ -50,9 +50,8 @@ def custom_schema(layout: TopicLayout, *, metadata: bool = True) -> str:
 
 
 def decimal_type(col: ColumnSpec) -> T.DecimalType:
-    if col.max_digits is not None:
-        return T.DecimalType(min(col.max_digits, 38), col.decimal_places or 0)
-    return T.DecimalType(*DEFAULT_DECIMAL)
+    """The column's decimal(P, S), the same layout Arrow uses and append checks values against."""
+    return T.DecimalType(*decimal_layout(col.max_digits, col.decimal_places))
 
 
 def json_to_spark(schema: dict, defs: dict | None = None) -> T.DataType | None:
