@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..api.source import Source
-from ..errors import MinikafkaError
+from ..errors import InputFileError, MinikafkaError
 from ..util.progress import heartbeat
 from .app import main
 from .common import _nullcontext, _row_json, load_with_source, pipeline_model, status_where, verbose_option, with_source
@@ -109,12 +109,17 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
             else:
                 with Source(source_path) as source, heartbeat(_err, f"ingest {shown}"):
                     r = ingest_jsonl(_open_topic(source, topic, model, dedup), path)
-        except (MinikafkaError, OSError, UnicodeDecodeError) as exc:
+        except InputFileError as exc:
+            # the spooled copy of standard input is named as the user knows it
+            message = str(exc).replace(str(path), shown, 1)
+            raise click.ClickException(f"{message}; nothing was stored") from exc
+        except (MinikafkaError, OSError) as exc:
             raise click.ClickException(str(exc)) from exc
-    click.echo(f"{shown}: {r.lines} lines, {r.appended} appended, {r.duplicates} duplicates, "
-               f"{r.quarantined} quarantined")
-    if r.lines and not (r.appended or r.duplicates):
-        raise click.ClickException(f"no line of {shown} could be stored: see 'minikafka quarantine {topic}'")
+    click.echo(r.summary(shown))
+    if r.rows and not (r.appended or r.duplicates):
+        raise click.ClickException(
+            f"no line of {shown} could be stored: every one of its {r.rows} line(s) is in the quarantine "
+            f"({r.quarantined} new, {r.already_quarantined} already there); see 'minikafka quarantine {topic}'")
 
 
 def _open_topic(source: Source, topic: str, model: str | None, dedup: tuple[str, ...]):
