@@ -186,17 +186,25 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     click.echo(f"exported {written} row(s) of {topic} to {path}")
 
 
+def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if len(value) != 1:
+        raise click.BadParameter(f"must be one character, got {value!r}")
+    return value
+
+
 @main.command()
 @click.argument("topic")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--model", help="module:Class of the topic's model (default: the one recorded in the ledger).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), help="Default: from the file names.")
-@click.option("--delimiter", default=",", show_default=True, help="CSV field delimiter.")
-@click.option("--quote", default='"', show_default=True, help="CSV quote character.")
-@click.option("--no-header", is_flag=True, help="CSV files have no header row.")
+@click.option("--delimiter", default=",", show_default=True, callback=_one_character, help="CSV field delimiter.")
+@click.option("--quote", default='"', show_default=True, callback=_one_character, help="CSV quote character.")
+@click.option("--no-header", is_flag=True,
+              help="CSV files have no header row: the columns are the model's fields, in order.")
 @click.option("--as-handled", is_flag=True, help="Load as already handled: history downstream stages skip.")
 @click.option("--master", help="Spark master URL (default local[*]).")
-@click.option("--batch-rows", default=50_000, show_default=True, help="Rows per commit transaction.")
+@click.option("--batch-rows", default=50_000, show_default=True, type=click.IntRange(min=1),
+              help="Rows per commit transaction (at least 1).")
 @click.option("--staging", help="Staging URI every node sees (needed with a non-local --master).")
 @verbose_option
 @with_source(must_exist=False)
@@ -206,15 +214,29 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     """Load historical dumps (JSONL, CSV, Parquet, gzip; files, directories, globs) into a topic.
 
     Bad rows go to the quarantine with file:line and the reason; duplicates are skipped;
-    a killed run can be re-run and loads nothing twice.
+    a killed run can be re-run and loads nothing twice. Options, files and the topic are
+    checked before Spark starts.
 
     Example: minikafka backfill --source data/homelab.sqlite rss.items dumps/2025-*.jsonl.gz
     """
     from ..spark.backfill import backfill as run_backfill
-    from ..spark.session import build_session
+    from ..spark.backfill import detect_format, discover
 
-    model_cls = import_model(model) if model else pipeline_model(topic)
+    ctx = click.get_current_context()
+    if delimiter == quote:
+        raise click.BadParameter(f"the delimiter and the quote character are both {quote!r}", param_hint="--quote")
+    if master and not master.startswith("local") and not staging:
+        raise click.BadParameter(f"master {master!r} needs a staging URI every node sees", param_hint="--staging")
+    formats = {fmt or detect_format(p) for p in discover(list(paths))}  # missing files: exit 1 here
+    if "csv" not in formats:
+        for name, flag in (("delimiter", "--delimiter"), ("quote", "--quote"), ("no_header", "--no-header")):
+            if ctx.get_parameter_source(name).name == "COMMANDLINE":
+                raise click.BadParameter(f"applies to CSV files; these are {', '.join(sorted(formats))}",
+                                         param_hint=flag)
+    model_cls = (import_model(model) if model else pipeline_model(topic)) or source.model_of(topic)
     import os
+
+    from ..spark.session import build_session
 
     hint = "" if os.environ.get("MINIKAFKA_VERBOSE") else " (the JVM's own output is hidden; --verbose shows it)"
     click.echo(f"starting Spark{hint}...", err=True)
