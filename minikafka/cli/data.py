@@ -8,7 +8,7 @@ from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
 from ..util.progress import heartbeat
 from .app import main
-from .common import _nullcontext, _row_json, load_with_source, pipeline_model, status_where, verbose_option, with_source
+from .common import _row_json, load_with_source, pipeline_model, status_where, verbose_option, with_source
 
 
 def import_model(spec: str):
@@ -148,9 +148,13 @@ def _open_topic(source: Source, topic: str, model: str | None, dedup: tuple[str,
 def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     """Export a topic to Parquet or JSON lines, in pages of 50,000 rows.
 
+    The file appears complete or not at all (written beside it, fsynced, renamed); a
+    missing directory or a full disk is an error naming the file.
+
     Example: minikafka export rss.scored --format parquet data/scored.parquet
     """
     from ..ledger.arrow import rows_to_arrow
+    from ..util.atomicfile import atomic_write
 
     layout = source.layout(topic)
     decode = layout.decoder()
@@ -158,31 +162,32 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     sql = f"{layout.select_sql()} WHERE {where} AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
     conn = source._ledger.conn
     last, written, writer = 0, 0, None
-    with open(path, "w", encoding="utf-8") if fmt == "jsonl" else _nullcontext() as fh:
-        while True:
-            page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
-            if not page:
-                break
-            last = page[-1][0]
-            written += len(page)
-            if written > len(page) or len(page) == 50000:
-                click.echo(f"  {written} row(s) written...", err=True)
-            if fmt == "jsonl":
-                for row in page:
-                    fh.write(_row_json(row, decode) + "\n")
-            else:
-                import pyarrow.parquet as pq
+    with atomic_write(path) as fh:
+        try:
+            while True:
+                page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
+                if not page:
+                    break
+                last = page[-1][0]
+                written += len(page)
+                if written > len(page) or len(page) == 50000:
+                    click.echo(f"  {written} row(s) written...", err=True)
+                if fmt == "jsonl":
+                    fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))
+                else:
+                    import pyarrow.parquet as pq
 
-                table = rows_to_arrow(layout, page, decode)
-                if writer is None:
-                    writer = pq.ParquetWriter(path, table.schema)
-                writer.write_table(table)
-    if writer is not None:
-        writer.close()
-    elif fmt == "parquet":
-        import pyarrow.parquet as pq
+                    table = rows_to_arrow(layout, page, decode)
+                    if writer is None:
+                        writer = pq.ParquetWriter(fh, table.schema)
+                    writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None and fmt == "parquet":
+            import pyarrow.parquet as pq
 
-        pq.write_table(rows_to_arrow(layout, [], decode), path)
+            pq.write_table(rows_to_arrow(layout, [], decode), fh)
     click.echo(f"exported {written} row(s) of {topic} to {path}")
 
 
