@@ -257,6 +257,16 @@ class ConnectorError(MinikafkaError):
     """A source or sink cannot reach the outside (broker, endpoint, file); the message names it."""
 
 
+class InputFileError(MinikafkaError):
+    """An input file as a whole cannot be read (missing, unreadable, corrupt or truncated gzip,
+    wrong columns); the message names the file. Bad lines are quarantined instead."""
+
+
+class OutputFileError(MinikafkaError):
+    """An output file cannot be written (missing directory, disk full); names the file.
+    Nothing partial is left at its path."""
+
+
 class TransactionError(MinikafkaError):
     """A transaction cannot be opened or joined (one already open, another Source's, closed)."""
 

@@ -1,15 +1,21 @@
 """Append a JSONL file to a topic from plain Python (no Spark): the feed-fetcher step.
 
-Every line is validated on its own: malformed JSON and rows the model rejects go to
-the quarantine with their line number and reason; the valid rows are appended in one
-transaction, duplicates of the dedup key skipped. Re-running on the same file writes
-nothing new (for topics with dedup fields).
+Every line is validated on its own: lines that are not UTF-8, malformed JSON and rows the
+model rejects go to the quarantine with their ``file:line`` origin and reason; the valid
+rows are appended in one transaction, duplicates of the dedup key skipped. Gzip is
+recognised by content, not by name (``minikafka.util.dumpfiles``, the reader ``backfill``
+uses too). A corrupt or truncated gzip file raises ``InputFileError`` before anything is
+written.
+
+Re-ingesting a file accounts for every line: an invalid line whose origin *and* content
+are already in the quarantine is counted as ``already_quarantined`` (storing it again
+would add nothing); an invalid line at a known origin with different content (a file
+rewritten every night) is quarantined again. So ``lines == appended + duplicates +
+quarantined + already_quarantined + blank`` always holds.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,55 +23,101 @@ from pydantic import ValidationError
 
 from ..errors import InvalidRecordError
 from ..util.clock import utc_now
+from ..util.dumpfiles import parse_json_object, read_lines
 from .topic import Topic
+
+PAYLOAD_CHARS = 10_000  # the quarantine keeps this much of a line
 
 
 @dataclass
 class IngestResult:
+    """Counts of one ingest; every line read is in exactly one of the last five.
+
+    Attributes:
+        lines: lines read (blank ones included).
+        appended: valid rows appended.
+        duplicates: valid rows skipped as duplicates of the dedup key.
+        quarantined: invalid lines stored in the quarantine by this call.
+        already_quarantined: invalid lines whose origin and content the quarantine held already.
+        blank: empty or whitespace-only lines, skipped.
+    """
+
     lines: int = 0
     appended: int = 0
     duplicates: int = 0
     quarantined: int = 0
+    already_quarantined: int = 0
+    blank: int = 0
+
+    @property
+    def accounted(self) -> int:
+        return self.appended + self.duplicates + self.quarantined + self.already_quarantined + self.blank
+
+    @property
+    def rows(self) -> int:
+        """Non-blank lines."""
+        return self.lines - self.blank
+
+    def summary(self, name: str) -> str:
+        return (f"{name}: {self.lines} lines, {self.appended} appended, {self.duplicates} duplicates, "
+                f"{self.quarantined} quarantined, {self.already_quarantined} already quarantined, "
+                f"{self.blank} blank")
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "invalid row: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    return f"invalid row: {exc}"
 
 
 def ingest_jsonl(topic: Topic, path: str | Path) -> IngestResult:
-    """Validate and append every line of ``path`` (``.gz`` read as gzip) to ``topic``."""
+    """Validate and append every line of ``path`` (plain or gzip, by content) to ``topic``.
+
+    Returns:
+        IngestResult: the counts (see its identity in the module docstring).
+
+    Raises:
+        InputFileError: the file cannot be read, or is a corrupt or truncated gzip file;
+            nothing was written.
+    """
     path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
     result = IngestResult()
     valid = []
-    bad: list[tuple[int, str, str]] = []
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            result.lines += 1
-            try:
-                model = topic._validate(json.loads(line))
-                topic._encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
-                valid.append(model)
-            except InvalidRecordError as exc:
-                bad.append((number, line.strip(), str(exc)))
-            except json.JSONDecodeError as exc:
-                bad.append((number, line.strip(), f"malformed JSON: {exc}"))
-            except ValidationError as exc:
-                reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-                bad.append((number, line.strip(), f"invalid row: {reason}"))
-    source = topic.source
+    bad: list[tuple[str, str, str]] = []  # (origin, payload, reason)
+    for line in read_lines(path):
+        result.lines += 1
+        if line.blank:
+            result.blank += 1
+            continue
+        if line.problem:
+            bad.append((line.origin, line.payload, line.problem))
+            continue
+        data, problem = parse_json_object(line.text)
+        if problem:
+            bad.append((line.origin, line.payload, problem))
+            continue
+        try:
+            model = topic._validate(data)
+            topic._encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
+            valid.append(model)
+        except (ValidationError, InvalidRecordError, TypeError, ValueError) as exc:
+            bad.append((line.origin, line.payload, _reason(exc)))
     now = utc_now()
-    with source._ledger.atomic() as conn:
+    with topic.source._ledger.atomic() as conn:
+        prefix = f"{path.name}:"
         known = {
-            r[0] for r in conn.execute(
-                "SELECT origin FROM _minikafka_quarantine WHERE topic = ? AND origin LIKE ?",
-                (topic.name, f"{path.name}:%"))
+            (origin, payload) for origin, payload in conn.execute(
+                "SELECT origin, payload FROM _minikafka_quarantine WHERE topic = ? AND substr(origin, 1, ?) = ?",
+                (topic.name, len(prefix), prefix))
         }
-        for number, text, reason in bad:
-            origin = f"{path.name}:{number}"
-            if origin in known:
+        for origin, text, reason in bad:
+            payload = text.strip()[:PAYLOAD_CHARS]
+            if (origin, payload) in known:
+                result.already_quarantined += 1
                 continue
             conn.execute(
                 "INSERT INTO _minikafka_quarantine (topic, payload, reason, origin, created_at) VALUES (?, ?, ?, ?, ?)",
-                (topic.name, text[:10000], reason, origin, now))
+                (topic.name, payload, reason, origin, now))
             result.quarantined += 1
         result.appended = topic._insert_many_in_current_transaction(valid, ignore_duplicates=bool(topic.dedup))
     result.duplicates = len(valid) - result.appended

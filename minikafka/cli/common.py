@@ -286,8 +286,3 @@ def stage_selection(fn):
     fn = click.option("--master", help="Spark master URL (default: the pipeline's, e.g. local[2]).")(fn)
     return fn
 
-
-def _nullcontext():
-    import contextlib
-
-    return contextlib.nullcontext()

@@ -5,13 +5,12 @@ from __future__ import annotations
 import click
 
 from ..api.source import Source
-from ..errors import MinikafkaError
+from ..errors import InputFileError, MinikafkaError
 from ..util.progress import heartbeat
 from .app import main
 from .common import (
     CREATE_HINT,
     SOURCE_HINT,
-    _nullcontext,
     _row_json,
     create_option,
     ensure_pipeline_ledger,
@@ -130,12 +129,17 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 with open_ledger(source_path, create=create_ledger, parents=create_ledger,
                                  hint=SOURCE_HINT + CREATE_HINT) as source, heartbeat(_err, f"ingest {shown}"):
                     r = ingest_jsonl(_open_topic(source, topic, model, dedup), path)
-        except (MinikafkaError, OSError, UnicodeDecodeError) as exc:
+        except InputFileError as exc:
+            # the spooled copy of standard input is named as the user knows it
+            message = str(exc).replace(str(path), shown, 1)
+            raise click.ClickException(f"{message}; nothing was stored") from exc
+        except (MinikafkaError, OSError) as exc:
             raise click.ClickException(str(exc)) from exc
-    click.echo(f"{shown}: {r.lines} lines, {r.appended} appended, {r.duplicates} duplicates, "
-               f"{r.quarantined} quarantined")
-    if r.lines and not (r.appended or r.duplicates):
-        raise click.ClickException(f"no line of {shown} could be stored: see 'minikafka quarantine {topic}'")
+    click.echo(r.summary(shown))
+    if r.rows and not (r.appended or r.duplicates):
+        raise click.ClickException(
+            f"no line of {shown} could be stored: every one of its {r.rows} line(s) is in the quarantine "
+            f"({r.quarantined} new, {r.already_quarantined} already there); see 'minikafka quarantine {topic}'")
 
 
 def _open_topic(source: Source, topic: str, model: str | None, dedup: tuple[str, ...]):
@@ -164,9 +168,13 @@ def _open_topic(source: Source, topic: str, model: str | None, dedup: tuple[str,
 def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     """Export a topic to Parquet or JSON lines, in pages of 50,000 rows.
 
+    The file appears complete or not at all (written beside it, fsynced, renamed); a
+    missing directory or a full disk is an error naming the file.
+
     Example: minikafka export rss.scored --format parquet data/scored.parquet
     """
     from ..ledger.arrow import rows_to_arrow
+    from ..util.atomicfile import atomic_write
 
     layout = source.layout(topic)
     decode = layout.decoder()
@@ -174,32 +182,39 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     sql = f"{layout.select_sql()} WHERE {where} AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
     conn = source._ledger.conn
     last, written, writer = 0, 0, None
-    with open(path, "w", encoding="utf-8") if fmt == "jsonl" else _nullcontext() as fh:
-        while True:
-            page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
-            if not page:
-                break
-            last = page[-1][0]
-            written += len(page)
-            if written > len(page) or len(page) == 50000:
-                click.echo(f"  {written} row(s) written...", err=True)
-            if fmt == "jsonl":
-                for row in page:
-                    fh.write(_row_json(row, decode) + "\n")
-            else:
-                import pyarrow.parquet as pq
+    with atomic_write(path) as fh:
+        try:
+            while True:
+                page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
+                if not page:
+                    break
+                last = page[-1][0]
+                written += len(page)
+                if written > len(page) or len(page) == 50000:
+                    click.echo(f"  {written} row(s) written...", err=True)
+                if fmt == "jsonl":
+                    fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))
+                else:
+                    import pyarrow.parquet as pq
 
-                table = rows_to_arrow(layout, page, decode)
-                if writer is None:
-                    writer = pq.ParquetWriter(path, table.schema)
-                writer.write_table(table)
-    if writer is not None:
-        writer.close()
-    elif fmt == "parquet":
-        import pyarrow.parquet as pq
+                    table = rows_to_arrow(layout, page, decode)
+                    if writer is None:
+                        writer = pq.ParquetWriter(fh, table.schema)
+                    writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None and fmt == "parquet":
+            import pyarrow.parquet as pq
 
-        pq.write_table(rows_to_arrow(layout, [], decode), path)
+            pq.write_table(rows_to_arrow(layout, [], decode), fh)
     click.echo(f"exported {written} row(s) of {topic} to {path}")
+
+
+def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if len(value) != 1:
+        raise click.BadParameter(f"must be one character, got {value!r}")
+    return value
 
 
 @main.command()
@@ -207,12 +222,14 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--model", help="module:Class of the topic's model (default: the one recorded in the ledger).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), help="Default: from the file names.")
-@click.option("--delimiter", default=",", show_default=True, help="CSV field delimiter.")
-@click.option("--quote", default='"', show_default=True, help="CSV quote character.")
-@click.option("--no-header", is_flag=True, help="CSV files have no header row.")
+@click.option("--delimiter", default=",", show_default=True, callback=_one_character, help="CSV field delimiter.")
+@click.option("--quote", default='"', show_default=True, callback=_one_character, help="CSV quote character.")
+@click.option("--no-header", is_flag=True,
+              help="CSV files have no header row: the columns are the model's fields, in order.")
 @click.option("--as-handled", is_flag=True, help="Load as already handled: history downstream stages skip.")
 @click.option("--master", help="Spark master URL (default local[*]).")
-@click.option("--batch-rows", default=50_000, show_default=True, help="Rows per commit transaction.")
+@click.option("--batch-rows", default=50_000, show_default=True, type=click.IntRange(min=1),
+              help="Rows per commit transaction (at least 1).")
 @click.option("--staging", help="Staging URI every node sees (needed with a non-local --master).")
 @verbose_option
 @with_source(creates=True)
@@ -222,15 +239,29 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     """Load historical dumps (JSONL, CSV, Parquet, gzip; files, directories, globs) into a topic.
 
     Bad rows go to the quarantine with file:line and the reason; duplicates are skipped;
-    a killed run can be re-run and loads nothing twice.
+    a killed run can be re-run and loads nothing twice. Options, files and the topic are
+    checked before Spark starts.
 
     Example: minikafka backfill --source data/homelab.sqlite rss.items dumps/2025-*.jsonl.gz
     """
     from ..spark.backfill import backfill as run_backfill
-    from ..spark.session import build_session
+    from ..spark.backfill import detect_format, discover
 
-    model_cls = import_model(model) if model else pipeline_model(topic)
+    ctx = click.get_current_context()
+    if delimiter == quote:
+        raise click.BadParameter(f"the delimiter and the quote character are both {quote!r}", param_hint="--quote")
+    if master and not master.startswith("local") and not staging:
+        raise click.BadParameter(f"master {master!r} needs a staging URI every node sees", param_hint="--staging")
+    formats = {fmt or detect_format(p) for p in discover(list(paths))}  # missing files: exit 1 here
+    if "csv" not in formats:
+        for name, flag in (("delimiter", "--delimiter"), ("quote", "--quote"), ("no_header", "--no-header")):
+            if ctx.get_parameter_source(name).name == "COMMANDLINE":
+                raise click.BadParameter(f"applies to CSV files; these are {', '.join(sorted(formats))}",
+                                         param_hint=flag)
+    model_cls = (import_model(model) if model else pipeline_model(topic)) or source.model_of(topic)
     import os
+
+    from ..spark.session import build_session
 
     hint = "" if os.environ.get("MINIKAFKA_VERBOSE") else " (the JVM's own output is hidden; --verbose shows it)"
     click.echo(f"starting Spark{hint}...", err=True)

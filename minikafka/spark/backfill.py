@@ -13,11 +13,9 @@ without dedup keys; files fully loaded before (same content hash) are skipped.
 from __future__ import annotations
 
 import glob
-import gzip
-import hashlib
+import io
 import json
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -27,9 +25,10 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from ..api.source import Source
-from ..errors import MinikafkaError
+from ..errors import InputFileError, MinikafkaError
 from ..ledger.layout import TopicLayout
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..util import dumpfiles
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
 from . import jvmcheck
@@ -52,8 +51,29 @@ CREATE TABLE IF NOT EXISTS _minikafka_loads (
 """
 
 
-class BackfillError(MinikafkaError):
+class BackfillError(InputFileError):
     """A file-level problem (missing, unreadable, truncated gzip, wrong columns); names the file."""
+
+
+class BackfillOptionError(MinikafkaError, ValueError):
+    """A backfill option makes no sense (``batch_rows`` below 1, a delimiter of two characters...)."""
+
+
+def check_options(*, fmt: str | None, delimiter: str, quote: str, batch_rows: int) -> None:
+    """Refuse nonsense options before any file is read or Spark job started.
+
+    Raises:
+        BackfillOptionError: names the option.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise BackfillOptionError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise BackfillOptionError(f"batch_rows must be a whole number of at least 1, got {batch_rows!r}")
+    for name, value in (("delimiter", delimiter), ("quote", quote)):
+        if not isinstance(value, str) or len(value) != 1:
+            raise BackfillOptionError(f"{name} must be one character, got {value!r}")
+    if delimiter == quote:
+        raise BackfillOptionError(f"delimiter and quote are both {quote!r}")
 
 
 @dataclass
@@ -63,8 +83,15 @@ class DumpFile:
     sha256: str
     size: int
     empty: bool
-    columns: list[str] | None = None  # CSV header
+    columns: list[str] | None = None  # CSV header (or the model's fields, in order, without one)
     raw_sha256: str | None = None  # of the file's bytes when ``sha256`` is of its decompressed content
+    gzip: bool = False  # the content is gzip (by its magic bytes, whatever the name says)
+    spark_path: Path | None = None  # where Spark reads it when its name misleads Spark about gzip
+
+    @property
+    def misnamed(self) -> bool:
+        """The name says gzip and the content is not, or the other way round (Spark goes by the name)."""
+        return self.gzip != dumpfiles.named_gzip(self.path)
 
     @property
     def keys(self) -> list[str]:
@@ -120,54 +147,32 @@ def discover(paths: list[str | Path]) -> list[Path]:
 
 def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
             loaded: frozenset[str] | set[str] = frozenset()) -> DumpFile:
-    """Hash the file, check a gzip is complete, read a CSV header.
+    """Hash the file, check a gzip is complete, read a CSV header (``minikafka.util.dumpfiles``).
 
-    A gzip file is known by the hash of its decompressed content, so a re-compressed
-    copy of a loaded dump is recognised as loaded; a file whose bytes hash to one of
-    ``loaded`` is returned at once, without decompressing it.
+    Gzip is known by its magic bytes, not by the name. A gzip file is known by the hash of
+    its decompressed content, so a re-compressed copy of a loaded dump is recognised as
+    loaded; a file whose bytes hash to one of ``loaded`` is returned at once, without
+    decompressing it.
     """
     fmt = fmt or detect_format(path)
-    gz = path.suffix.lower() == ".gz"
-    raw_digest = None
-    if gz:
-        try:
-            with open(path, "rb") as fh:
-                raw_digest = hashlib.file_digest(fh, "sha256").hexdigest()
-        except OSError as exc:
-            raise BackfillError(f"{path}: cannot read: {exc}") from exc
-        if raw_digest in loaded:
-            return DumpFile(path, fmt, raw_digest, path.stat().st_size, False, raw_sha256=raw_digest)
-    digest = hashlib.sha256()
-    has_data = False
     try:
-        with open(path, "rb") as raw:
-            if gz:
-                decomp = zlib.decompressobj(wbits=31)
-                while chunk := raw.read(1 << 20):
-                    while chunk:
-                        data = decomp.decompress(chunk)
-                        digest.update(data)
-                        has_data = has_data or bool(data.strip())
-                        chunk = decomp.unused_data if decomp.eof else b""
-                        if decomp.eof and chunk:  # a multi-member gzip file: next member
-                            decomp = zlib.decompressobj(wbits=31)
-                if not decomp.eof:
-                    raise BackfillError(f"{path}: truncated or corrupt gzip file (it ends before the gzip stream does)")
-            else:
-                while chunk := raw.read(1 << 20):
-                    digest.update(chunk)
-                    has_data = has_data or bool(chunk.strip())
-    except zlib.error as exc:
-        raise BackfillError(f"{path}: corrupt gzip file: {exc}") from exc
-    except OSError as exc:
-        raise BackfillError(f"{path}: cannot read: {exc}") from exc
-    dump = DumpFile(path, fmt, digest.hexdigest(), path.stat().st_size, not has_data, raw_sha256=raw_digest)
+        gz = dumpfiles.is_gzip(path)
+        raw_digest = dumpfiles.raw_digest(path) if gz else None
+        if gz and raw_digest in loaded:
+            return DumpFile(path, fmt, raw_digest, path.stat().st_size, False, raw_sha256=raw_digest, gzip=True)
+        scanned = dumpfiles.scan(path, raw_sha256=raw_digest)
+    except BackfillError:
+        raise
+    except InputFileError as exc:
+        raise BackfillError(str(exc)) from exc
+    dump = DumpFile(path, fmt, scanned.sha256, path.stat().st_size, not scanned.has_data,
+                    raw_sha256=scanned.raw_sha256, gzip=scanned.gzip)
     if fmt == "csv" and header and not dump.empty:
-        opener = gzip.open if path.suffix.lower() == ".gz" else open
-        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
-            import csv
+        import csv
 
-            dump.columns = next(csv.reader([fh.readline()], delimiter=delimiter))
+        with dumpfiles.open_binary(path) as raw:
+            first = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="").readline()
+        dump.columns = next(csv.reader([first], delimiter=delimiter))
     return dump
 
 
@@ -175,7 +180,7 @@ def _read(spark, dump: DumpFile, *, delimiter: str, quote: str, header: bool):
     """One file as a DataFrame of raw rows plus ``_mk_file`` (Spark keeps the file in one partition)."""
     from pyspark.sql import functions as F
 
-    path = str(dump.path.resolve())
+    path = str(dump.spark_path) if dump.spark_path else str(dump.path.resolve())  # the link itself
     if dump.format == "jsonl":
         # as bytes: a line that is not UTF-8 must reach the validator to be quarantined
         df = spark.read.text(path).select(F.col("value").cast("binary").alias("_mk_text"))
@@ -215,16 +220,11 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
         if fmt == "jsonl":
             if text is None or not text.strip():
                 return None, None
-            try:
-                decoded = text.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"line holds bytes that are not UTF-8 ({exc.reason} at byte {exc.start})") from None
-            try:
-                data = json.loads(decoded)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"malformed JSON: {exc}") from None
-            if not isinstance(data, dict):
-                raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+            decoded, problem = dumpfiles.decode_line(text)
+            if problem is None:
+                data, problem = dumpfiles.parse_json_object(decoded)
+            if problem is not None:
+                raise ValueError(problem)
             return data, decoded
         if fmt == "csv":
             if text is not None:
@@ -376,10 +376,10 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
         StagingError: the staging location is missing or unusable, or the staged rows
             differ from what Spark reported writing (nothing of that file is committed).
         BackfillError: a file-level problem (names the file); nothing of that run is written.
+        BackfillOptionError: a nonsense option (names it); checked before anything else.
         TopicNotFoundError: the topic does not exist.
     """
-    if fmt is not None and fmt not in FORMATS:
-        raise BackfillError(f"format must be one of {FORMATS}, got {fmt!r}")
+    check_options(fmt=fmt, delimiter=delimiter, quote=quote, batch_rows=batch_rows)
     model = model or source.model_of(topic)
     layout = source.topic(topic, model, dedup=source.layout(topic).dedup or None).layout
     conn = source._ledger.conn
@@ -404,6 +404,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
         elif not dump.empty:
             todo.append(dump)
     for dump in todo:
+        if dump.format == "csv" and not header:  # no header row: the model's fields, in order
+            dump.columns = list(model.model_fields)
         if dump.format == "csv" and dump.columns is not None:
             required = [n for n, f in model.model_fields.items() if f.is_required()]
             missing = [n for n in required if n not in dump.columns]
@@ -414,8 +416,16 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     from . import staging as stg
     from .stage import lock_path
 
+    misnamed = [d for d in todo if d.misnamed and d.format != "parquet"]
+    if misnamed and not stg.is_local_master(spark.sparkContext.master):
+        d = misnamed[0]
+        raise BackfillError(f"{d.path}: its content is {'gzip' if d.gzip else 'not gzip'} but its name says "
+                            f"otherwise; rename it (executors on a cluster go by the name)")
     staging_uri = None
+    aliases = None
     try:
+        if misnamed:
+            aliases = _alias_misnamed(misnamed)
         if todo:
             # one backfill of a topic at a time; staging is per run and removed after
             with exclusive_lock(lock_path(source, f"backfill-{topic}"), note=f"run {run.run_id}"):
@@ -444,6 +454,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
         run.finish("failed", f"{type(exc).__name__}: {exc}")
         raise
     finally:
+        if aliases is not None:
+            aliases.cleanup()
         with source._ledger.atomic() as conn:
             if run.status == "succeeded":
                 conn.executemany(
@@ -455,6 +467,22 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     if progress:
         progress(result.summary())
     return result
+
+
+def _alias_misnamed(dumps: list[DumpFile]):
+    """Point each dump's ``spark_path`` at a link named as its content is (``.gz`` added or
+    dropped): Spark decides gzip by the name. Returns the temporary directory holding them."""
+    import os
+    import tempfile
+
+    tmp = tempfile.TemporaryDirectory(prefix="minikafka-backfill-")
+    for i, dump in enumerate(dumps):
+        name = dump.path.name + ".gz" if dump.gzip else dump.path.name[: -len(dump.path.suffix)]
+        link = Path(tmp.name) / f"{i:05d}" / name
+        link.parent.mkdir()
+        os.symlink(dump.path.resolve(), link)
+        dump.spark_path = link
+    return tmp
 
 
 def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: str, **opts) -> list[int]:

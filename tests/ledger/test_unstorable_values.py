@@ -151,7 +151,7 @@ def test_ingest_quarantines_a_line_with_infinity_in_a_dict_field(source, reading
 
 
 def test_ingest_command_quarantines_a_line_with_nan_in_a_list_field(db_path):
-    out = invoke("ingest", "--source", db_path, "--model", "tests.ledger.test_unstorable_values:Reading",
+    out = invoke("ingest", "--create", "--source", db_path, "--model", "tests.ledger.test_unstorable_values:Reading",
                  "--dedup", "key", "readings", "-", input='{"key": "a"}\n{"key": "b", "scores": [1, NaN]}\n')
     assert out.exit_code == 0, out.output
     assert "2 lines, 1 appended, 0 duplicates, 1 quarantined" in out.output

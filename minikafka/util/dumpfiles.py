@@ -1,0 +1,202 @@
+"""Reading line files (JSONL, CSV; plain or gzip) the same way for ``ingest`` and ``backfill``.
+
+Gzip is recognised by its magic bytes, never by the name: a ``.gz`` file holding plain
+text is read as plain text, and a gzip file without ``.gz`` is decompressed. A corrupt
+or truncated gzip file is an :class:`~minikafka.errors.InputFileError` naming the file;
+a line that is not UTF-8 (or not a JSON object) is a problem of that line only, told
+with its ``file:line`` origin, so the caller can quarantine it and go on.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import InputFileError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: str | os.PathLike) -> bool:
+    """True when the file starts with the gzip magic bytes (whatever its name says).
+
+    Raises:
+        InputFileError: the file cannot be read.
+    """
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == GZIP_MAGIC
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def named_gzip(path: str | os.PathLike) -> bool:
+    """True when the name ends in ``.gz`` (what Spark and Hadoop go by)."""
+    return Path(path).suffix.lower() == ".gz"
+
+
+def open_binary(path: str | os.PathLike) -> IO[bytes]:
+    """The file's content as a binary stream: decompressed when it is gzip (by content).
+
+    Raises:
+        InputFileError: the file cannot be read.
+    """
+    gz = is_gzip(path)
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 (returned to the caller)
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+
+
+def decode_line(raw: bytes) -> tuple[str | None, str | None]:
+    """(text, None) for a UTF-8 line, or (None, reason) for one that is not."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, f"line holds bytes that are not UTF-8 ({exc.reason} at byte {exc.start})"
+
+
+def parse_json_object(text: str) -> tuple[Any, str | None]:
+    """(dict, None) for a line holding one JSON object, or (None, reason)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return None, f"malformed JSON: {exc}"
+    if not isinstance(data, dict):
+        return None, f"expected a JSON object, got {type(data).__name__}"
+    return data, None
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of an input file, without its line break.
+
+    Attributes:
+        number: 1-based line number.
+        origin: ``name:number``, as the quarantine stores it.
+        raw: the line's bytes.
+        text: the decoded line, or None when it is not UTF-8.
+        problem: why the line cannot be read as text (None when it can).
+    """
+
+    number: int
+    origin: str
+    raw: bytes
+    text: str | None
+    problem: str | None
+
+    @property
+    def blank(self) -> bool:
+        return not self.raw.strip()
+
+    @property
+    def payload(self) -> str:
+        """The line as text for the quarantine (undecodable bytes replaced)."""
+        return self.text if self.text is not None else self.raw.decode("utf-8", errors="replace")
+
+
+def read_lines(path: str | os.PathLike, *, name: str | None = None) -> Iterator[Line]:
+    """Every line of ``path`` (gzip decompressed, by content), numbered from 1.
+
+    Args:
+        path: the file.
+        name: the file's name in origins (default: the file name).
+
+    Raises:
+        InputFileError: the file cannot be read, or is a corrupt or truncated gzip file
+            (raised when the reader reaches the damage: lines before it were yielded).
+    """
+    name = name or Path(path).name
+    number = 0
+    with open_binary(path) as fh:
+        try:
+            for raw in fh:
+                number += 1
+                raw = raw.rstrip(b"\r\n") if raw.endswith(b"\n") else raw
+                text, problem = decode_line(raw)
+                yield Line(number, f"{name}:{number}", raw, text, problem)
+        except EOFError as exc:
+            raise InputFileError(f"{path}: truncated gzip file (it ends before the gzip stream does"
+                                 f"{_after(number)})") from exc
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise InputFileError(f"{path}: corrupt gzip file ({exc}{_after(number)})") from exc
+        except OSError as exc:
+            raise InputFileError(f"{path}: cannot read ({exc.strerror or exc}{_after(number)})") from exc
+
+
+def _after(number: int) -> str:
+    return f", after line {number}" if number else ""
+
+
+@dataclass
+class Scanned:
+    """What :func:`scan` learnt of a file.
+
+    Attributes:
+        gzip: the content is gzip (by its magic bytes).
+        sha256: hash of the (decompressed) content.
+        raw_sha256: hash of the file's bytes when it is gzip, else None.
+        has_data: the content holds anything but whitespace.
+    """
+
+    gzip: bool
+    sha256: str
+    raw_sha256: str | None
+    has_data: bool
+
+
+def raw_digest(path: str | os.PathLike) -> str:
+    """sha256 of the file's bytes.
+
+    Raises:
+        InputFileError: the file cannot be read.
+    """
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def scan(path: str | os.PathLike, *, raw_sha256: str | None = None) -> Scanned:
+    """Hash the whole content and check that a gzip file is complete (multi-member gzip allowed).
+
+    ``raw_sha256``: the file's byte hash when the caller has it already (gzip files).
+
+    Raises:
+        InputFileError: unreadable, or a corrupt or truncated gzip file (names the file).
+    """
+    gz = is_gzip(path)
+    digest = hashlib.sha256()
+    has_data = False
+    try:
+        with open(path, "rb") as raw:
+            if gz:
+                decomp = zlib.decompressobj(wbits=31)
+                while chunk := raw.read(1 << 20):
+                    while chunk:
+                        data = decomp.decompress(chunk)
+                        digest.update(data)
+                        has_data = has_data or bool(data.strip())
+                        chunk = decomp.unused_data if decomp.eof else b""
+                        if decomp.eof and chunk:  # a multi-member gzip file: next member
+                            decomp = zlib.decompressobj(wbits=31)
+                if not decomp.eof:
+                    raise InputFileError(f"{path}: truncated or corrupt gzip file (it ends before the gzip stream does)")
+            else:
+                while chunk := raw.read(1 << 20):
+                    digest.update(chunk)
+                    has_data = has_data or bool(chunk.strip())
+    except zlib.error as exc:
+        raise InputFileError(f"{path}: corrupt gzip file: {exc}") from exc
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return Scanned(gz, digest.hexdigest(), (raw_sha256 or raw_digest(path)) if gz else None, has_data)
