@@ -243,28 +243,29 @@ def check_regex(pattern: Any) -> str | None:
     return None
 
 
-def _check_arguments(where: str, spec: dict[str, Any], columns: list[str] | None, topic: str | None) -> None:
-    """Column arguments are strings naming the topic's fields; regex arguments compile."""
-    named: list[tuple[str, Any]] = [(arg, spec[arg]) for arg in COLUMN_ARGS if arg in spec]
-    for arg in COLUMN_LIST_ARGS:
+def _arguments(where: str, spec: dict[str, Any], single: tuple[str, ...], lists: tuple[str, ...],
+               what: str) -> list[tuple[str, Any]]:
+    """(label, value) of every argument in ``single`` and of every item of the lists in ``lists``."""
+    found: list[tuple[str, Any]] = [(arg, spec[arg]) for arg in single if arg in spec]
+    for arg in lists:
         if arg in spec:
             value = spec[arg]
             if not isinstance(value, list) or not value:
-                raise QualityError(f"{where}: {arg!r} must be a non-empty list of column names, got {value!r}")
-            named += [(f"{arg}[{i}]", col) for i, col in enumerate(value)]
+                raise QualityError(f"{where}: {arg!r} must be a non-empty list of {what}, got {value!r}")
+            found += [(f"{arg}[{i}]", item) for i, item in enumerate(value)]
+    return found
+
+
+def _check_arguments(where: str, spec: dict[str, Any], columns: list[str] | None, topic: str | None) -> None:
+    """Column arguments are strings naming the topic's fields; regex arguments compile."""
+    named = _arguments(where, spec, COLUMN_ARGS, COLUMN_LIST_ARGS, "column names")
     for arg, col in named:
         if not isinstance(col, str):
             raise QualityError(f"{where}: {arg!r} must be a column name (a string), got {col!r}")
         if columns is not None and col not in columns:
             raise QualityError(f"{where}: {arg} {col!r}: column {col!r} is not a field of topic {topic!r} "
                                f"(fields: {columns})")
-    patterns: list[tuple[str, Any]] = [(arg, spec[arg]) for arg in REGEX_ARGS if arg in spec]
-    for arg in REGEX_LIST_ARGS:
-        if arg in spec:
-            value = spec[arg]
-            if not isinstance(value, list) or not value:
-                raise QualityError(f"{where}: {arg!r} must be a non-empty list of regular expressions, got {value!r}")
-            patterns += [(f"{arg}[{i}]", p) for i, p in enumerate(value)]
+    patterns = _arguments(where, spec, REGEX_ARGS, REGEX_LIST_ARGS, "regular expressions")
     for arg, pattern in patterns:
         problem = check_regex(pattern)
         if problem:
