@@ -14,9 +14,9 @@ Per topic partition, ``_minikafka_partitions.handled_upto`` is the position belo
 every registered consumer is done: the minimum of their offsets, never lowered except
 by an explicit replay or seek. A row is 'handled' (topic-wide) when ``_status`` says so
 or its id is at or below ``handled_upto``. The ``_status`` column is thus the
-materialised part of that state: per-row acks and stage commits keep it exact (their
-cost already grows with the rows they ack), while an offset commit only moves
-positions, so rows it covers may still read ``_status = 'new'`` in raw SQL. Every
+materialised part of that state: per-row acks keep it exact (their cost already grows
+with the rows they ack), while an offset commit and a stage commit only move
+positions, so rows they cover may still read ``_status = 'new'`` in raw SQL. Every
 reader in this package (``pending_filter``/``done_filter`` with ``topic=``,
 ``status_of``, ``pending_sql``) applies the positions, so the API, the CLI and Spark all
 see the same state. With zero or one consumer and per-row acks, the column alone is
