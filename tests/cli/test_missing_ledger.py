@@ -210,7 +210,8 @@ def test_topics_does_not_wait_behind_a_writer(tmp_path):
     assert len(json.loads(shown.output)) == 5
 
 
-def test_reading_commands_write_nothing_to_a_current_ledger(tmp_path):
+def test_reading_commands_write_nothing_to_a_current_ledger(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # export writes out.jsonl here, not into the checkout
     db = tmp_path / "ledger.sqlite"
     seed(str(db))
     before = fingerprint(tmp_path)["ledger.sqlite"]
