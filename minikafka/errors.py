@@ -284,3 +284,8 @@ class JobNotOursError(MinikafkaError):
 
 class HandlerError(MinikafkaError):
     """A worker handler (MODULE:FUNCTION) cannot be imported or called."""
+
+
+class InvalidSettingError(MinikafkaError, ValueError):
+    """An option of the library has a value it cannot use (e.g. ``busy_timeout="abc"``); the
+    message names the option, the value and what is accepted."""

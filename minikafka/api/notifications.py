@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidNameError, InvalidRecordError
+from ..ledger.columns import find_non_finite, json_refusal
 from ..util.clock import format_timestamp, parse_timestamp, utc_now
 
 if TYPE_CHECKING:
@@ -37,14 +39,43 @@ class Notification:
 
 def _check_channel(channel: str) -> str:
     if not isinstance(channel, str) or not channel:
-        raise ValueError(f"a notification channel must be a non-empty string, got {channel!r}")
+        raise InvalidNameError(f"a notification channel must be a non-empty string, got {channel!r}")
     return channel
 
 
+def payload_json(channel: str, payload: Any) -> str | None:
+    """``payload`` as the JSON text stored (None stays None).
+
+    Raises:
+        InvalidRecordError: NaN or infinity inside (JSON has neither), or a value JSON cannot
+            hold (a set, bytes, an object...); the message names the channel and the problem.
+    """
+    if payload is None:
+        return None
+    try:
+        return json.dumps(payload, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = exc
+    try:
+        found = find_non_finite(payload, "payload")
+    except RecursionError:  # a payload that holds itself
+        found = None
+    if found is not None:
+        raise InvalidRecordError(f"notification on channel {channel!r}: {json_refusal(*found)}")
+    raise InvalidRecordError(
+        f"notification on channel {channel!r}: the payload cannot be written as JSON ({problem}); "
+        "pass dicts, lists, strings, finite numbers, booleans and None")
+
+
 def notify_in_current_transaction(conn: sqlite3.Connection, channel: str, payload: Any) -> int:
-    """Insert one notification in the caller's transaction; returns its id."""
+    """Insert one notification in the caller's transaction; returns its id.
+
+    Raises:
+        InvalidNameError: the channel is not a non-empty string.
+        InvalidRecordError: the payload is not JSON (see ``payload_json``); nothing is written.
+    """
     _check_channel(channel)
-    text = None if payload is None else json.dumps(payload, allow_nan=False)
+    text = payload_json(channel, payload)
     cur = conn.execute(
         "INSERT INTO _minikafka_notifications (channel, payload, created_at) VALUES (?, ?, ?)",
         (channel, text, utc_now()),

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 
 import click
+
+from ..errors import MinikafkaError
 
 
 def working_directory_on_path() -> None:
@@ -17,7 +20,20 @@ def working_directory_on_path() -> None:
         sys.path.append(cwd)
 
 
-@click.group()
+class _Group(click.Group):
+    """The command group: a library or SQLite error no command caught is still one ``Error:`` line
+    (exit 1), never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except MinikafkaError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except sqlite3.Error as exc:
+            raise click.ClickException(f"SQLite: {exc}") from exc
+
+
+@click.group(cls=_Group)
 @click.version_option(package_name="minikafka")
 def main() -> None:
     """Typed, durable pipelines with one SQLite file as the state ledger.

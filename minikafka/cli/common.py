@@ -101,8 +101,26 @@ def pipeline_source_option(fn):
                         help="Use this ledger instead of the pipeline file's 'source ='.")(fn)
 
 
+def check_ledger_path(path: str | Path | None, *, what: str = "--source") -> None:
+    """A usage error (exit 2) for a ledger path that is no file: empty, or ``:memory:``.
+
+    The Python API opens ``:memory:``; a command would write into it and throw it all away
+    on exit, so the CLI refuses it, as it refuses a missing ledger option.
+    """
+    if path is None:
+        return
+    text = str(path)
+    if not text.strip():
+        raise click.UsageError(f"{what} is empty: pass a ledger file")
+    if text == ":memory:":
+        raise click.UsageError(
+            f"{what} ':memory:' is an in-memory database that is gone when the command exits "
+            "(everything it wrote would be lost): pass a ledger file")
+
+
 def load_with_source(pipeline: str, source_override: str | None):
     """The pipeline definition, with its ledger replaced by ``source_override`` when given."""
+    check_ledger_path(source_override)
     defn = _load(pipeline)
     if source_override:
         defn.source = Path(source_override).resolve()
@@ -118,13 +136,15 @@ def resolve_source_path(ctx: click.Context, source_path: str | None, pipeline: s
 
     The loaded pipeline (if any) is kept in ``ctx.meta['minikafka.pipeline']``.
     """
-    if source_path and _explicit(ctx, "source_path"):
+    if source_path is not None and _explicit(ctx, "source_path"):
+        check_ledger_path(source_path)
         return source_path
     if pipeline:
         defn = _load(pipeline)
         ctx.meta["minikafka.pipeline"] = defn
         return str(defn.source)
     if source_path:
+        check_ledger_path(source_path, what=f"${SOURCE_ENV}")
         return source_path
     raise click.UsageError(
         f"which ledger? pass --source FILE, --pipeline FILE, or set {SOURCE_ENV}", ctx=ctx)
@@ -157,9 +177,11 @@ def open_ledger(path: str, *, read_only: bool = False, create: bool = False, par
         hint: what the error for a missing ledger suggests.
 
     Raises:
+        click.UsageError: ``path`` is empty or ``:memory:`` (exit 2).
         click.ClickException: no ledger at ``path`` (the message names it), or it cannot be opened.
     """
-    if create and parents and path != ":memory:":
+    check_ledger_path(path)
+    if create and parents:
         try:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -177,9 +199,11 @@ def open_ledger(path: str, *, read_only: bool = False, create: bool = False, par
 
 
 def require_ledger(path: str | Path, *, hint: str = SOURCE_HINT) -> None:
-    """A click error (exit 1) naming ``path`` unless a ledger file is there; creates nothing."""
+    """A click error (exit 1) naming ``path`` unless a ledger file is there; creates nothing
+    (a usage error for an empty path or ``:memory:``)."""
+    check_ledger_path(path)
     file = Path(path).expanduser()
-    if str(path) == ":memory:" or file.is_file():
+    if file.is_file():
         return
     why = "" if file.resolve().parent.is_dir() else f" (directory {file.resolve().parent} does not exist)"
     raise click.ClickException(f"no ledger at {path}{why}: {hint}")

@@ -15,6 +15,8 @@ block added since is an empty TEMP table.
 
 from __future__ import annotations
 
+import math
+import numbers
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import (
+    InvalidSettingError,
     LedgerError,
     LedgerNotFoundError,
     LedgerUpgradeRequiredError,
@@ -41,6 +44,25 @@ def _check_sqlite() -> None:
         raise LedgerError(
             f"SQLite {sqlite3.sqlite_version} is too old: minikafka needs 3.37+ for STRICT tables"
         )
+
+
+MAX_BUSY_TIMEOUT_MS = 2**31 - 1  # SQLite keeps busy_timeout as a C int of milliseconds
+
+
+def busy_timeout_ms(busy_timeout: object) -> int:
+    """``busy_timeout`` (seconds, a non-negative finite number) as SQLite's milliseconds,
+    capped at what SQLite holds (about 24.8 days).
+
+    Raises:
+        InvalidSettingError: not a number (a string, a bool, None), negative, NaN or infinite.
+    """
+    if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, numbers.Real):
+        raise InvalidSettingError(
+            f"busy_timeout must be a number of seconds (int or float, >= 0), got {busy_timeout!r}")
+    seconds = float(busy_timeout)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidSettingError(f"busy_timeout must be a finite number of seconds >= 0, got {busy_timeout!r}")
+    return min(int(seconds * 1000), MAX_BUSY_TIMEOUT_MS)
 
 
 def file_uri(path: str, **params: str) -> str:
@@ -68,7 +90,7 @@ def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise LedgerError(f"cannot open ledger {path!r}: {exc}") from exc
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms(busy_timeout)}")
         if path != ":memory:":
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
@@ -104,7 +126,7 @@ def connect_read_only(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Conne
     def attempt(**params: str) -> sqlite3.Connection:
         conn = sqlite3.connect(file_uri(path, **params), uri=True, isolation_level=None, check_same_thread=False)
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms(busy_timeout)}")
             conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
         except BaseException:
             conn.close()
@@ -161,6 +183,7 @@ class Ledger:
 
     def __init__(self, path: str, *, on_event: Observer | None = None, busy_timeout: float = 30.0,
                  create: bool = True, read_only: bool = False):
+        busy_timeout_ms(busy_timeout)  # a bad value fails before any file is touched
         self.path = str(path)
         self.on_event = on_event
         self.read_only = False  # set once the schema is prepared (a :memory: ledger needs its DDL)

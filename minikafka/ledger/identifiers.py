@@ -31,12 +31,29 @@ def _check(pattern: re.Pattern[str], kind: str, name: object, rule: str) -> str:
     return name
 
 
+# Table names SQLite keeps for itself ("object name reserved for internal use") and the
+# ledger's own tables: no topic may take them, in any case.
+RESERVED_TOPIC_PREFIXES = {"sqlite_": "SQLite reserves names starting with 'sqlite_' for its own tables",
+                           "_minikafka": "the ledger's own tables start with '_minikafka'"}
+
+
 def validate_topic_name(name: object) -> str:
-    """Return ``name`` if it is a valid topic name, else raise InvalidNameError."""
-    return _check(
+    """Return ``name`` if it is a valid topic name, else raise InvalidNameError.
+
+    Names starting with ``sqlite_`` or ``_minikafka`` (any case) are reserved, and so is
+    ``sqlite`` itself (its index ``sqlite__new`` would be).
+    """
+    _check(
         TOPIC_NAME, "topic", name,
         "use 1-128 characters: letters, digits, '_', '.', '-', starting with a letter",
     )
+    for prefix, why in RESERVED_TOPIC_PREFIXES.items():
+        # the topic's indexes are named NAME__new, NAME__dedup...: "sqlite" alone is reserved too
+        if (name + "__").lower().startswith(prefix):
+            raise InvalidNameError(
+                f"invalid topic name {name!r}: {why} (any case; the topic's table and its indexes "
+                f"{name}__new, {name}__dedup... would be one); choose another name")
+    return name
 
 
 def validate_field_name(name: object, *, model: str = "") -> str:
