@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from ..errors import InvalidRecordError
 from ..util.clock import utc_now
-from ..util.dumpfiles import parse_json_object, read_lines
+from ..util.dumpfiles import invalid_row_reason, parse_json_object, read_lines
 from .topic import Topic
 
 PAYLOAD_CHARS = 10_000  # the quarantine keeps this much of a line
@@ -64,12 +64,6 @@ class IngestResult:
                 f"{self.blank} blank")
 
 
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "invalid row: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    return f"invalid row: {exc}"
-
-
 def ingest_jsonl(topic: Topic, path: str | Path) -> IngestResult:
     """Validate and append every line of ``path`` (plain or gzip, by content) to ``topic``.
 
@@ -101,7 +95,7 @@ def ingest_jsonl(topic: Topic, path: str | Path) -> IngestResult:
             topic._encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
             valid.append(model)
         except (ValidationError, InvalidRecordError, TypeError, ValueError) as exc:
-            bad.append((line.origin, line.payload, _reason(exc)))
+            bad.append((line.origin, line.payload, invalid_row_reason(exc)))
     now = utc_now()
     with topic.source._ledger.atomic() as conn:
         prefix = f"{path.name}:"

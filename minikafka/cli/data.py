@@ -245,13 +245,14 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     Example: minikafka backfill --source data/homelab.sqlite rss.items dumps/2025-*.jsonl.gz
     """
     from ..spark.backfill import backfill as run_backfill
-    from ..spark.backfill import detect_format, discover
+    from ..spark.backfill import check_staging, detect_format, discover
 
     ctx = click.get_current_context()
     if delimiter == quote:
         raise click.BadParameter(f"the delimiter and the quote character are both {quote!r}", param_hint="--quote")
     if master and not master.startswith("local") and not staging:
         raise click.BadParameter(f"master {master!r} needs a staging URI every node sees", param_hint="--staging")
+    check_staging(staging)  # a missing local directory: exit 1 before the JVM starts
     formats = {fmt or detect_format(p) for p in discover(list(paths))}  # missing files: exit 1 here
     if "csv" not in formats:
         for name, flag in (("delimiter", "--delimiter"), ("quote", "--quote"), ("no_header", "--no-header")):

@@ -37,6 +37,8 @@ from .types import storage_arrow_fields
 JVM_CHECKS = True  # check in the JVM what Spark can express of the model (see jvmcheck); False: pydantic only
 
 FORMATS = ("jsonl", "csv", "parquet")
+CSV_NULL = "\x00minikafka:null\x00"  # Spark's nullValue: no CSV field equals it, so "" stays ""
+CSV_EMPTY = "\x00minikafka:empty\x00"  # what Spark reads an empty quoted field ("") as
 LOADS_DDL = """
 CREATE TABLE IF NOT EXISTS _minikafka_loads (
     topic TEXT NOT NULL,
@@ -74,6 +76,29 @@ def check_options(*, fmt: str | None, delimiter: str, quote: str, batch_rows: in
             raise BackfillOptionError(f"{name} must be one character, got {value!r}")
     if delimiter == quote:
         raise BackfillOptionError(f"delimiter and quote are both {quote!r}")
+
+
+def check_staging(staging: str | None) -> None:
+    """A local staging location (a plain path or a ``file://`` URI) must be an existing
+    directory: checked before Spark starts. Other URIs are checked by the run (``check_area``).
+
+    Raises:
+        StagingError: naming the location.
+    """
+    from ..errors import StagingError
+    from . import staging as stg
+
+    if not staging or staging == stg.LOCAL:
+        return
+    uri = stg.normalize_uri(staging)
+    if not uri.startswith("file://"):
+        return
+    path = Path(uri[len("file://"):])
+    if not path.exists():
+        raise StagingError(f"staging location {uri} does not exist: create it (on storage every node sees), "
+                           "or fix the path")
+    if not path.is_dir():
+        raise StagingError(f"staging location {uri} is not a directory")
 
 
 @dataclass
@@ -190,19 +215,84 @@ def _read(spark, dump: DumpFile, *, delimiter: str, quote: str, header: bool):
         names = dump.columns or []
         schema = T.StructType([T.StructField(n, T.StringType(), True) for n in names]
                               + [T.StructField("_mk_text", T.StringType(), True)])
+        # an empty unquoted field reads as null, an empty quoted one as CSV_EMPTY (never as
+        # nullValue: no field equals it); the validator maps both (see _csv_value)
         df = (spark.read.schema(schema).option("header", header).option("sep", delimiter).option("quote", quote)
               .option("escape", quote).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_mk_text")
-              .option("multiLine", False).csv(path))
+              .option("nullValue", CSV_NULL).option("emptyValue", CSV_EMPTY).option("multiLine", True).csv(path))
     else:
         df = spark.read.parquet(path)
     return df.withColumn("_mk_file", F.lit(dump.path.name))
 
 
-def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: set[str], *, fast: bool = False):
+def _csv_value(value: str | None, nullable: bool) -> str | None:
+    """A CSV field as the model sees it: an empty quoted field is "", an empty unquoted one
+    None for a field that may be None (``str | None``, ``int | None``...) and "" otherwise."""
+    if value is None:
+        return None if nullable else ""
+    return "" if value == CSV_EMPTY else value
+
+
+def malformed_csv_reason(text: str, *, expected: int, delimiter: str, quote: str) -> str:
+    """Why Spark could not split a CSV record into the header's columns."""
+    import csv
+
+    if text.count(quote) % 2:
+        return ("malformed CSV row: a quoted field is never closed (the record runs on to the end of the file "
+                "or to the next quote character)")
+    found = len(next(csv.reader([text], delimiter=delimiter, quotechar=quote, doublequote=True), []))
+    return f"malformed CSV row: {found} column{'s' if found != 1 else ''} where {expected} are expected"
+
+
+def csv_line_map(path: Path, *, delimiter: str, quote: str, header: bool) -> list[tuple[int, int]]:
+    """Where each CSV record starts, as breakpoints ``(record line, shift)`` for :func:`map_line`.
+
+    Spark numbers records, not lines: record ``k`` (0-based, after the header) gets the
+    line ``k + 2`` (``k + 1`` without a header). Records spanning several lines (a quoted
+    field holding line breaks) and blank lines (which Spark skips) shift the rest. This
+    reads the file once with Python's CSV reader (same quoting rules) and keeps only the
+    points where the shift changes, so the map stays small.
+    """
+    import csv
+    import sys
+
+    csv.field_size_limit(max(csv.field_size_limit(), min(sys.maxsize, 2**31 - 1)))
+    offset = 2 if header else 1
+    points: list[tuple[int, int]] = []
+    shift, k, before, skip_header = 0, 0, 0, header
+    with dumpfiles.open_binary(path) as raw:
+        reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=""),
+                            delimiter=delimiter, quotechar=quote, doublequote=True)
+        for row in reader:
+            start, before = before + 1, reader.line_num
+            if not row:
+                continue  # a blank line: Spark skips it
+            if skip_header:
+                skip_header = False
+                continue
+            if start - (k + offset) != shift:
+                shift = start - (k + offset)
+                points.append((k + offset, shift))
+            k += 1
+    return points
+
+
+def map_line(points: list[tuple[int, int]], line: int) -> int:
+    """Spark's record number -> the record's first line in the file (see :func:`csv_line_map`)."""
+    import bisect
+
+    i = bisect.bisect_right(points, (line, float("inf"))) - 1
+    return line + points[i][1] if i >= 0 else line
+
+
+def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: set[str], *, fast: bool = False,
+               csv_opts: dict | None = None):
     """The mapInArrow function: rows -> storage values, or an error with the raw row.
 
     Each batch is parsed row by row (cheap), validated in one pydantic call, and only
     the rows pydantic names as failing are set aside; the rest are re-validated together.
+
+    ``csv_opts``: ``columns``, ``delimiter``, ``quote`` and ``lines`` (:func:`csv_line_map`).
 
     With ``fast``, batches carry ``_mk_ok`` and the storage columns the JVM computed
     (``jvmcheck``): rows it passed are forwarded with Arrow operations alone, only the
@@ -228,8 +318,10 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
             return data, decoded
         if fmt == "csv":
             if text is not None:
-                raise ValueError("malformed CSV row")
-            return {k: (None if v == "" and k in nullable else v) for k, v in row.items()}, row
+                raise ValueError(malformed_csv_reason(text, expected=len(csv_opts["columns"]),
+                                                      delimiter=csv_opts["delimiter"], quote=csv_opts["quote"]))
+            data = {k: _csv_value(v, k in nullable) for k, v in row.items()}
+            return data, data
         return row, row
 
     def mapper(batches):
@@ -264,6 +356,8 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
     def _validate_batch(batch, encode, adapter, out_fields, schema):
         files = batch.column("_mk_file").to_pylist()
         lines = batch.column("_mk_line").to_pylist()
+        if csv_opts and csv_opts["lines"]:
+            lines = [map_line(csv_opts["lines"], n) for n in lines]
         rows = batch.drop_columns(["_mk_file", "_mk_line"]).to_pylist()
         results: list = [None] * len(rows)  # (values | None, error | None, payload)
         pending: list[tuple[int, dict, object]] = []
@@ -304,7 +398,7 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
                             check_int_range(values[j], n)
                     results[i] = (values, None, None)
                 except Exception as exc:  # InvalidRecordError: NaN, int beyond 64 bits
-                    results[i] = (None, _reason(exc), _payload(payload))
+                    results[i] = (None, dumpfiles.invalid_row_reason(exc), _payload(payload))
             pending = []
         cols: dict[str, list] = {n: [] for n, _ in out_fields}
         meta = {"_mk_file": [], "_mk_line": [], "_mk_error": [], "_mk_payload": []}
@@ -331,17 +425,6 @@ def _payload(raw) -> str:
     if not isinstance(raw, str):
         raw = json.dumps(raw, default=str, ensure_ascii=False)
     return raw[:10000]
-
-
-def _reason(exc: Exception) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            return "invalid row: " + "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in errors())
-        except Exception:  # noqa: BLE001 - fall back to the message
-            pass
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _arrow_schema(out_fields):
@@ -377,9 +460,11 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             differ from what Spark reported writing (nothing of that file is committed).
         BackfillError: a file-level problem (names the file); nothing of that run is written.
         BackfillOptionError: a nonsense option (names it); checked before anything else.
+        StagingError: also raised before anything is read when a local staging path is missing.
         TopicNotFoundError: the topic does not exist.
     """
     check_options(fmt=fmt, delimiter=delimiter, quote=quote, batch_rows=batch_rows)
+    check_staging(staging)
     model = model or source.model_of(topic)
     layout = source.topic(topic, model, dedup=source.layout(topic).dedup or None).layout
     conn = source._ledger.conn
@@ -500,6 +585,11 @@ def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: str
         parallel = max(2, spark.sparkContext.defaultParallelism)
         for i, dump in enumerate(todo):
             df = _read(spark, dump, delimiter=opts["delimiter"], quote=opts["quote"], header=opts["header"])
+            csv_opts = None
+            if dump.format == "csv":
+                csv_opts = {"columns": dump.columns or [], "delimiter": opts["delimiter"], "quote": opts["quote"],
+                            "lines": csv_line_map(dump.path, delimiter=opts["delimiter"], quote=opts["quote"],
+                                                  header=opts["header"])}
             offset = 2 if dump.format == "csv" and opts["header"] else 1
             # the file is one partition here, so the id is the row's position in the file
             numbered = df.withColumn("_mk_line", F.monotonically_increasing_id() + offset)
@@ -514,8 +604,8 @@ def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: str
                 ranged = numbered.repartitionByRange(parallel, "_mk_line").sortWithinPartitions("_mk_line")
             if rules is not None:
                 ranged = _jvm_checked(ranged, rules)
-            out = ranged.mapInArrow(_validator(model, layout, dump.format, nullable, fast=rules is not None),
-                                    _spark_schema(layout))
+            out = ranged.mapInArrow(_validator(model, layout, dump.format, nullable, fast=rules is not None,
+                                               csv_opts=csv_opts), _spark_schema(layout))
             written.append(write_counted(out, join(staging, f"{i:05d}"), row_group_bytes=8 << 20))
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)

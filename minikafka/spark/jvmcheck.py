@@ -1,6 +1,7 @@
 """Check in the JVM what Spark can express of a pydantic model (backfill's fast path).
 
-For each JSON line the JVM decides whether the row is *certainly* valid: every field has
+For each JSON line the JVM decides whether the row is *certainly* valid: the line is one
+flat JSON object with nothing after it (see ``ONE_FLAT_OBJECT``), every field has
 the JSON type pydantic accepts in strict form (a string for ``str``, an integer within
 64 bits for ``int``, a finite number for ``float``, ``true``/``false`` for ``bool``, an
 ISO-8601 string for ``datetime``/``date``, one of the values for an enum or Literal), is
@@ -28,6 +29,11 @@ from ..ledger.layout import TopicLayout
 
 ISO_DATETIME = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?$"
 ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
+# A line's shape once escapes (\x) become "e" and strings "s": one flat object and nothing
+# after it. Spark's from_json reads the first object of '{...} junk' and ignores the rest,
+# where json.loads (ingest, the pydantic path) refuses it ("Extra data"): only lines of
+# this shape may take the fast path (objects nesting others go to pydantic).
+ONE_FLAT_OBJECT = r"^[ \t\r\n]*\{[^{}\[\]\"\\]*\}[ \t\r\n]*$"
 NON_STRING_TOKEN = r"^(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|[{\[].*)$"
 # a pattern whose meaning is the same in Java's and Rust's regex engines
 SAFE_PATTERN = re.compile(r"^(?:[A-Za-z0-9 ^$.*+?()\[\]{}|,:/@_\-]|\\[dDwWsS./\-?*+()\[\]{}|^$])*$")
@@ -122,7 +128,8 @@ def checked_columns(rules: list[FieldRule], text):
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_mk_corrupt", "allowNonNumericNumbers": "false"}
     parsed = F.from_json(text, parse_schema(rules), opts)
     # any conversion failure fills _mk_corrupt, so a null below is a JSON null or a missing key
-    ok = F.trim(text).startswith("{") & parsed.isNotNull() & parsed.getField("_mk_corrupt").isNull()
+    shape = F.regexp_replace(F.regexp_replace(text, r"(?s)\\.", "e"), r'"[^"]*"', "s")
+    ok = shape.rlike(ONE_FLAT_OBJECT) & parsed.isNotNull() & parsed.getField("_mk_corrupt").isNull()
     out = []
     for r in rules:
         v = parsed.getField(r.name)

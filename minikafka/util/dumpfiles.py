@@ -2,7 +2,9 @@
 
 Gzip is recognised by its magic bytes, never by the name: a ``.gz`` file holding plain
 text is read as plain text, and a gzip file without ``.gz`` is decompressed. A corrupt
-or truncated gzip file is an :class:`~minikafka.errors.InputFileError` naming the file;
+or truncated gzip file is an :class:`~minikafka.errors.InputFileError` naming the file
+("corrupt" for a bad header or bad compressed data, "truncated" only for a stream that
+ends early);
 a line that is not UTF-8 (or not a JSON object) is a problem of that line only, told
 with its ``file:line`` origin, so the caller can quarantine it and go on.
 """
@@ -42,13 +44,45 @@ def named_gzip(path: str | os.PathLike) -> bool:
     return Path(path).suffix.lower() == ".gz"
 
 
+def gzip_header_problem(head: bytes) -> str | None:
+    """Why the first bytes of a gzip file (magic included) cannot start a gzip stream, or None.
+
+    Only what the header itself shows is told here (a compression method other than
+    deflate, reserved flag bits set); a header that merely stops short is for the reader
+    to call truncated.
+    """
+    if len(head) > 2 and head[2] != 8:
+        return f"unknown compression method {head[2]} in the gzip header"
+    if len(head) > 3 and head[3] & 0xE0:
+        return "reserved flag bits set in the gzip header"
+    return None
+
+
+def check_gzip_header(path: str | os.PathLike) -> None:
+    """Raise when a gzip file's header is corrupt (a header cut short is left to the reader).
+
+    Raises:
+        InputFileError: "corrupt gzip file", naming the file; or the file cannot be read.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(10)
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    problem = gzip_header_problem(head)
+    if problem:
+        raise InputFileError(f"{path}: corrupt gzip file ({problem})")
+
+
 def open_binary(path: str | os.PathLike) -> IO[bytes]:
     """The file's content as a binary stream: decompressed when it is gzip (by content).
 
     Raises:
-        InputFileError: the file cannot be read.
+        InputFileError: the file cannot be read, or its gzip header is corrupt.
     """
     gz = is_gzip(path)
+    if gz:
+        check_gzip_header(path)
     try:
         raw = open(path, "rb")  # noqa: SIM115 (returned to the caller)
     except OSError as exc:
@@ -73,6 +107,26 @@ def parse_json_object(text: str) -> tuple[Any, str | None]:
     if not isinstance(data, dict):
         return None, f"expected a JSON object, got {type(data).__name__}"
     return data, None
+
+
+def invalid_row_reason(exc: Exception, *, skip_loc: int = 0) -> str:
+    """The quarantine reason for a row the model or the ledger refuses (ingest and backfill alike).
+
+    A pydantic ``ValidationError`` reads ``invalid row: field: message; ...``; anything else
+    (``InvalidRecordError`` for a NaN, an int beyond 64 bits...) ``invalid row: message``.
+
+    Args:
+        exc: the error.
+        skip_loc: leading parts of each error location to drop (1 for a list validated at once).
+    """
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            return "invalid row: " + "; ".join(
+                f"{'.'.join(map(str, e['loc'][skip_loc:])) or 'row'}: {e['msg']}" for e in errors())
+        except Exception:  # noqa: BLE001 - not pydantic's errors(): fall back to the message
+            pass
+    return f"invalid row: {exc}"
 
 
 @dataclass(frozen=True)
@@ -175,6 +229,8 @@ def scan(path: str | os.PathLike, *, raw_sha256: str | None = None) -> Scanned:
         InputFileError: unreadable, or a corrupt or truncated gzip file (names the file).
     """
     gz = is_gzip(path)
+    if gz:
+        check_gzip_header(path)
     digest = hashlib.sha256()
     has_data = False
     try:
@@ -190,7 +246,7 @@ def scan(path: str | os.PathLike, *, raw_sha256: str | None = None) -> Scanned:
                         if decomp.eof and chunk:  # a multi-member gzip file: next member
                             decomp = zlib.decompressobj(wbits=31)
                 if not decomp.eof:
-                    raise InputFileError(f"{path}: truncated or corrupt gzip file (it ends before the gzip stream does)")
+                    raise InputFileError(f"{path}: truncated gzip file (it ends before the gzip stream does)")
             else:
                 while chunk := raw.read(1 << 20):
                     digest.update(chunk)

@@ -153,3 +153,12 @@ def test_ingest_exits_1_and_says_so_when_every_line_was_quarantined_again(db_pat
     again = ingest(db_path, feed)
     assert again.exit_code == 1 and "(0 new, 2 already there)" in again.output
     assert len(quarantine(db_path)) == 2
+
+
+def test_ingest_calls_gzip_magic_followed_by_garbage_corrupt_not_truncated(db_path, tmp_path):
+    bad = tmp_path / "feed.jsonl.gz"
+    bad.write_bytes(b"\x1f\x8bgarbage")
+    out = ingest(db_path, bad)
+    assert out.exit_code == 1 and "feed.jsonl.gz: corrupt gzip file (unknown compression method" in out.output
+    assert "truncated" not in out.output and "Traceback" not in out.output
+    assert stored(db_path) == [] and quarantine(db_path) == []
