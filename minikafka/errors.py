@@ -271,6 +271,11 @@ class TransactionError(MinikafkaError):
     """A transaction cannot be opened or joined (one already open, another Source's, closed)."""
 
 
+class ProtectedTableError(TransactionError):
+    """``tx.execute``/``tx.query`` SQL tried to change a table the ledger owns (a ``_minikafka_*``
+    table or a topic's table); the message names it. Nothing ran; the transaction stays open."""
+
+
 class QueueNotFoundError(MinikafkaError, KeyError):
     """No work queue with that name in the ledger."""
 

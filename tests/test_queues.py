@@ -384,6 +384,8 @@ def test_the_generic_quarantine_requeue_revives_a_dead_job_instead_of_appending_
 def test_purging_the_quarantine_forgets_dead_jobs(q):
     q.enqueue({"url": "a"})
     q.claim_one("w").fail("bad")
-    with q.source.transaction() as tx:
-        tx.execute("DELETE FROM _minikafka_quarantine")
+    from minikafka.ledger.quarantine import purge_in_current_transaction
+
+    with q.source._ledger.atomic() as conn:  # what `minikafka quarantine jobs purge --all` does
+        purge_in_current_transaction(conn, "jobs")
     assert q.stats()["dead"] == 0 and q.dead() == []

@@ -2,7 +2,9 @@
 
 Every line is validated on its own: lines that are not UTF-8, malformed JSON and rows the
 model rejects go to the quarantine with their ``file:line`` origin and reason; the valid
-rows are appended in one transaction, duplicates of the dedup key skipped. Gzip is
+rows are appended in one transaction, duplicates of the dedup key skipped. The file is
+streamed: rows are inserted into that open transaction in batches as they are read, so
+memory does not grow with the file. Gzip is
 recognised by content, not by name (``minikafka.util.dumpfiles``, the reader ``backfill``
 uses too). A corrupt or truncated gzip file raises ``InputFileError`` before anything is
 written.
@@ -27,6 +29,7 @@ from ..util.dumpfiles import invalid_row_reason, parse_json_object, read_lines
 from .topic import Topic
 
 PAYLOAD_CHARS = 10_000  # the quarantine keeps this much of a line
+BATCH_ROWS = 5_000  # valid rows held in memory before they are inserted into the open transaction
 
 
 @dataclass
@@ -64,55 +67,75 @@ class IngestResult:
                 f"{self.blank} blank")
 
 
-def ingest_jsonl(topic: Topic, path: str | Path) -> IngestResult:
+def ingest_jsonl(topic: Topic, path: str | Path, *, batch_rows: int = BATCH_ROWS) -> IngestResult:
     """Validate and append every line of ``path`` (plain or gzip, by content) to ``topic``.
+
+    One transaction covers the whole file (all or nothing), and memory stays bounded:
+    valid rows are inserted into the open transaction every ``batch_rows`` rows as the
+    file is read, invalid lines go to the quarantine as they are met. The ledger's write
+    lock is held from the first line to the commit.
 
     Returns:
         IngestResult: the counts (see its identity in the module docstring).
 
     Raises:
         InputFileError: the file cannot be read, or is a corrupt or truncated gzip file;
-            nothing was written.
+            nothing was written (the transaction is rolled back).
     """
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise ValueError(f"batch_rows must be a positive integer, got {batch_rows!r}")
     path = Path(path)
     result = IngestResult()
-    valid = []
-    bad: list[tuple[str, str, str]] = []  # (origin, payload, reason)
-    for line in read_lines(path):
-        result.lines += 1
-        if line.blank:
-            result.blank += 1
-            continue
-        if line.problem:
-            bad.append((line.origin, line.payload, line.problem))
-            continue
-        data, problem = parse_json_object(line.text)
-        if problem:
-            bad.append((line.origin, line.payload, problem))
-            continue
-        try:
-            model = topic._validate(data)
-            topic._encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
-            valid.append(model)
-        except (ValidationError, InvalidRecordError, TypeError, ValueError) as exc:
-            bad.append((line.origin, line.payload, invalid_row_reason(exc)))
-    now = utc_now()
+    ignore_duplicates = bool(topic.dedup)
+    valid: list = []  # at most batch_rows validated models, waiting for the next insert
+    seen_valid = 0
     with topic.source._ledger.atomic() as conn:
+        now = utc_now()
         prefix = f"{path.name}:"
         known = {
             (origin, payload) for origin, payload in conn.execute(
                 "SELECT origin, payload FROM _minikafka_quarantine WHERE topic = ? AND substr(origin, 1, ?) = ?",
                 (topic.name, len(prefix), prefix))
         }
-        for origin, text, reason in bad:
+
+        def quarantine(origin: str, text: str, reason: str) -> None:
             payload = text.strip()[:PAYLOAD_CHARS]
             if (origin, payload) in known:
                 result.already_quarantined += 1
-                continue
+                return
             conn.execute(
                 "INSERT INTO _minikafka_quarantine (topic, payload, reason, origin, created_at) VALUES (?, ?, ?, ?, ?)",
                 (topic.name, payload, reason, origin, now))
             result.quarantined += 1
-        result.appended = topic._insert_many_in_current_transaction(valid, ignore_duplicates=bool(topic.dedup))
-    result.duplicates = len(valid) - result.appended
+
+        def flush() -> None:
+            if valid:
+                result.appended += topic._insert_many_in_current_transaction(
+                    valid, ignore_duplicates=ignore_duplicates, now=now)
+                valid.clear()
+
+        for line in read_lines(path):
+            result.lines += 1
+            if line.blank:
+                result.blank += 1
+                continue
+            if line.problem:
+                quarantine(line.origin, line.payload, line.problem)
+                continue
+            data, problem = parse_json_object(line.text)
+            if problem:
+                quarantine(line.origin, line.payload, problem)
+                continue
+            try:
+                model = topic._validate(data)
+                topic._encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
+            except (ValidationError, InvalidRecordError, TypeError, ValueError) as exc:
+                quarantine(line.origin, line.payload, invalid_row_reason(exc))
+                continue
+            valid.append(model)
+            seen_valid += 1
+            if len(valid) >= batch_rows:
+                flush()
+        flush()
+    result.duplicates = seen_valid - result.appended
     return result

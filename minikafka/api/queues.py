@@ -20,6 +20,7 @@ system clock unless one is injected for tests).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from pydantic import BaseModel
 from ..errors import JobNotOursError, QueueNotFoundError
 from ..ledger import acks
 from ..ledger.events import Event
+from ..ledger.identifiers import validate_consumer_name
 from ..util.clock import format_timestamp
 from .transaction import Transaction, joined
 
@@ -43,6 +45,31 @@ Clock = Callable[[], float]
 
 JOBS = "_minikafka_queue_jobs"
 ORIGIN = "queue"
+
+
+DEFAULT_VISIBILITY_TIMEOUT = 300.0
+DEFAULT_MAX_ATTEMPTS = 3
+
+log = logging.getLogger("minikafka.queues")
+
+
+def check_settings(visibility_timeout: Any, max_attempts: Any, clock: Any = None) -> None:
+    """Check a queue's settings before anything is created (None: as stored, else the default).
+
+    Raises:
+        ValueError: visibility_timeout is not a positive number of seconds, max_attempts is
+            not an integer >= 1.
+        TypeError: clock is not callable.
+    """
+    if visibility_timeout is not None and (
+            isinstance(visibility_timeout, bool) or not isinstance(visibility_timeout, (int, float))
+            or not 0 < visibility_timeout < float("inf")):
+        raise ValueError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
+    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
+                                     or max_attempts < 1):
+        raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+    if clock is not None and not callable(clock):
+        raise TypeError(f"clock must be a callable returning epoch seconds, got {clock!r}")
 
 
 def _ms(seconds: float) -> int:
@@ -140,23 +167,37 @@ class Queue(Generic[ModelT]):
 
     Get one from ``source.queue(name, Model, visibility_timeout=300, max_attempts=3)`` or
     ``topic.queue(consumer, visibility_timeout=..., max_attempts=...)``.
+
+    Settings: a new queue takes the ones given (default 300 s and 3 attempts); reopening
+    keeps the stored ones unless given again, and a setting given with another value
+    updates the stored one (it is policy, not structure, like a stream's ``max_age``).
+    Lowering ``max_attempts`` sends pending jobs that have used up their attempts to the
+    dead letter.
     """
 
-    def __init__(self, topic: Topic[ModelT], consumer: str, *, visibility_timeout: float = 300,
-                 max_attempts: int = 3, clock: Clock | None = None):
-        if not isinstance(visibility_timeout, (int, float)) or visibility_timeout <= 0:
-            raise ValueError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+    def __init__(self, topic: Topic[ModelT], consumer: str, *, visibility_timeout: float | None = None,
+                 max_attempts: int | None = None, clock: Clock | None = None):
+        check_settings(visibility_timeout, max_attempts, clock)
+        validate_consumer_name(consumer)
         self.topic = topic
         self.source: Source = topic.source
         self.consumer = consumer
-        self.visibility_timeout = float(visibility_timeout)
-        self.max_attempts = max_attempts
         self.clock: Clock = clock or time.time
-        self._vt_ms = max(1, _ms(self.visibility_timeout))
         now = self._now_ms()
         with self.source._ledger.atomic() as conn:
+            stored = conn.execute(
+                "SELECT visibility_timeout_ms, max_attempts FROM _minikafka_queues WHERE topic = ? AND consumer = ?",
+                (topic.name, consumer)).fetchone()
+            stored_vt_ms, stored_attempts = stored if stored is not None else (None, None)
+            if visibility_timeout is None:
+                vt_ms = stored_vt_ms if stored_vt_ms is not None else _ms(DEFAULT_VISIBILITY_TIMEOUT)
+            else:
+                vt_ms = max(1, _ms(float(visibility_timeout)))
+            if max_attempts is None:
+                max_attempts = stored_attempts if stored_attempts is not None else DEFAULT_MAX_ATTEMPTS
+            self._vt_ms = vt_ms
+            self.visibility_timeout = vt_ms / 1000
+            self.max_attempts = max_attempts
             self.consumer_id = acks.register_consumer_in_current_transaction(
                 conn, topic.name, consumer, self._now_text(now))
             conn.execute(
@@ -168,6 +209,9 @@ class Queue(Generic[ModelT]):
                 (self.consumer_id, topic.name, consumer, self._vt_ms, max_attempts, self._now_text(now)),
             )
             self._bury_exhausted_in_current_transaction(conn, now, pending=True)
+        if stored is not None and (stored_vt_ms, stored_attempts) != (self._vt_ms, self.max_attempts):
+            log.info("queue %r: settings changed from visibility_timeout=%s, max_attempts=%s to %s, %s",
+                     self.name, stored_vt_ms / 1000, stored_attempts, self.visibility_timeout, self.max_attempts)
 
     @property
     def name(self) -> str:

@@ -159,12 +159,22 @@ class Source:
         with self._ledger.atomic() as conn:
             return prune_notifications(conn, older_than, max_keep)
 
-    def queue(self, name: str, model: type[ModelT], visibility_timeout: float = 300, max_attempts: int = 3,
-              *, dedup: tuple[str, ...] | None = None, clock=None) -> Queue[ModelT]:
+    def queue(self, name: str, model: type[ModelT], visibility_timeout: float | None = None,
+              max_attempts: int | None = None, *, dedup: tuple[str, ...] | None = None, clock=None) -> Queue[ModelT]:
         """Create (or reopen) the typed topic ``name`` and its work queue (a consumer named ``name``).
 
-        See ``Queue``; ``clock`` (epoch seconds) is for tests.
+        Args:
+            visibility_timeout, max_attempts: None: as stored when the queue exists, else
+                300 s and 3; a value given updates the stored setting (see ``Queue``).
+            clock: epoch seconds, for tests.
+
+        Raises:
+            ValueError: a setting out of range; checked before the topic is created.
+            SchemaMismatchError: as ``topic()``.
         """
+        from .queues import check_settings
+
+        check_settings(visibility_timeout, max_attempts, clock)
         return self.topic(name, model, dedup=dedup).queue(
             name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
 

@@ -45,7 +45,7 @@ from . import retention
 from .attach import reopen
 from .record import Record
 from .topic import Topic
-from .windows import DecisionContext, Window, WindowEmitter, make_emitter
+from .windows import DecisionContext, Window, WindowEmitter, check_emitter_arguments, make_emitter
 
 log = logging.getLogger("minikafka.streams")
 
@@ -184,6 +184,8 @@ class StreamingConsumer:
         rows: input rows in those windows.
         run_id: this loop's row in the run log (kind "stream").
         error: the exception that ended a background loop, or None.
+        created_stream: True when ``streaming()`` found no topic or stream of that name
+            and created an empty stream for it.
     """
 
     def __init__(self, topic: Topic, fn: Callable, emitter: WindowEmitter, *, consumer: str, workers: int,
@@ -203,6 +205,7 @@ class StreamingConsumer:
         self.rows_out = 0
         self.run_id = new_run_id(f"stream-{consumer}")
         self.error: BaseException | None = None
+        self.created_stream = False  # True when streaming() created ``topic`` as an empty stream
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: ProcessPoolExecutor | None = None
@@ -513,35 +516,68 @@ def streaming(source: Any, name: str, fn: Callable | None = None, *, size: int |
               until_idle: bool = False, blocking: bool = True, emit_empty: bool = False,
               max_attempts: int | None = None, retry_delay: float = 1.0, poll: float = 0.2,
               **options: Any):
-    """Deliver windows of topic/stream ``name`` to a function; see ``Source.streaming``."""
+    """Deliver windows of topic/stream ``name`` to a function; see ``Source.streaming``.
+
+    Every argument (the function's name included) is checked before anything is opened
+    or created: a bad call leaves the ledger as it was. A ``name`` that is neither a
+    topic nor a stream is created as an empty stream, as minibatch's ``streaming`` does
+    (a consumer may start before its producer); that is logged and the returned loop's
+    ``created_stream`` is True.
+    """
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise StreamingConfigError(f"workers must be a positive integer, got {workers!r}")
     if sink is not None and not (isinstance(sink, Topic) or hasattr(sink, "write_in_current_transaction")
                                  or callable(getattr(sink, "put", None)) or callable(getattr(sink, "put_many", None))):
         raise StreamingConfigError(f"sink= takes a Topic or an object with put(message), got {sink!r}")
-    if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
+                                     or max_attempts < 1):
         raise StreamingConfigError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+    if isinstance(retry_delay, bool) or not isinstance(retry_delay, (int, float)) or not 0 <= retry_delay < float("inf"):
+        raise StreamingConfigError(f"retry_delay must be a number of seconds >= 0, got {retry_delay!r}")
+    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < float("inf"):
+        raise StreamingConfigError(f"poll must be a positive number of seconds, got {poll!r}")
+    if consumer is not None:
+        validate_consumer_name(consumer)
+    check_emitter_arguments(size=size, interval=interval, emitter=emitter, options=options)
     del keep  # rows always stay in the ledger as handled; only a retention deletes them
-    topic = topic_for(source, name)
-    probe = make_emitter(topic, consumer or "x", size=size, interval=interval, relaxed=relaxed, emitter=emitter,
-                         emit_empty=emit_empty, options=options)
 
     def start(func: Callable) -> StreamingConsumer:
-        if not callable(func):
-            raise StreamingConfigError(f"streaming() decorates a function, got {func!r}")
-        name_ = consumer or getattr(func, "__name__", None)
-        if not name_ or name_ == "<lambda>":
-            raise StreamingConfigError("the function has no usable name: pass consumer='name'")
-        validate_consumer_name(name_)
+        name_ = _consumer_name(func, consumer)
+        created = name not in source._topics and catalog.catalog_row(source._ledger.conn, name) is None
+        topic = topic_for(source, name)
+        if created:
+            log.info("streaming(%r): no topic or stream of that name, created an empty stream for consumer %r",
+                     name, name_)
+        probe = make_emitter(topic, name_, size=size, interval=interval, relaxed=relaxed, emitter=emitter,
+                             emit_empty=emit_empty, options=options)
         probe.consumer = name_
         loop = StreamingConsumer(topic, func, probe, consumer=name_, workers=workers, sink=sink,
                                  until_idle=until_idle, max_attempts=max_attempts, retry_delay=retry_delay,
                                  poll=poll)
+        loop.created_stream = created
         if blocking:
             return loop.run()
         return loop.start()
 
-    return start if fn is None else start(fn)
+    if fn is None:
+        return start
+    _consumer_name(fn, consumer)  # checked before the topic is opened or created
+    return start(fn)
+
+
+def _consumer_name(func: Any, consumer: str | None) -> str:
+    """The consumer's name: ``consumer``, else the function's name.
+
+    Raises:
+        StreamingConfigError: ``func`` is not callable, or has no usable name and no consumer= was given.
+        InvalidNameError: the name is not a valid consumer name.
+    """
+    if not callable(func):
+        raise StreamingConfigError(f"streaming() decorates a function, got {func!r}")
+    name = consumer or getattr(func, "__name__", None)
+    if not name or name == "<lambda>":
+        raise StreamingConfigError("the function has no usable name: pass consumer='name'")
+    return validate_consumer_name(name)
 
 
 def list_windows(topic: Topic, consumer: str, *, limit: int = 100) -> list[stored.StoredWindow]:

@@ -423,9 +423,12 @@ class Topic(Generic[ModelT]):
         start = self.high_watermark()
         return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
 
-    def queue(self, consumer: str, visibility_timeout: float = 300, max_attempts: int = 3, *,
+    def queue(self, consumer: str, visibility_timeout: float | None = None, max_attempts: int | None = None, *,
               clock=None) -> Queue[ModelT]:
-        """Consume this topic as a work queue for the named ``consumer`` (rows stay for other consumers)."""
+        """Consume this topic as a work queue for the named ``consumer`` (rows stay for other consumers).
+
+        Settings left None keep the stored ones (300 s and 3 attempts for a new queue).
+        """
         from .queues import Queue
 
         return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)

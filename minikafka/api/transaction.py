@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TransactionError
+from ..errors import ProtectedTableError, TransactionError
 from .notifications import notify_in_current_transaction
 
 if TYPE_CHECKING:
@@ -24,6 +24,69 @@ if TYPE_CHECKING:
 
 # the transaction is ours to end: user SQL may not end it or leave savepoints behind
 _CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b", re.IGNORECASE)
+
+RESERVED_PREFIX = "_minikafka_"
+
+# authorizer action -> (verb for the message, index of the table argument: 1 = arg1, 2 = arg2)
+_WRITES = {
+    sqlite3.SQLITE_INSERT: ("insert into", 1),
+    sqlite3.SQLITE_UPDATE: ("update", 1),
+    sqlite3.SQLITE_DELETE: ("delete from", 1),
+    sqlite3.SQLITE_DROP_TABLE: ("drop", 1),
+    sqlite3.SQLITE_ALTER_TABLE: ("alter", 2),
+    sqlite3.SQLITE_CREATE_INDEX: ("create an index on", 2),
+    sqlite3.SQLITE_DROP_INDEX: ("drop an index of", 2),
+    sqlite3.SQLITE_CREATE_TRIGGER: ("create a trigger on", 2),
+    sqlite3.SQLITE_DROP_TRIGGER: ("drop a trigger of", 2),
+    sqlite3.SQLITE_ANALYZE: ("analyze", 1),
+}
+# creating a table, view, index or trigger whose own name is reserved for the ledger
+_CREATES = {
+    sqlite3.SQLITE_CREATE_TABLE: 1, sqlite3.SQLITE_CREATE_VIEW: 1, sqlite3.SQLITE_CREATE_INDEX: 1,
+    sqlite3.SQLITE_CREATE_TRIGGER: 1,
+}
+_DANGEROUS_PRAGMAS = {"writable_schema"}
+
+
+class _Guard:
+    """A sqlite3 authorizer for the caller's SQL: reads anywhere, writes only to the caller's own tables.
+
+    Protected: every ``_minikafka_*`` table (the catalog, acks, runs, quarantine, ...) and
+    every topic's table (writes to a topic go through ``topic.append(..., tx=tx)``, which
+    checks the model and dedup). Denying happens while SQLite prepares the statement, so a
+    denied statement has changed nothing.
+    """
+
+    def __init__(self, topics: set[str]):
+        self.topics = {t.lower() for t in topics}
+        self.denied: tuple[str, str] | None = None
+
+    def protected(self, table: str | None) -> bool:
+        if not table:
+            return False
+        lowered = table.lower()
+        return lowered.startswith(RESERVED_PREFIX) or lowered in self.topics
+
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
+        if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _DANGEROUS_PRAGMAS:
+            return self._deny("use", f"PRAGMA {arg1}")
+        write = _WRITES.get(action)
+        if write is not None:
+            verb, which = write
+            table = arg1 if which == 1 else arg2
+            if action == sqlite3.SQLITE_ANALYZE and table is None:
+                return sqlite3.SQLITE_OK
+            if self.protected(table):
+                return self._deny(verb, table)
+        which = _CREATES.get(action)
+        if which is not None and (arg1 or "").lower().startswith(RESERVED_PREFIX):
+            return self._deny("create", arg1)
+        return sqlite3.SQLITE_OK
+
+    def _deny(self, verb: str, table: str) -> int:
+        if self.denied is None:
+            self.denied = (verb, table)
+        return sqlite3.SQLITE_DENY
 
 
 class Transaction:
@@ -52,25 +115,55 @@ class Transaction:
     def execute(self, sql: str, params: Any = ()) -> int:
         """Run one SQL statement with parameters; returns the number of rows it changed.
 
+        The statement may read any table but write only the caller's own: writes to a
+        ``_minikafka_*`` table or a topic's table are refused before anything runs.
+
         Raises:
             TransactionError: the transaction is closed, or the SQL tries to end it.
+            ProtectedTableError: (a TransactionError) the SQL writes a table the ledger owns;
+                nothing ran and the transaction stays open (an uncaught one rolls it back).
             sqlite3.Error: the statement failed (the transaction stays open).
         """
-        conn = self._conn()
-        if _CONTROL.match(sql):
-            raise TransactionError("transaction control statements are not allowed in tx.execute")
-        return conn.execute(sql, params).rowcount
+        return self._run(sql, params, "tx.execute", lambda cur: cur.rowcount)
 
     def query(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
-        """Run one SQL statement and return its rows as dicts (column name -> value)."""
+        """Run one SQL statement and return its rows as dicts (column name -> value).
+
+        Raises:
+            The same as ``execute``.
+        """
+        def rows(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
+            if cur.description is None:
+                return []
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
+
+        return self._run(sql, params, "tx.query", rows)
+
+    def _run(self, sql: str, params: Any, what: str, result: Any) -> Any:
         conn = self._conn()
         if _CONTROL.match(sql):
-            raise TransactionError("transaction control statements are not allowed in tx.query")
-        cur = conn.execute(sql, params)
-        if cur.description is None:
-            return []
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+            raise TransactionError(f"transaction control statements are not allowed in {what}")
+        guard = _Guard({r[0] for r in conn.execute("SELECT name FROM _minikafka_topics")})
+        conn.set_authorizer(guard)
+        try:
+            # the whole statement runs (and its rows are fetched) under the guard
+            return result(conn.execute(sql, params))
+        except sqlite3.DatabaseError as exc:
+            if guard.denied is None:
+                raise
+            verb, target = guard.denied
+            if target.startswith("PRAGMA "):
+                why = "it could corrupt the ledger's catalog"
+            elif target.lower().startswith(RESERVED_PREFIX):
+                why = f"names starting with {RESERVED_PREFIX!r} belong to the ledger, which keeps them consistent"
+            else:
+                why = "it is a topic's table: write to a topic with topic.append(..., tx=tx)"
+            raise ProtectedTableError(
+                f"{what} may not {verb} {target!r}: {why} (nothing ran; the transaction is still open)"
+            ) from exc
+        finally:
+            conn.set_authorizer(None)
 
     def notify(self, channel: str, payload: Any = None) -> int:
         """Queue a notification for ``channel``; listeners see it only if this transaction commits.

@@ -280,26 +280,26 @@ class FixedTimeWindow(WindowEmitter):
         return WindowPlan(lo or 0, hi or 0, n, format_timestamp(start), end_text)
 
 
-def make_emitter(topic: Topic, consumer: str, *, size: int | None, interval: float | None, relaxed: bool,
-                 emitter: Any, emit_empty: bool, options: dict[str, Any]) -> WindowEmitter:
-    """The emitter ``streaming()``'s arguments describe.
+def check_emitter_arguments(*, size: Any, interval: Any, emitter: Any, options: dict[str, Any]) -> None:
+    """Check what ``streaming()`` says about its windows, before anything is opened or created.
 
     Raises:
         StreamingConfigError: size and interval both missing or both given, a size that
-            is not a positive integer, an interval that is not a positive number, or an
-            emitter that is not a WindowEmitter.
+            is not a positive integer, an interval that is not a positive number, an
+            emitter that is not a WindowEmitter, or an unknown argument.
     """
     if emitter is not None:
-        if isinstance(emitter, WindowEmitter):
-            return emitter
-        if not (isinstance(emitter, type) and issubclass(emitter, WindowEmitter)):
+        if not isinstance(emitter, WindowEmitter) and not (
+                isinstance(emitter, type) and issubclass(emitter, WindowEmitter)):
             raise StreamingConfigError(
                 f"emitter= must be a subclass of minikafka.WindowEmitter, got {emitter!r}")
+        if isinstance(emitter, WindowEmitter):
+            return
         if size is not None:
             _check_size(size)
         if interval is not None:
             _check_interval(interval)
-        return emitter(topic, consumer, size=size, interval=interval, emit_empty=emit_empty, **options)
+        return
     if size is None and interval is None:
         raise StreamingConfigError("streaming() needs size=N (count windows) or interval=seconds (time windows)")
     if size is not None and interval is not None:
@@ -309,8 +309,24 @@ def make_emitter(topic: Topic, consumer: str, *, size: int | None, interval: flo
         raise StreamingConfigError(f"unknown streaming() argument(s): {sorted(options)}")
     if size is not None:
         _check_size(size)
+    else:
+        _check_interval(interval)
+
+
+def make_emitter(topic: Topic, consumer: str, *, size: int | None, interval: float | None, relaxed: bool,
+                 emitter: Any, emit_empty: bool, options: dict[str, Any]) -> WindowEmitter:
+    """The emitter ``streaming()``'s arguments describe.
+
+    Raises:
+        StreamingConfigError: see ``check_emitter_arguments``.
+    """
+    check_emitter_arguments(size=size, interval=interval, emitter=emitter, options=options)
+    if emitter is not None:
+        if isinstance(emitter, WindowEmitter):
+            return emitter
+        return emitter(topic, consumer, size=size, interval=interval, emit_empty=emit_empty, **options)
+    if size is not None:
         return CountWindow(topic, consumer, size=size, emit_empty=emit_empty)
-    _check_interval(interval)
     cls = RelaxedTimeWindow if relaxed else FixedTimeWindow
     return cls(topic, consumer, interval=float(interval), emit_empty=emit_empty)
 

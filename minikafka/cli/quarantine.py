@@ -42,7 +42,8 @@ def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], ev
     minikafka quarantine TOPIC requeue ID... put rows back (or --all): a row a stage gave
                                              up on becomes pending for its consumer again;
                                              a file line or failed output is validated
-                                             again and appended. Rows that still fail stay.
+                                             again and appended. Rows that still fail stay;
+                                             exit 1 when every row still fails.
     minikafka quarantine TOPIC purge ID...   delete rows (or --all, --older-than 30d)
 
     --json keys: id, topic, consumer, run_id, row_id, payload, reason, attempts, origin, created_at.
@@ -134,11 +135,19 @@ def _requeue(source: Source, topic: str, ids: list[int] | None, model: str | Non
     cls = import_model(model) if model else (pipeline_model(topic) or source.model_of(topic))
     t = source.topic(topic, cls, dedup=source.layout(topic).dedup or None)
     result = requeue(t, ids)
+    nothing = bool(result.failed) and result.requeued == 0
     if as_json:
         echo_json({"topic": topic, "appended": result.appended, "replayed": result.replayed,
                    "duplicates": result.duplicates, "still_failing": [{"id": i, "reason": r} for i, r in result.failed]})
-        return
-    click.echo(f"requeued {result.requeued} row(s) of {topic}: {result.appended} appended, {result.replayed} pending "
-               f"again for their consumer, {result.duplicates} already in the topic")
-    for qid, reason in result.failed:
-        click.echo(f"  still quarantined {qid}: {reason[:200]}", err=True)
+    else:
+        click.echo(f"requeued {result.requeued} row(s) of {topic}: {result.appended} appended, {result.replayed} "
+                   f"pending again for their consumer, {result.duplicates} already in the topic")
+        if not nothing:
+            for qid, reason in result.failed:
+                click.echo(f"  still quarantined {qid}: {reason[:200]}", err=True)
+    if nothing:
+        # like ingest when no line could be stored: a "success" that did nothing is an error
+        rows = "\n".join(f"  {qid}: {reason[:200]}" for qid, reason in result.failed)
+        raise click.ClickException(
+            f"no row of {topic} could be requeued: all {len(result.failed)} still fail and stay in the quarantine "
+            f"(attempts counted); fix the model or pass --model, or purge them:\n{rows}")

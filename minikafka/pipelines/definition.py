@@ -140,10 +140,26 @@ def _import_model(path: Path, where: str, spec: str) -> type[BaseModel]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise _fail(path, where, f"cannot import model module {module_name!r}: {exc}") from exc
-    model = getattr(module, cls_name, None)
+    model: Any = module
+    owner = f"module {module_name}"
+    for i, part in enumerate(cls_name.split(".")):
+        if not hasattr(model, part):
+            raise _fail(path, where, f"{owner} has no attribute {part!r}" + _did_you_mean(model, part))
+        model = getattr(model, part)
+        owner = f"{module_name}:{part}" if i == 0 else f"{owner}.{part}"
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        raise _fail(path, where, f"{spec!r} is not a pydantic model")
+        raise _fail(path, where, f"{spec!r} is not a pydantic model (it is {type(model).__name__} {model!r:.80})")
     return model
+
+
+def _did_you_mean(owner: Any, name: str) -> str:
+    """`` (did you mean 'Scored'?)`` for the closest pydantic model on ``owner``, or ''."""
+    import difflib
+
+    models = [n for n, v in vars(owner).items()
+              if isinstance(v, type) and issubclass(v, BaseModel) and v is not BaseModel]
+    close = difflib.get_close_matches(name, models, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _names(value: str | list[str]) -> list[str]:

@@ -32,7 +32,7 @@ def test_stage_and_from_selection(tmp_path):
     ({'job = "jobs.score"': 'job = "jobs.does_not_exist"'},
      r"stages.score.job: cannot import job module 'jobs.does_not_exist'"),
     ({'model = "schemas.homelab:Scored"': 'model = "schemas.homelab:Missing"'},
-     r'topics."rss.scored".model: .*is not a pydantic model'),
+     r"topics.\"rss.scored\".model: module schemas.homelab has no attribute 'Missing'"),
     ({'name = "score"': 'name = "transcribe"'}, r"stages.transcribe: duplicate stage name"),
     ({'inputs = ["rss.youtube"]\noutputs = ["rss.summaries"]\nstrategy = "best_effort"':
       'inputs = ["rss.youtube"]\noutputs = ["rss.summaries"]\nstrategy = "sometimes"'},
