@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import sys
@@ -20,9 +21,35 @@ def working_directory_on_path() -> None:
         sys.path.append(cwd)
 
 
-class _Group(click.Group):
-    """The command group: a library or SQLite error no command caught is still one ``Error:`` line
-    (exit 1), never a traceback."""
+def stdout_closed() -> bool:
+    """Standard output is a pipe (or FIFO) whose reader has gone (``| head -1`` exited)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, 0)  # POLLERR and POLLHUP are always reported
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no real file descriptor (a test runner's capture)
+        return True
+
+
+def quiet_stdout() -> None:
+    """Point standard output at /dev/null, so the flush at interpreter exit cannot fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+class MinikafkaGroup(click.Group):
+    """The command group. A library or SQLite error no command caught is still one ``Error:``
+    line (exit 1), never a traceback; a reader closing standard output early
+    (``minikafka show T | head -1``) ends the command quietly with exit code 0, like other
+    Unix tools (click would exit 1)."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -31,9 +58,16 @@ class _Group(click.Group):
             raise click.ClickException(str(exc)) from exc
         except sqlite3.Error as exc:
             raise click.ClickException(f"SQLite: {exc}") from exc
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+            if not stdout_closed():  # some other pipe or socket broke: an error like any other
+                raise click.ClickException(f"broken pipe: {exc}") from exc
+            quiet_stdout()
+            raise click.exceptions.Exit(0) from None
 
 
-@click.group(cls=_Group)
+@click.group(cls=MinikafkaGroup)
 @click.version_option(package_name="minikafka")
 def main() -> None:
     """Typed, durable pipelines with one SQLite file as the state ledger.

@@ -31,15 +31,44 @@ from click.core import ParameterSource
 
 from ..api.source import Source
 from ..errors import LedgerError, LedgerNotFoundError, MinikafkaError
+from ..ledger.columns import float_text
+from ..util.clock import format_timestamp
 
 SOURCE_ENV = "MINIKAFKA_SOURCE"
 PIPELINE_ENV = "MINIKAFKA_PIPELINE"
 VERBOSE_ENV = "MINIKAFKA_VERBOSE"
 
 
+def json_value(value):
+    """``value`` with what strict JSON cannot hold spelled out, for every JSON the CLI prints:
+    datetimes as the ledger stores them (UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, what --where
+    takes), dates as ``YYYY-MM-DD``, and infinite (or NaN) floats as the strings
+    ``"Infinity"``, ``"-Infinity"``, ``"NaN"`` (which pydantic and Spark read back as floats).
+    Lists, tuples, sets and dicts are walked; anything else JSON lacks prints as ``str()``."""
+    import math
+    from datetime import date, datetime
+
+    if isinstance(value, float):
+        return value if math.isfinite(value) else float_text(value)
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_value(v) for v in value]
+    return value
+
+
+def json_text(value, **kwargs) -> str:
+    """``value`` as strict JSON text (see ``json_value``); never a bare NaN or Infinity."""
+    return json.dumps(json_value(value), default=str, ensure_ascii=False, allow_nan=False, **kwargs)
+
+
 def _row_json(row: tuple, decode) -> str:
     """One stored row as a JSON line: metadata first, then the fields."""
-    return json.dumps(row_dict(row, decode), default=str, ensure_ascii=False)
+    return json_text(row_dict(row, decode))
 
 
 def row_dict(row: tuple, decode) -> dict:
@@ -71,7 +100,7 @@ def status_where(source: Source, layout, which: str | None):
 
 def echo_json(value) -> None:
     """Print ``value`` as indented JSON (the --json output of every command)."""
-    click.echo(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+    click.echo(json_text(value, indent=2))
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output (stable keys).")

@@ -161,7 +161,7 @@ def _open_topic(source: Source, topic: str, model: str | None, dedup: tuple[str,
 
 @main.command()
 @click.argument("topic")
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), required=True)
 @click.option("--status", "which", type=click.Choice(["new", "handled", "all"]), default="all", show_default=True)
 @with_source(read_only=True)
@@ -169,46 +169,83 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     """Export a topic to Parquet or JSON lines, in pages of 50,000 rows.
 
     The file appears complete or not at all (written beside it, fsynced, renamed); a
-    missing directory or a full disk is an error naming the file.
+    missing directory or a full disk is an error naming the file. PATH '-' (or
+    /dev/stdout) writes to standard output, the summary then going to stderr; a symbolic
+    link's target is replaced (the link stays); a named pipe or a device such as
+    /dev/null is written directly; a directory or a socket is refused.
 
     Example: minikafka export rss.scored --format parquet data/scored.parquet
     """
-    from ..ledger.arrow import rows_to_arrow
+    import contextlib
+    import sys
+
     from ..util.atomicfile import atomic_write
 
-    layout = source.layout(topic)
+    layout = source.layout(topic)  # no such topic: nothing opened, nothing written
+    to_stdout = path == "-" or _is_standard_output(path)
+    if to_stdout:
+        if fmt == "parquet" and sys.stdout.isatty():
+            raise click.BadParameter("Parquet is binary: redirect standard output to a file or a pipe",
+                                     param_hint="PATH")
+        out = contextlib.nullcontext(sys.stdout.buffer)
+    else:
+        out = atomic_write(path)
+    with out as fh:
+        written = _write_export(source, layout, fmt, which, fh)
+        fh.flush()
+    click.echo(f"exported {written} row(s) of {topic} to {'standard output' if path == '-' else path}",
+               err=to_stdout)
+
+
+def _is_standard_output(path: str) -> bool:
+    """``path`` is what standard output already writes to (``/dev/stdout``, a link to it, or
+    the file it was redirected to): written through standard output, so ``>>`` appends."""
+    import sys
+
+    from ..util.atomicfile import same_file
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # captured output (a test runner)
+        return False
+    return same_file(path, fd)
+
+
+def _write_export(source: Source, layout, fmt: str, which: str, fh) -> int:
+    """Write the topic's rows to the binary file ``fh`` page by page; the row count."""
+    from ..ledger.arrow import rows_to_arrow
+
     decode = layout.decoder()
     where, params, fix = status_where(source, layout, which)
     sql = f"{layout.select_sql()} WHERE {where} AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
     conn = source._ledger.conn
     last, written, writer = 0, 0, None
-    with atomic_write(path) as fh:
-        try:
-            while True:
-                page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
-                if not page:
-                    break
-                last = page[-1][0]
-                written += len(page)
-                if written > len(page) or len(page) == 50000:
-                    click.echo(f"  {written} row(s) written...", err=True)
-                if fmt == "jsonl":
-                    fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))
-                else:
-                    import pyarrow.parquet as pq
+    try:
+        while True:
+            page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
+            if not page:
+                break
+            last = page[-1][0]
+            written += len(page)
+            if written > len(page) or len(page) == 50000:
+                click.echo(f"  {written} row(s) written...", err=True)
+            if fmt == "jsonl":
+                fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))
+            else:
+                import pyarrow.parquet as pq
 
-                    table = rows_to_arrow(layout, page, decode)
-                    if writer is None:
-                        writer = pq.ParquetWriter(fh, table.schema)
-                    writer.write_table(table)
-        finally:
-            if writer is not None:
-                writer.close()
-        if writer is None and fmt == "parquet":
-            import pyarrow.parquet as pq
+                table = rows_to_arrow(layout, page, decode)
+                if writer is None:
+                    writer = pq.ParquetWriter(fh, table.schema)
+                writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None and fmt == "parquet":
+        import pyarrow.parquet as pq
 
-            pq.write_table(rows_to_arrow(layout, [], decode), fh)
-    click.echo(f"exported {written} row(s) of {topic} to {path}")
+        pq.write_table(rows_to_arrow(layout, [], decode), fh)
+    return written
 
 
 def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> str:

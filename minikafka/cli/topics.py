@@ -11,7 +11,7 @@ from ..ledger.filters import InvalidFilterError, where_clause
 from ..ledger.layout import TopicLayout
 from ..ledger.runlog import COLUMNS as RUN_COLUMNS
 from .app import main
-from .common import echo_json, json_option, row_dict, with_source
+from .common import echo_json, json_option, json_text, row_dict, with_source
 
 
 def topic_summary(source: Source, name: str) -> dict:
@@ -75,9 +75,25 @@ def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int) -> 
     return [read_runs(conn, run_id=i, limit=1)[0] for i in ids]
 
 
+def resolve_run_id(conn, given: str, where) -> str:
+    """The run id ``given`` names: itself, else the one run id it begins; an error (exit 1)
+    when no run matches, or when several do (listing them)."""
+    if conn.execute("SELECT 1 FROM _minikafka_runs WHERE run_id = ?", (given,)).fetchone():
+        return given
+    matches = [r[0] for r in conn.execute(
+        "SELECT run_id FROM _minikafka_runs WHERE substr(run_id, 1, ?) = ? ORDER BY started_at DESC, rowid DESC",
+        (len(given), given))]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise click.ClickException(f"no run {given!r} in {where} (nor any run id beginning with it)")
+    shown = ", ".join(matches[:10]) + (f" and {len(matches) - 10} more" if len(matches) > 10 else "")
+    raise click.ClickException(f"{given!r} begins {len(matches)} run ids in {where}: {shown}; give more of the id")
+
+
 @main.command()
 @click.option("--stage", help="Only this stage.")
-@click.option("--run", "run_id", help="Only this run id (as shown in the first column).")
+@click.option("--run", "run_id", help="Only this run (its id as shown in the first column, or a unique prefix).")
 @click.option("--failed", is_flag=True, help="Only runs that failed or left rows failed (status failed or partial).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @json_option
@@ -95,9 +111,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
 
     conn = source._ledger.conn
     if run_id:
-        runs = read_runs(conn, run_id=run_id, limit=1)
-        if not runs:
-            raise click.ClickException(f"no run {run_id!r} in {source.path}")
+        runs = read_runs(conn, run_id=resolve_run_id(conn, run_id, source.path), limit=1)
     else:
         runs = read_runs_filtered(conn, stage=stage, failed=failed, limit=limit)
     defn = click.get_current_context().meta.get("minikafka.pipeline")
@@ -109,11 +123,12 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
     if as_json:
         echo_json([{k: r[k] for k in RUN_COLUMNS} for r in runs])
         return
-    click.echo(f"{'run id':38} {'started':27} {'stage':22} {'status':10} {'in':>8} {'out':>8} {'dup':>6} "
+    width = max([len("run id"), *(len(run["run_id"]) for run in runs)])  # whole ids: they are pasted into --run
+    click.echo(f"{'run id':{width}} {'started':27} {'stage':22} {'status':10} {'in':>8} {'out':>8} {'dup':>6} "
                f"{'fail':>5} {'quar':>5} {'sec':>7}")
     for run in runs:
         click.echo(
-            f"{run['run_id'][:38]:38} {run['started_at']:27} {(run['stage'] or run['kind'] or '')[:22]:22} "
+            f"{run['run_id']:{width}} {run['started_at']:27} {(run['stage'] or run['kind'] or '')[:22]:22} "
             f"{run['status']:10} {run['rows_in']:>8} {run['rows_out']:>8} {run['rows_duplicate']:>6} "
             f"{run['rows_failed']:>5} {run['rows_quarantined']:>5} {(run['duration_s'] or 0):>7.2f}"
         )
@@ -170,10 +185,10 @@ def _show_query(source: Source, layout: TopicLayout, which: str, consumer: str |
 @click.option("--where", "where", multiple=True, metavar="'FIELD OP VALUE'",
               help="Filter on a column, e.g. 'score>=0.5' or 'creator=alice'; OP is = != < <= > >= or ~ "
                    "(contains); 'FIELD = null' for missing values. Repeat to AND several.")
-@click.option("--limit", default=10, show_default=True, type=click.IntRange(min=0), help="Rows to print (0: all).")
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(min=0), help="Rows to print; 0 prints every matching row (a negative number is a usage error).")
 @click.option("--follow", "-f", is_flag=True,
               help="Keep printing new matching rows as they commit (Ctrl-C stops). Without --from-id it starts "
-                   "with the last --limit rows.")
+                   "with the last --limit rows (--limit 0: every row).")
 @click.option("--interval", default=0.5, show_default=True, type=click.FloatRange(min=0.01),
               help="With --follow: the longest wait between checks (a commit from any process wakes it at once).")
 @json_option
@@ -211,11 +226,11 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
             d["_consumer_status"] = row[n_cols]
         return d
 
-    if follow and from_id is None:
-        # like tail -f: the last --limit matching rows, then what commits next
+    if follow and from_id is None and limit:
+        # like tail -f: the last --limit matching rows (--limit 0: all of them), then what commits next
         tail = conn.execute(f'SELECT "_id" FROM {layout.table} WHERE {cond} ORDER BY "_id" DESC LIMIT 1 OFFSET ?',
-                            (*cond_params, max(limit - 1, 0))).fetchone() if limit else None
-        from_id = tail[0] if tail else (_high(conn, layout) + 1 if limit == 0 else 0)
+                            (*cond_params, limit - 1)).fetchone()
+        from_id = tail[0] if tail else 0
     start = from_id if from_id is not None else 0
     sql = f"{base} WHERE {cond} AND \"_id\" >= ? ORDER BY \"_id\" LIMIT ?"
     page_limit = -1 if (limit == 0 or follow) else limit
@@ -224,21 +239,11 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
         echo_json([render(r) for r in rows])
         return
     for row in rows:
-        click.echo(_row_json_dict(render(row)))
+        click.echo(json_text(render(row)))
     if not follow:
         return
     last = rows[-1][0] if rows else start - 1
     _follow(source, sql, params, last, interval, render)
-
-
-def _high(conn, layout: TopicLayout) -> int:
-    return conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
-
-
-def _row_json_dict(d: dict) -> str:
-    import json
-
-    return json.dumps(d, default=str, ensure_ascii=False)
 
 
 def _follow(source: Source, sql: str, params: tuple, last: int, interval: float, render) -> None:
@@ -250,7 +255,7 @@ def _follow(source: Source, sql: str, params: tuple, last: int, interval: float,
         while True:
             mark = watcher.mark()
             for row in conn.execute(sql, (*params, last + 1, -1)).fetchall():
-                click.echo(_row_json_dict(render(row)))
+                click.echo(json_text(render(row)))
                 last = row[0]
             watcher.wait(mark, interval)
     except KeyboardInterrupt:
