@@ -88,6 +88,7 @@ def ingest_jsonl(topic: Topic, path: str | Path, *, batch_rows: int = BATCH_ROWS
     result = IngestResult()
     ignore_duplicates = bool(topic.dedup)
     valid: list = []  # at most batch_rows validated models, waiting for the next insert
+    encoded: list[tuple] = []  # their storage values (encoding is the check of what the ledger can hold)
     seen_valid = 0
     with topic.source._ledger.atomic() as conn:
         now = utc_now()
@@ -110,9 +111,10 @@ def ingest_jsonl(topic: Topic, path: str | Path, *, batch_rows: int = BATCH_ROWS
 
         def flush() -> None:
             if valid:
-                result.appended += topic._insert_many_in_current_transaction(
-                    valid, ignore_duplicates=ignore_duplicates, now=now)
+                result.appended += topic._insert_encoded_in_current_transaction(
+                    valid, encoded, ignore_duplicates=ignore_duplicates, now=now)
                 valid.clear()
+                encoded.clear()
 
         for line in read_lines(path):
             result.lines += 1
@@ -128,11 +130,12 @@ def ingest_jsonl(topic: Topic, path: str | Path, *, batch_rows: int = BATCH_ROWS
                 continue
             try:
                 model = topic._validate(data)
-                topic._encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
+                values = topic._encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
             except (ValidationError, InvalidRecordError, TypeError, ValueError) as exc:
                 quarantine(line.origin, line.payload, invalid_row_reason(exc))
                 continue
             valid.append(model)
+            encoded.append(values)
             seen_valid += 1
             if len(valid) >= batch_rows:
                 flush()

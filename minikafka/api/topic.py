@@ -211,11 +211,9 @@ class Topic(Generic[ModelT]):
         self, models: list[ModelT], *, status: str = "new", ignore_duplicates: bool = False,
         now: str | None = None,
     ) -> int:
-        conn = self._conn
         encode = self._encode
-        stamp = (now or utc_now(), status)
         try:
-            values = [encode(m) + stamp for m in models]
+            encoded = [encode(m) for m in models]
         except InvalidRecordError:  # nothing written yet: name the row, as pydantic's loc does
             for i, m in enumerate(models):
                 try:
@@ -225,6 +223,17 @@ class Topic(Generic[ModelT]):
                     text = str(exc).removeprefix(prefix)
                     raise InvalidRecordError(f"{prefix}row {i}, {text}") from None
             raise
+        return self._insert_encoded_in_current_transaction(models, encoded, status=status,
+                                                           ignore_duplicates=ignore_duplicates, now=now)
+
+    def _insert_encoded_in_current_transaction(
+        self, models: list[ModelT], encoded: list[tuple], *, status: str = "new", ignore_duplicates: bool = False,
+        now: str | None = None,
+    ) -> int:
+        """Insert rows already encoded by ``self._encode`` (``encoded[i]`` is ``models[i]``'s)."""
+        conn = self._conn
+        stamp = (now or utc_now(), status)
+        values = [e + stamp for e in encoded]
         ledger = self.source._ledger
         before = self.high_watermark()
         values = self._layout.with_partitions(values, before + 1)
