@@ -26,17 +26,34 @@ from ..errors import InputFileError
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+def _open(path: str | os.PathLike) -> IO[bytes]:
+    """The file opened for binary reading (buffered, so its head can be peeked at).
+
+    Raises:
+        InputFileError: the file cannot be read.
+    """
+    try:
+        return open(path, "rb")  # noqa: SIM115 (returned to the caller)
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def _head(fh: IO[bytes], path: str | os.PathLike) -> bytes:
+    """The first bytes of an open file (at most 10, a gzip header's size), without consuming them."""
+    try:
+        return fh.peek(10)[:10]
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
 def is_gzip(path: str | os.PathLike) -> bool:
     """True when the file starts with the gzip magic bytes (whatever its name says).
 
     Raises:
         InputFileError: the file cannot be read.
     """
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(2) == GZIP_MAGIC
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with _open(path) as fh:
+        return _head(fh, path)[:2] == GZIP_MAGIC
 
 
 def named_gzip(path: str | os.PathLike) -> bool:
@@ -58,20 +75,20 @@ def gzip_header_problem(head: bytes) -> str | None:
     return None
 
 
-def check_gzip_header(path: str | os.PathLike) -> None:
-    """Raise when a gzip file's header is corrupt (a header cut short is left to the reader).
+def _sniff_gzip(fh: IO[bytes], path: str | os.PathLike) -> bool:
+    """Whether the open file is gzip (by its magic bytes); nothing is consumed.
 
     Raises:
-        InputFileError: "corrupt gzip file", naming the file; or the file cannot be read.
+        InputFileError: "corrupt gzip file" when the gzip header is bad (a header cut
+            short is left to the reader to call truncated), naming the file.
     """
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(10)
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    head = _head(fh, path)
+    if head[:2] != GZIP_MAGIC:
+        return False
     problem = gzip_header_problem(head)
     if problem:
         raise InputFileError(f"{path}: corrupt gzip file ({problem})")
+    return True
 
 
 def open_binary(path: str | os.PathLike) -> IO[bytes]:
@@ -80,13 +97,12 @@ def open_binary(path: str | os.PathLike) -> IO[bytes]:
     Raises:
         InputFileError: the file cannot be read, or its gzip header is corrupt.
     """
-    gz = is_gzip(path)
-    if gz:
-        check_gzip_header(path)
+    raw = _open(path)
     try:
-        raw = open(path, "rb")  # noqa: SIM115 (returned to the caller)
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        gz = _sniff_gzip(raw, path)
+    except BaseException:
+        raw.close()
+        raise
     return gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
 
 
@@ -213,11 +229,11 @@ def raw_digest(path: str | os.PathLike) -> str:
     Raises:
         InputFileError: the file cannot be read.
     """
-    try:
-        with open(path, "rb") as fh:
+    with _open(path) as fh:
+        try:
             return hashlib.file_digest(fh, "sha256").hexdigest()
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        except OSError as exc:
+            raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
 def scan(path: str | os.PathLike, *, raw_sha256: str | None = None) -> Scanned:
@@ -228,13 +244,11 @@ def scan(path: str | os.PathLike, *, raw_sha256: str | None = None) -> Scanned:
     Raises:
         InputFileError: unreadable, or a corrupt or truncated gzip file (names the file).
     """
-    gz = is_gzip(path)
-    if gz:
-        check_gzip_header(path)
     digest = hashlib.sha256()
     has_data = False
-    try:
-        with open(path, "rb") as raw:
+    with _open(path) as raw:
+        gz = _sniff_gzip(raw, path)
+        try:
             if gz:
                 decomp = zlib.decompressobj(wbits=31)
                 while chunk := raw.read(1 << 20):
@@ -251,8 +265,8 @@ def scan(path: str | os.PathLike, *, raw_sha256: str | None = None) -> Scanned:
                 while chunk := raw.read(1 << 20):
                     digest.update(chunk)
                     has_data = has_data or bool(chunk.strip())
-    except zlib.error as exc:
-        raise InputFileError(f"{path}: corrupt gzip file: {exc}") from exc
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        except zlib.error as exc:
+            raise InputFileError(f"{path}: corrupt gzip file: {exc}") from exc
+        except OSError as exc:
+            raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     return Scanned(gz, digest.hexdigest(), (raw_sha256 or raw_digest(path)) if gz else None, has_data)
