@@ -8,6 +8,7 @@ writing: opening a current ledger writes nothing (see connection.py).
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 
@@ -250,15 +251,17 @@ def _split_statements(script: str) -> list[str]:
 _NAMED = re.compile(r"CREATE\s+(TABLE|INDEX|TRIGGER|VIEW)\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE)
 
 
-def schema_objects() -> list[tuple[str, str, str]]:
+@functools.cache
+def schema_objects() -> tuple[tuple[str, str, str], ...]:
     """(kind 'table'/'index'/..., name, CREATE statement) of every ``CREATE ... IF NOT EXISTS
-    name`` statement, in order (a test checks that every statement has that form)."""
+    name`` statement, in order (a test checks that every statement has that form). Parsed
+    once per process: every Source open compares it with the file."""
     out = []
     for statement in schema_statements():
         m = _NAMED.search(statement)
         if m is not None:
             out.append((m.group(1).lower(), m.group(2), statement))
-    return out
+    return tuple(out)
 
 
 def missing_objects(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
