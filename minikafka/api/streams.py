@@ -559,10 +559,7 @@ def streaming(source: Any, name: str, fn: Callable | None = None, *, size: int |
             return loop.run()
         return loop.start()
 
-    if fn is None:
-        return start
-    _consumer_name(fn, consumer)  # checked before the topic is opened or created
-    return start(fn)
+    return start if fn is None else start(fn)  # start() checks the function's name before opening anything
 
 
 def _consumer_name(func: Any, consumer: str | None) -> str:

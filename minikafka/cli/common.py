@@ -258,13 +258,13 @@ def ensure_pipeline_ledger(defn, *, create: bool = False, parents: bool = False,
     open_ledger(path, create=True, parents=parents, hint=hint).close()
 
 
-def with_source(fn=None, *, must_exist: bool = True, read_only=False, creates: bool = False):
+def with_source(fn=None, *, read_only=False, creates: bool = False):
     """The options every command that opens a ledger shares: --source, --pipeline.
 
     The command receives an open ``Source`` as its first argument. A missing file is an
     error naming the path, never a new ledger, unless the command ``creates`` things:
     then it takes ``--create``, and the ``source =`` of a --pipeline file is created
-    too (its directory must exist). ``must_exist=False`` is the old spelling of creates.
+    too (its directory must exist).
 
     Args:
         read_only: True, or a function of the command's keyword arguments returning
@@ -273,8 +273,7 @@ def with_source(fn=None, *, must_exist: bool = True, read_only=False, creates: b
             never waits behind a writer.
     """
     if fn is None:
-        return functools.partial(with_source, must_exist=must_exist, read_only=read_only, creates=creates)
-    creates = creates or not must_exist
+        return functools.partial(with_source, read_only=read_only, creates=creates)
 
     @click.option("--source", "-s", "source_path", envvar=SOURCE_ENV, metavar="FILE",
                   help=f"The SQLite ledger file (default: ${SOURCE_ENV}, or the --pipeline's source).")

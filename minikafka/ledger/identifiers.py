@@ -31,17 +31,17 @@ def _check(pattern: re.Pattern[str], kind: str, name: object, rule: str) -> str:
     return name
 
 
-# Table names SQLite keeps for itself ("object name reserved for internal use") and the
-# ledger's own tables: no topic may take them, in any case.
-RESERVED_TOPIC_PREFIXES = {"sqlite_": "SQLite reserves names starting with 'sqlite_' for its own tables",
-                           "_minikafka": "the ledger's own tables start with '_minikafka'"}
+# Table names SQLite keeps for itself ("object name reserved for internal use"): no topic
+# may take them, in any case. The ledger's own tables start with '_', which TOPIC_NAME
+# already refuses as a first character.
+RESERVED_TOPIC_PREFIXES = {"sqlite_": "SQLite reserves names starting with 'sqlite_' for its own tables"}
 
 
 def validate_topic_name(name: object) -> str:
     """Return ``name`` if it is a valid topic name, else raise InvalidNameError.
 
-    Names starting with ``sqlite_`` or ``_minikafka`` (any case) are reserved, and so is
-    ``sqlite`` itself (its index ``sqlite__new`` would be).
+    Names starting with ``sqlite_`` (any case) are reserved, and so is ``sqlite`` itself
+    (its index ``sqlite__new`` would be); ``_minikafka*`` cannot start with a letter.
     """
     _check(
         TOPIC_NAME, "topic", name,

@@ -23,7 +23,6 @@ from ..ledger.layout import TopicLayout
 
 TIMESTAMP_READ = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSX"
 TIMESTAMP_WRITE = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
-DEFAULT_DECIMAL = (38, 18)
 
 META_STORAGE = [
     ("_id", "BIGINT"), ("_created_at", "STRING"), ("_status", "STRING"), ("_handled_at", "STRING"),
