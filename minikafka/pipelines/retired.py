@@ -11,6 +11,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+from ..errors import LedgerError
+from ..ledger.connection import connect_read_only
 from ..ledger.consumers import registered
 from .definition import PipelineDefinition
 
@@ -36,13 +38,15 @@ def retired_consumers(defn: PipelineDefinition, conn: sqlite3.Connection | None 
         if not Path(defn.source).is_file():
             return []
         try:
-            ro = sqlite3.connect(f"{Path(defn.source).as_uri()}?mode=ro", uri=True, timeout=5)
-            try:
-                return retired_consumers(defn, ro)
-            finally:
-                ro.close()
+            ro = connect_read_only(str(defn.source), busy_timeout=5)
+        except LedgerError:
+            return []
+        try:
+            return retired_consumers(defn, ro)
         except sqlite3.Error:
             return []
+        finally:
+            ro.close()
     try:
         pairs = registered(conn, list(defn.topics))
     except sqlite3.OperationalError:  # no consumer table yet
