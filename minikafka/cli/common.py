@@ -5,7 +5,7 @@ Every command that opens a ledger takes the same options through ``with_source``
 - ``--source FILE`` (or ``-s``), else ``--pipeline FILE`` (its ``source =``), else the
   ``MINIKAFKA_SOURCE`` environment variable; with none of them the command stops with a
   usage error (exit 2). No command falls back to the example's path.
-- library errors (``MinikafkaError``) become ``click.ClickException`` (exit 1).
+- library errors (``MinikafkaError``) become one ``Error:`` line, exit 1 (in ``app.MinikafkaGroup``, for every command).
 - no command creates a ledger (or a directory) by accident: a missing file is an error
   naming the path (exit 1). Only commands that create things (``ingest``, ``backfill``,
   ``run``, ``watch``) create one, and only with ``--create`` (which also creates missing
@@ -292,9 +292,7 @@ def with_source(fn=None, *, read_only=False, creates: bool = False):
         try:
             with source:
                 return fn(source, **kwargs)
-        except MinikafkaError as exc:
-            raise click.ClickException(str(exc)) from exc
-        except sqlite3.Error as exc:  # locked, corrupt, read-only: name the file, no traceback
+        except sqlite3.Error as exc:  # locked, corrupt, read-only: name the file (library errors: main's group)
             raise click.ClickException(f"{path}: {exc}") from exc
 
     return create_option(wrapper) if creates else wrapper

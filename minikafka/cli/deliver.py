@@ -44,8 +44,6 @@ def deliver(file: str, once: bool, source_path: str | None) -> None:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         summary = worker.run()
-    except MinikafkaError as exc:
-        raise click.ClickException(str(exc)) from exc
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

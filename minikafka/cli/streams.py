@@ -7,7 +7,6 @@ import sys
 import click
 
 from ..api.source import Source
-from ..errors import MinikafkaError
 from .app import main
 from .common import (
     create_option,
@@ -43,11 +42,7 @@ def watch(pipeline: str, until_idle: bool, master: str | None, poll: float, sour
 
     defn = load_with_source(pipeline, source_override)
     ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
-    try:
-        result = Watch(defn, master=master, until_idle=until_idle, poll=poll,
-                       echo=lambda m: click.echo(m, err=True)).run()
-    except MinikafkaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    result = Watch(defn, master=master, until_idle=until_idle, poll=poll, echo=lambda m: click.echo(m, err=True)).run()
     runs = len(result.outcomes)
     click.echo(f"watch {defn.name}: {runs} run(s), {len(result.failed)} failed, {result.seconds:.1f}s")
     if until_idle and not result.ok:
