@@ -89,7 +89,7 @@ def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
         raise LedgerError(f"cannot open ledger {path!r}: {exc}") from exc
-    try:
+    with _closed_on_failure(conn.close, path):
         conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms(busy_timeout)}")
         if path != ":memory:":
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
@@ -99,13 +99,20 @@ def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
                 raise LedgerError(f"cannot switch {path!r} to WAL journal mode (got {mode})")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+@contextmanager
+def _closed_on_failure(close, path: str) -> Iterator[None]:
+    """Run ``close`` when the block fails; an SQLite error leaves it as a LedgerError naming ``path``."""
+    try:
+        yield
     except sqlite3.Error as exc:
-        conn.close()
+        close()
         raise LedgerError(f"cannot open ledger {path!r}: {_explain(exc)}") from exc
     except BaseException:
-        conn.close()
+        close()
         raise
-    return conn
 
 
 def connect_read_only(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
@@ -204,19 +211,13 @@ class Ledger:
             self._conn = connect_read_only(self.path, busy_timeout=busy_timeout)
         else:
             self._conn = connect(self.path, busy_timeout=busy_timeout)
-        try:
+        with _closed_on_failure(self.close, self.path):
             if read_only and self.path != ":memory:":
                 self._prepare_read_only()
             else:
                 self._prepare()
             if read_only:
                 self._conn.execute("PRAGMA query_only = ON")
-        except sqlite3.Error as exc:
-            self.close()
-            raise LedgerError(f"cannot open ledger {self.path!r}: {_explain(exc)}") from exc
-        except BaseException:
-            self.close()
-            raise
         self.read_only = read_only
 
     def _prepare(self) -> None:
