@@ -9,13 +9,9 @@ import time
 
 import pytest
 
+from tests.util.ports import unused_port
+
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -25,7 +21,7 @@ def broker(tmp_path):
 
     if not os.path.exists(MOSQUITTO):
         pytest.skip("mosquitto is not installed (scripts/setup.sh installs it)")
-    port = free_port()
+    port = unused_port()
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
     proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

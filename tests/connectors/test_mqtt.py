@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 
@@ -12,6 +11,7 @@ import pytest
 
 from minikafka.connectors import MQTTSink, MQTTSource, TopicSink
 from minikafka.errors import ConnectorError
+from tests.util.ports import unused_port
 
 
 def subscriber(url: str, topic: str):
@@ -80,14 +80,8 @@ def test_mqtt_source_output_can_go_to_a_topic_sink(file_source, broker):
     assert [d["payload"]["a"] for d in out.iter_new()] == [1, 2]
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_an_unreachable_broker_is_a_clear_error_without_follow(file_source):
-    url = f"mqtt://127.0.0.1:{closed_port()}"
+    url = f"mqtt://127.0.0.1:{unused_port()}"
     with pytest.raises(ConnectorError, match=r"cannot reach MQTT broker 127\.0\.0\.1:\d+"):
         file_source.stream("s").attach(MQTTSource(url, "x", follow=False), background=False)
     with pytest.raises(ConnectorError, match="cannot reach MQTT broker"):
@@ -97,9 +91,9 @@ def test_an_unreachable_broker_is_a_clear_error_without_follow(file_source):
 def test_in_follow_mode_an_unreachable_broker_is_retried_until_it_comes_up(file_source, tmp_path, caplog):
     import subprocess
 
-    from tests.connectors.conftest import MOSQUITTO, free_port
+    from tests.connectors.conftest import MOSQUITTO
 
-    port = free_port()
+    port = unused_port()
     url = f"mqtt://127.0.0.1:{port}"
     stream = file_source.stream("late")
     src = MQTTSource(url, "late", max_backoff=0.5)

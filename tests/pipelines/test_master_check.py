@@ -13,13 +13,7 @@ from minikafka.pipelines import runner as runner_module
 from minikafka.spark.session import MasterUnreachableError, check_master, master_addresses
 from tests.cli.helpers import invoke
 from tests.pipelines.helpers import homelab_copy
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.util.ports import unused_port
 
 
 @pytest.fixture
@@ -58,11 +52,11 @@ def test_a_listening_master_passes_the_check():
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        check_master(f"spark://127.0.0.1:{closed_port()},127.0.0.1:{port}")  # one live master is enough
+        check_master(f"spark://127.0.0.1:{unused_port()},127.0.0.1:{port}")  # one live master is enough
 
 
 def test_every_unreachable_master_is_named():
-    a, b = closed_port(), closed_port()
+    a, b = unused_port(), unused_port()
     with pytest.raises(MasterUnreachableError, match=rf"all masters are unresponsive \(spark://127.0.0.1:{a}: "
                                                      rf"connection refused; spark://127.0.0.1:{b}: connection refused"):
         check_master(f"spark://127.0.0.1:{a},127.0.0.1:{b}")
@@ -71,7 +65,7 @@ def test_every_unreachable_master_is_named():
 def test_unreachable_master_fails_fast_and_is_recorded_in_run_log(tmp_path, no_jvm):
     pipeline = homelab_copy(tmp_path)
     _seed(tmp_path)  # a run needs its ledger (a missing one is its own error)
-    port = closed_port()
+    port = unused_port()
     t0 = time.monotonic()
     out = invoke("run", pipeline, "--master", f"spark://127.0.0.1:{port}")
     assert time.monotonic() - t0 < 10
@@ -88,7 +82,7 @@ def test_unreachable_master_fails_fast_and_is_recorded_in_run_log(tmp_path, no_j
 def test_check_with_an_unreachable_master_exits_1_before_the_jvm(tmp_path, no_jvm):
     pipeline = homelab_copy(tmp_path)
     _seed(tmp_path)
-    out = invoke("check", pipeline, "--master", f"spark://127.0.0.1:{closed_port()}")
+    out = invoke("check", pipeline, "--master", f"spark://127.0.0.1:{unused_port()}")
     assert out.exit_code == 1 and "is unreachable: connection refused" in out.output
     assert _runs(tmp_path) == []  # check commits nothing, not even a run
 
