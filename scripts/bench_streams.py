@@ -55,7 +55,7 @@ def count_windows(rows: int, size: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="mk-bench-streams-"))
     with Source(str(tmp / "streams.sqlite")) as source:
         source.stream("bench.events")
-        with source._ledger.atomic() as conn:
+        with source.ledger.atomic() as conn:
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
                 "INSERT INTO \"bench.events\" (data, _created_at, _status) "
@@ -199,7 +199,7 @@ def chunked_peak(rows: int, window: int) -> dict:
     path = str(tmp / "chunks.sqlite")
     with Source(path) as src:
         src.topic("items", Item, dedup=("url",)), src.topic("scored", Scored, dedup=("url",))
-        with src._ledger.atomic() as conn:
+        with src.ledger.atomic() as conn:
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
                 "INSERT INTO items (url, title, n, _created_at, _status) "

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidOffsetError, TopicNotFoundError
 from ..ledger import acks, catalog
-from ..ledger.identifiers import quote_identifier, validate_consumer_name
+from ..ledger import groups as group_rows
+from ..ledger.groups import N_FETCH_META
+from ..ledger.identifiers import validate_consumer_name
 from ..ledger.layout import TopicLayout
 from ..util.clock import parse_timestamp, utc_now
 from .record import Record
@@ -45,10 +47,6 @@ def check_offset(offset: object, what: str = "offset") -> int:
     if offset < 0:
         raise InvalidOffsetError(f"{what} must be a non-negative integer, got {offset!r}")
     return offset
-
-
-FETCH_META = '"_id", "_created_at", "_parent_id", "_parent_topic", "_run_id"'
-N_FETCH_META = 5
 
 
 def _field_dicts(layout: TopicLayout, rows: list[tuple]) -> list[dict]:
@@ -107,7 +105,7 @@ class ConsumerGroup:
         opened = self.source._topics.get(name)
         if opened is not None:
             return opened.layout
-        row = catalog.catalog_row(self.source._ledger.conn, name)
+        row = catalog.catalog_row(self.source.ledger.conn, name)
         return None if row is None else catalog.layout_of_row(row)
 
     def _require_layout(self, topic: Topic | str) -> TopicLayout:
@@ -128,7 +126,7 @@ class ConsumerGroup:
         return self.source._topics[topic]
 
     def _consumer_id(self, topic: str, *, register: bool) -> int | None:
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         found = acks.find_consumer(ledger.conn, topic, self.name)
         if found is not None or not register:
             return found
@@ -138,8 +136,7 @@ class ConsumerGroup:
     def _check_offset_exists(self, layout: TopicLayout, partition: int, offset: int) -> None:
         if offset == 0:
             return
-        last = self.source._ledger.conn.execute(
-            f'SELECT max("_id") FROM {layout.table} WHERE "_partition" = ?', (partition,)).fetchone()[0] or 0
+        last = group_rows.last_offset(self.source.ledger.conn, layout, partition)
         if offset > last:
             raise InvalidOffsetError(
                 f"group {self.name!r}: offset {offset} is beyond the last offset ({last}) of topic "
@@ -182,20 +179,10 @@ class ConsumerGroup:
     def _fetch_rows(self, layout: TopicLayout, partition: int, limit: int, after: int = 0) -> tuple[list[tuple], int]:
         """Rows (``FETCH_META`` then the fields) pending for this group in one partition; registers the group."""
         cid = self._consumer_id(layout.name, register=True)
-        conn = self.source._ledger.conn
+        conn = self.source.ledger.conn
         start = max(acks.committed_offset(conn, cid, partition), after)
-        acked = conn.execute("SELECT 1 FROM _minikafka_acks WHERE consumer_id = ? AND row_id > ? AND partition = ? "
-                             "LIMIT 1", (cid, start, partition)).fetchone()
-        sql = self.__dict__.setdefault("_sql", {}).get((layout.name, acked is None))
-        if sql is None:
-            unacked = "" if acked is None else (
-                ' AND NOT EXISTS (SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.row_id = "_id")')
-            sql = self._sql[(layout.name, acked is None)] = (
-                f'SELECT {FETCH_META}, {", ".join(quote_identifier(n) for n in layout.field_names)} '
-                f'FROM {layout.table} WHERE "_partition" = ? AND "_id" > ? AND "_status" = \'new\'{unacked} '
-                'ORDER BY "_id" LIMIT ?')
-        params = (partition, start, limit) if acked is None else (partition, start, cid, limit)
-        return conn.execute(sql, params).fetchall(), cid
+        cache = self.__dict__.setdefault("_sql", {})
+        return group_rows.pending_rows(conn, layout, cid, partition, start, limit, cache), cid
 
     def _records(self, topic: Topic, rows: list[tuple], partition: int) -> list[Record]:
         """Records of ``_fetch_rows`` rows (``_id, _created_at, lineage..., fields``)."""
@@ -226,7 +213,7 @@ class ConsumerGroup:
         cid = self._consumer_id(layout.name, register=False)
         if cid is None:
             return 0
-        return acks.committed_offset(self.source._ledger.conn, cid, partition)
+        return acks.committed_offset(self.source.ledger.conn, cid, partition)
 
     def lag(self, topic: Topic | str) -> dict[int, int]:
         """{partition: rows pending for this group} ({} when the topic does not exist)."""
@@ -234,7 +221,7 @@ class ConsumerGroup:
         if layout is None:
             return {}
         cid = self._consumer_id(layout.name, register=False)
-        return acks.lag(self.source._ledger.conn, layout.name, cid)
+        return acks.lag(self.source.ledger.conn, layout.name, cid)
 
     # -- moving ---------------------------------------------------------------------------
     def commit(self, topic: Topic | str, partition: int, offset: int, tx: Any = None) -> bool:
@@ -265,7 +252,7 @@ class ConsumerGroup:
         layout.check_partition(partition)
         check_offset(offset)
         self._check_offset_exists(layout, partition, offset)
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         with ledger.relaxed_sync(), joined(self.source, tx) as conn:
             now = utc_now()
             cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
@@ -283,7 +270,7 @@ class ConsumerGroup:
         layout.check_partition(partition)
         check_offset(offset)
         self._check_offset_exists(layout, partition, offset)
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             now = utc_now()
             cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
             acks.seek_in_current_transaction(conn, layout.name, cid, partition, offset, now)

@@ -24,6 +24,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..errors import InvalidRecordError
+from ..ledger import quarantine as store
+from ..ledger.quarantine import Quarantined
 from ..util.clock import utc_now
 from ..util.dumpfiles import invalid_row_reason, parse_json_object, read_lines
 from .topic import Topic
@@ -90,23 +92,17 @@ def ingest_jsonl(topic: Topic, path: str | Path, *, batch_rows: int = BATCH_ROWS
     valid: list = []  # at most batch_rows validated models, waiting for the next insert
     encoded: list[tuple] = []  # their storage values (encoding is the check of what the ledger can hold)
     seen_valid = 0
-    with topic.source._ledger.atomic() as conn:
+    with topic.source.ledger.atomic() as conn:
         now = utc_now()
         prefix = f"{path.name}:"
-        known = {
-            (origin, payload) for origin, payload in conn.execute(
-                "SELECT origin, payload FROM _minikafka_quarantine WHERE topic = ? AND substr(origin, 1, ?) = ?",
-                (topic.name, len(prefix), prefix))
-        }
+        known = store.known_origins(conn, topic.name, prefix)
 
         def quarantine(origin: str, text: str, reason: str) -> None:
             payload = text.strip()[:PAYLOAD_CHARS]
             if (origin, payload) in known:
                 result.already_quarantined += 1
                 return
-            conn.execute(
-                "INSERT INTO _minikafka_quarantine (topic, payload, reason, origin, created_at) VALUES (?, ?, ?, ?, ?)",
-                (topic.name, payload, reason, origin, now))
+            store.quarantine_in_current_transaction(conn, [Quarantined(topic.name, payload, reason, origin, now)])
             result.quarantined += 1
 
         def flush() -> None:

@@ -178,7 +178,7 @@ class FullPipeline:
         groups = self._groups()
         if engine is not None:
             return engines.engine("spark").run_arms(self, engine, groups, strategy, dry_run)
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         result = RunResult(
             new_run_id("pipeline"), "pipeline",
             stage=", ".join(f"{p.source_name}->{p.target_name}" for p in self.pipelines)[:500],
@@ -227,7 +227,7 @@ class FullPipeline:
         if dry_run:
             return
         try:
-            with self.source._ledger.atomic() as conn:
+            with self.source.ledger.atomic() as conn:
                 write_run_in_current_transaction(conn, result)
         except Exception:  # the run's own outcome matters more than its log row
             pass
@@ -286,7 +286,7 @@ class _GroupRun:
                 self.failures.extend(errs)
                 self.result.rows_failed += bool(errs)
             return
-        ledger = self.full.source._ledger
+        ledger = self.full.source.ledger
         now = utc_now()
         error: BaseException | None = None
         with ledger.atomic() as conn:
@@ -333,7 +333,7 @@ class _GroupRun:
         batch savepoint is rolled back and False tells the caller to redo it row by row,
         which stops exactly at the failing row. Used when no observer needs per-row events.
         """
-        ledger = self.full.source._ledger
+        ledger = self.full.source.ledger
         per_target: dict[int, tuple[Topic, list]] = {}
         source_name, run_id = self.topic.name, self.result.run_id
         try:

@@ -49,7 +49,7 @@ def requeue(topic: Topic, ids: list[int] | None = None) -> RequeueResult:
     source = topic.source
     result = RequeueResult()
     now = utc_now()
-    with source._ledger.atomic() as conn:
+    with source.ledger.atomic() as conn:
         rows = store.list_quarantined(conn, topic.name, limit=None, ids=ids, oldest_first=True)
         if ids is not None:
             missing = sorted(set(ids) - {r["id"] for r in rows})
@@ -95,7 +95,7 @@ def _requeue_one(topic: Topic, conn, row: dict, now: str, result: RequeueResult)
     except ValidationError as exc:
         return "still invalid: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
     try:
-        with topic.source._ledger.atomic():
+        with topic.source.ledger.atomic():
             row_id = topic._insert_one_in_current_transaction(model, ignore_duplicates=bool(topic.dedup), now=now)
     except MinikafkaError as exc:
         return f"still cannot be stored: {exc}"

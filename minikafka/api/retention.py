@@ -34,13 +34,13 @@ def max_age_seconds(max_age: Any) -> float | None:
 def set_retention(source: Source, topic: str, max_age: Any) -> None:
     """Store (or, with None, remove) the retention of ``topic``."""
     seconds = max_age_seconds(max_age)
-    with source._ledger.atomic() as conn:
+    with source.ledger.atomic() as conn:
         catalog.read_layout(conn, topic)
         stored.set_retention_in_current_transaction(conn, topic, seconds, utc_now())
 
 
 def retention_of(source: Source, topic: str) -> float | None:
-    return stored.retention_settings(source._ledger.conn).get(topic)
+    return stored.retention_settings(source.ledger.conn).get(topic)
 
 
 def apply_retention(source: Source, topics: list[str] | None = None) -> dict[str, int]:
@@ -49,13 +49,13 @@ def apply_retention(source: Source, topics: list[str] | None = None) -> dict[str
     Returns:
         {topic: rows deleted}. Committed windows older than the max age are forgotten too.
     """
-    settings = stored.retention_settings(source._ledger.conn)
+    settings = stored.retention_settings(source.ledger.conn)
     deleted: dict[str, int] = {}
     for name, seconds in settings.items():
         if topics is not None and name not in topics:
             continue
         cutoff = format_timestamp(clock.now() - timedelta(seconds=seconds))
-        with source._ledger.atomic() as conn:
+        with source.ledger.atomic() as conn:
             layout = catalog.read_layout(conn, name)
             deleted[name] = stored.delete_expired_in_current_transaction(conn, layout, cutoff)
             stored.prune_windows_in_current_transaction(conn, name, cutoff)

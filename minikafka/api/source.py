@@ -15,6 +15,7 @@ from ..ledger import acks, catalog
 from ..ledger.connection import Ledger
 from ..ledger.events import Event, Observer
 from ..ledger.layout import TopicLayout
+from ..ledger.quarantine import list_quarantined
 from ..ledger.runlog import read_runs
 from ..util.clock import utc_now
 from .groups import ConsumerGroup
@@ -79,6 +80,14 @@ class Source:
 
     def __repr__(self) -> str:
         return f"Source({self.path!r}{', read_only=True' if self.read_only else ''})"
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger under this Source (``minikafka.ledger.connection.Ledger``): its sqlite3
+        connection (``.conn``), ``atomic()`` transactions and event emission, for tools built on
+        the library (as sqlite-utils' ``Database.conn``). Writing the ledger's own tables
+        directly bypasses its checks; use the functions in ``minikafka.ledger``."""
+        return self._ledger
 
     @property
     def read_only(self) -> bool:
@@ -367,11 +376,4 @@ class Source:
 
     def quarantined(self, topic: str | None = None, *, limit: int = 100) -> list[dict[str, Any]]:
         """Rows in the quarantine (dead-letter) table, most recent first."""
-        where, params = ("WHERE topic = ?", (topic,)) if topic else ("", ())
-        cur = self._ledger.conn.execute(
-            "SELECT id, topic, consumer, run_id, row_id, payload, reason, attempts, origin, created_at "
-            f"FROM _minikafka_quarantine {where} ORDER BY id DESC LIMIT ?",
-            (*params, limit),
-        )
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        return list_quarantined(self._ledger.conn, topic or None, limit=limit)

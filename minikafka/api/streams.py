@@ -142,8 +142,8 @@ def topic_for(source: Any, name: str) -> Topic:
     topic = source._topics.get(name)
     if topic is not None:
         return topic
-    row = catalog.catalog_row(source._ledger.conn, name)
-    if row is None or catalog.stored_model_path(source._ledger.conn, name) == STREAM_MODEL:
+    row = catalog.catalog_row(source.ledger.conn, name)
+    if row is None or catalog.stored_model_path(source.ledger.conn, name) == STREAM_MODEL:
         return open_stream(source, name)
     source.model_of(name)
     return source._topics[name]
@@ -267,7 +267,7 @@ class StreamingConsumer:
     # -- the loop -------------------------------------------------------------------
     def _loop(self) -> None:
         source = self.topic.source
-        ledger = source._ledger
+        ledger = source.ledger
         now = utc_now()
         with ledger.atomic() as conn:
             self.consumer_id = acks.register_consumer_in_current_transaction(conn, self.topic.name, self.consumer, now)
@@ -324,7 +324,7 @@ class StreamingConsumer:
     def _write_run(self) -> None:
         self.run.rows_in, self.run.rows_out = self.rows, self.rows_out
         self.run.details["windows"] = self.windows_committed
-        with self.topic.source._ledger.atomic() as conn:
+        with self.topic.source.ledger.atomic() as conn:
             write_run_in_current_transaction(conn, self.run)
 
     def _maybe_retention(self) -> None:
@@ -336,7 +336,7 @@ class StreamingConsumer:
 
     def _next_batch(self) -> list[stored.StoredWindow]:
         """Open windows first (offered again), then newly decided ones, up to ``workers``."""
-        ledger = self.topic.source._ledger
+        ledger = self.topic.source.ledger
         with ledger.atomic() as conn:
             batch = stored.open_windows(conn, self.consumer_id)
             want = max(1, self.workers)
@@ -361,7 +361,7 @@ class StreamingConsumer:
     def _materialise(self, window: stored.StoredWindow) -> Window:
         topic = self.topic
         sql, params = stored.window_rows_sql(topic.layout, self.consumer_id, window)
-        rows = topic.source._ledger.conn.execute(sql, params).fetchall()
+        rows = topic.source.ledger.conn.execute(sql, params).fetchall()
         consumer = self.consumer
         return Window(window.window_id, consumer, topic.name, window.kind, parse_timestamp(window.start),
                       parse_timestamp(window.end), window.first_offset, window.last_offset, None, window.attempts,
@@ -438,7 +438,7 @@ class StreamingConsumer:
                 _deliver(self.sink, messages, key)
         checkpoint("stream:before-commit")
         now = utc_now()
-        with source._ledger.atomic() as conn:
+        with source.ledger.atomic() as conn:
             if not stored.commit_window_in_current_transaction(conn, self.topic.name, self.consumer_id,
                                                                stored_window, self.run_id, now):
                 raise ConcurrentRunError(
@@ -456,7 +456,7 @@ class StreamingConsumer:
 
     def _after_failure(self, stored_window: stored.StoredWindow, window: Window, error: BaseException) -> None:
         text = f"{type(error).__name__}: {error}"
-        with self.topic.source._ledger.atomic() as conn:
+        with self.topic.source.ledger.atomic() as conn:
             attempts = stored.record_failure_in_current_transaction(conn, self.consumer_id, window.id, text)
         log.warning("window %s of consumer %r failed (attempt %s): %s", window.id, self.consumer, attempts, text)
         if self.max_attempts is not None and attempts >= self.max_attempts:
@@ -543,7 +543,7 @@ def streaming(source: Any, name: str, fn: Callable | None = None, *, size: int |
 
     def start(func: Callable) -> StreamingConsumer:
         name_ = _consumer_name(func, consumer)
-        created = name not in source._topics and catalog.catalog_row(source._ledger.conn, name) is None
+        created = name not in source._topics and catalog.catalog_row(source.ledger.conn, name) is None
         topic = topic_for(source, name)
         if created:
             log.info("streaming(%r): no topic or stream of that name, created an empty stream for consumer %r",
@@ -578,7 +578,7 @@ def _consumer_name(func: Any, consumer: str | None) -> str:
 
 
 def list_windows(topic: Topic, consumer: str, *, limit: int = 100) -> list[stored.StoredWindow]:
-    conn = topic.source._ledger.conn
+    conn = topic.source.ledger.conn
     cid = acks.require_consumer(conn, topic.name, consumer)
     return stored.windows(conn, cid, limit=limit)
 

@@ -15,10 +15,10 @@ from ..errors import (
     UnknownStatusError,
     migration_failure,
 )
-from ..ledger import acks
+from ..ledger import acks, catalog
 from ..ledger.events import Event
 from ..ledger.identifiers import quote_identifier
-from ..ledger.layout import META_SELECT, N_META, PARTITION, TopicLayout, canonical_json
+from ..ledger.layout import META_SELECT, N_META, PARTITION, TopicLayout
 from ..util.clock import parse_timestamp, utc_now
 from ..util.gcpause import gc_paused
 from . import engines
@@ -102,7 +102,7 @@ class Topic(Generic[ModelT]):
 
     @property
     def _conn(self) -> sqlite3.Connection:
-        conn = self.source._ledger.conn
+        conn = self.source.ledger.conn
         if self.source._fingerprints.get(self.name) != self._fingerprint:
             raise SchemaMismatchError(
                 f"topic {self.name!r} was migrated; use the Topic returned by migrate()"
@@ -202,7 +202,7 @@ class Topic(Generic[ModelT]):
         if cur.rowcount == 0:
             return None
         row_id = cur.lastrowid
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         if ledger.on_event is not None:
             ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
         return row_id
@@ -234,7 +234,7 @@ class Topic(Generic[ModelT]):
         conn = self._conn
         stamp = (now or utc_now(), status)
         values = [e + stamp for e in encoded]
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         before = self.high_watermark()
         values = self._layout.with_partitions(values, before + 1)
         changes = conn.total_changes
@@ -249,7 +249,7 @@ class Topic(Generic[ModelT]):
 
     def _emit_appended_in_current_transaction(self, models: list[ModelT] | None, after: int) -> None:
         """message_appended for each row above ``after`` (``models``: the rows, when all were written)."""
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         if models is None:
             rows = self._conn.execute(f"{self._layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))
             pairs = [(row[0], self.model.model_validate(self._decode(row))) for row in rows]
@@ -383,7 +383,7 @@ class Topic(Generic[ModelT]):
         if _id is None:
             raise ValueError("set_handled requires _id or record")
         now = utc_now()
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             exists = conn.execute(f"SELECT \"_status\" FROM {self._layout.table} WHERE \"_id\" = ?", (_id,)).fetchone()
             if exists is None:
                 raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
@@ -403,7 +403,7 @@ class Topic(Generic[ModelT]):
         before = conn.total_changes
         handled = acks.ack_in_current_transaction(conn, self.name, _id, consumer_id, now, consumers)
         if conn.total_changes != before:
-            self.source._ledger.emit(Event(
+            self.source.ledger.emit(Event(
                 "message_handled", self.name, _id,
                 {"consumer": consumer, "status": "handled" if handled else "new"},
             ))
@@ -445,7 +445,7 @@ class Topic(Generic[ModelT]):
     # -- consumers --------------------------------------------------------------
     def consumer(self, name: str) -> str:
         """Register a named consumer (idempotent); it starts with every 'new' row pending."""
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             acks.register_consumer_in_current_transaction(conn, self.name, name, utc_now())
         return name
 
@@ -466,13 +466,13 @@ class Topic(Generic[ModelT]):
         hi = 2**63 - 1 if to_id is None else to_id
         if lo > hi:
             raise ValueError(f"from_id {from_id} is greater than to_id {to_id}")
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             cid = acks.require_consumer(conn, self.name, consumer)
             return acks.replay_in_current_transaction(conn, self.name, cid, lo, hi, utc_now())
 
     def drop_consumer(self, name: str) -> None:
         """Unregister a consumer; rows every remaining consumer acked turn 'handled'."""
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             cid = acks.require_consumer(conn, self.name, name)
             acks.drop_consumer_in_current_transaction(conn, self.name, cid, utc_now())
 
@@ -536,7 +536,7 @@ class Topic(Generic[ModelT]):
         insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(N_META + len(new_layout.columns) + 1))})"
         at_partition = self._layout.partition_index
         current = None
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         try:
             with ledger.atomic() as conn:
                 conn.execute(new_layout.ddl(tmp)[0])
@@ -552,12 +552,8 @@ class Topic(Generic[ModelT]):
                 conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
                 for statement in new_layout.ddl()[1:]:
                     conn.execute(statement)
-                conn.execute(
-                    "UPDATE _minikafka_topics SET model_name = ?, json_schema = ?, fingerprint = ?, "
-                    "columns = ?, migrated_at = ? WHERE name = ?",
-                    (f"{new_model.__module__}:{new_model.__qualname__}", canonical_json(new_layout.json_schema), new_layout.fingerprint,
-                     new_layout.describe_columns(), utc_now(), self.name),
-                )
+                catalog.record_migration_in_current_transaction(
+                    conn, new_layout, f"{new_model.__module__}:{new_model.__qualname__}", utc_now())
         except Exception as exc:
             where = f" at record {current}" if current is not None else ""
             failure = migration_failure(exc, f"migration of topic {self.name!r} failed{where}: {exc}")

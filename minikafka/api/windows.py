@@ -125,7 +125,7 @@ class DecisionContext:
         self.consumer_id = consumer_id
         self.floor = floor  # rows at or below it are in open windows already
         self.last = last  # the consumer's latest window (open or committed), or None
-        self.conn = topic.source._ledger.conn
+        self.conn = topic.source.ledger.conn
         self.table = topic.layout.table
         self.pending_sql, self.pending_params = acks.pending_filter(consumer_id)
 

@@ -142,7 +142,7 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
         source.model_of(topic)  # the workers must be able to import the model too
         result.consumer, result.inputs = consumer, [topic]
         result.details = {"handler": handler_ref, "concurrency": concurrency, "once": once}
-        with source._ledger.atomic() as conn:
+        with source.ledger.atomic() as conn:
             write_run_in_current_transaction(conn, result)
     # fork: the parent holds no open connection or watcher thread at this point
     ctx = multiprocessing.get_context("fork")
@@ -205,6 +205,6 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
     result.finish("failed" if failed else "succeeded",
                   f"{out.crashed} worker process(es) exited abnormally" if failed else None)
     with Source(path) as source:
-        with source._ledger.atomic() as conn:
+        with source.ledger.atomic() as conn:
             write_run_in_current_transaction(conn, result)
     return out

@@ -218,7 +218,7 @@ def _write_export(source: Source, layout, fmt: str, which: str, fh) -> int:
     decode = layout.decoder()
     where, params, fix = status_where(source, layout, which)
     sql = f"{layout.select_sql()} WHERE {where} AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     last, written, writer = 0, 0, None
     try:
         while True:

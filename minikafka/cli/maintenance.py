@@ -40,7 +40,7 @@ def prune(source: Source, runs_older_than, reports_older_than, as_json: bool) ->
         raise click.UsageError("nothing to prune: pass --runs-older-than AGE and/or --reports-older-than AGE")
     result = retention.PruneResult()
     if runs_older_than is not None:
-        with source._ledger.atomic() as conn:
+        with source.ledger.atomic() as conn:
             result.runs_deleted, result.kept_latest = retention.prune_runs_in_current_transaction(
                 conn, retention.cutoff(runs_older_than))
     if reports_older_than is not None:
@@ -67,7 +67,7 @@ def upgrade(source: Source) -> None:
     """
     from ..ledger.schema import LEDGER_FORMAT
 
-    found = source._ledger.upgraded_from
+    found = source.ledger.upgraded_from
     if found is None:
         click.echo(f"{source.path}: ledger format {LEDGER_FORMAT}, nothing to upgrade")
     else:

@@ -51,7 +51,7 @@ def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], ev
     Example: minikafka quarantine rss.items requeue 12 13 --source data/homelab.sqlite
     """
     source.layout(topic)
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     if action.isdigit():
         action, ids = "show", (action, *ids)
     if action not in ACTIONS:
@@ -115,7 +115,7 @@ def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | 
             before = cutoff(parse_age(older_than))
         except InvalidAgeError as exc:
             raise click.BadParameter(str(exc), param_hint="--older-than") from exc
-    with source._ledger.atomic() as conn:
+    with source.ledger.atomic() as conn:
         if ids is not None:
             found = {r["id"] for r in store.list_quarantined(conn, topic, limit=None, ids=ids)}
             missing = sorted(set(ids) - found)

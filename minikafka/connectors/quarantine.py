@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import InvalidRecordError
+from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..util.clock import utc_now
 
 
@@ -36,12 +37,10 @@ def validate_payload(topic: Any, payload: Any) -> tuple[Any, str | None]:
 
 def store_in_current_transaction(topic: Any, valid: list[Any], bad: list[tuple[str, str, str]]) -> int:
     """Append ``valid`` models and quarantine ``bad`` (payload text, reason, origin); returns rows appended."""
-    conn = topic.source._ledger.conn
+    conn = topic.source.ledger.conn
     now = utc_now()
-    for payload, reason, origin in bad:
-        conn.execute(
-            "INSERT INTO _minikafka_quarantine (topic, payload, reason, origin, created_at) VALUES (?, ?, ?, ?, ?)",
-            (topic.name, payload[:10000], reason, origin, now))
+    quarantine_in_current_transaction(conn, (Quarantined(topic.name, payload[:10000], reason, origin, now)
+                                             for payload, reason, origin in bad))
     if not valid:
         return 0
     return topic._insert_many_in_current_transaction(valid, ignore_duplicates=bool(topic.dedup), now=now)
