@@ -18,15 +18,15 @@ from ..ledger.layout import TopicLayout
 from ..ledger.quarantine import list_quarantined
 from ..ledger.runlog import read_runs
 from ..util.clock import utc_now
-from .groups import ConsumerGroup
-from .pipes import FullPipeline, Pipeline
+from .modes.groups import ConsumerGroup
+from .modes.pipes import FullPipeline, Pipeline
 from .topic import Topic
 
 if TYPE_CHECKING:
     from ..ledger.watcher import Watcher
-    from .notifications import Listener
-    from .queues import Queue
-    from .transaction import Transaction
+    from .core.notifications import Listener
+    from .core.transaction import Transaction
+    from .modes.queues import Queue
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -125,7 +125,7 @@ class Source:
         Raises:
             TransactionError: a transaction is already open on this Source.
         """
-        from .transaction import open_transaction
+        from .core.transaction import open_transaction
 
         with open_transaction(self) as tx:
             yield tx
@@ -146,13 +146,13 @@ class Source:
 
         Iteration ends after ``timeout`` seconds without a notification (never with None).
         """
-        from .notifications import Listener
+        from .core.notifications import Listener
 
         return Listener(self, channel, timeout)
 
     def notify(self, channel: str, payload: Any = None) -> int:
         """Commit one notification on its own (inside a transaction use ``tx.notify``)."""
-        from .notifications import notify_in_current_transaction
+        from .core.notifications import notify_in_current_transaction
 
         with self._ledger.atomic() as conn:
             return notify_in_current_transaction(conn, channel, payload)
@@ -163,7 +163,7 @@ class Source:
         Returns:
             The number deleted (0 when neither is given).
         """
-        from .notifications import prune_notifications
+        from .core.notifications import prune_notifications
 
         with self._ledger.atomic() as conn:
             return prune_notifications(conn, older_than, max_keep)
@@ -181,7 +181,7 @@ class Source:
             ValueError: a setting out of range; checked before the topic is created.
             SchemaMismatchError: as ``topic()``.
         """
-        from .queues import check_settings
+        from .modes.queues import check_settings
 
         check_settings(visibility_timeout, max_attempts, clock)
         return self.topic(name, model, dedup=dedup).queue(
@@ -275,6 +275,10 @@ class Source:
         self._fingerprints[layout.name] = fingerprint
         return topic
 
+    def opened(self, name: str) -> Topic | None:
+        """The Topic (or Stream) ``name`` as this Source has it open, or None (nothing is read)."""
+        return self._topics.get(name)
+
     def _registered(self, name: str) -> Topic:
         topic = self._topics.get(name)
         if topic is None:
@@ -340,9 +344,9 @@ class Source:
 
     def apply_retention(self) -> dict[str, int]:
         """Delete handled rows older than each topic's max age now; returns {topic: deleted}."""
-        from .retention import apply_retention
+        from .modes.retention import apply_retention
 
-        return apply_retention(self)
+        return apply_retention(self.ledger)
 
 
     def group(self, name: str) -> ConsumerGroup:

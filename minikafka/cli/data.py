@@ -89,7 +89,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     """
     import tempfile
 
-    from ..api.ingest import ingest_jsonl
+    from ..connectors.ingest import ingest_jsonl
     from ..pipelines.runner import open_source
 
     ctx = click.get_current_context()

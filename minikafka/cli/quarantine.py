@@ -107,7 +107,7 @@ def _pretty(payload: str | None) -> str:
 
 
 def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | None, as_json: bool) -> None:
-    from ..ledger.retention import InvalidAgeError, cutoff, parse_age
+    from ..ledger.runlog_retention import InvalidAgeError, cutoff, parse_age
 
     before = None
     if older_than:
@@ -129,7 +129,7 @@ def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | 
 
 
 def _requeue(source: Source, topic: str, ids: list[int] | None, model: str | None, as_json: bool) -> None:
-    from ..api.quarantine import requeue
+    from ..api.core.requeue import requeue
     from .data import import_model
 
     cls = import_model(model) if model else (pipeline_model(topic) or source.model_of(topic))

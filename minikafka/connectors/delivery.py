@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..api.groups import _field_dicts
+from ..api.modes.groups import _field_dicts
 from ..api.source import Source
 from ..errors import DeliveryConfigError, DeliveryError, MinikafkaError, TopicNotFoundError
 from ..ledger import acks

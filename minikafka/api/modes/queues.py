@@ -28,19 +28,19 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import JobNotOursError, QueueNotFoundError
-from ..ledger import acks
-from ..ledger import queues as store
-from ..ledger.events import Event
-from ..ledger.identifiers import validate_consumer_name
-from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from ..ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
-from ..util.clock import format_timestamp
-from .transaction import Transaction, joined
+from ...errors import JobNotOursError, QueueNotFoundError
+from ...ledger import acks
+from ...ledger import queues as store
+from ...ledger.events import Event
+from ...ledger.identifiers import validate_consumer_name
+from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
+from ...ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
+from ...util.clock import format_timestamp
+from ..core.rows import TopicRows
+from ..core.transaction import Transaction, joined
 
 if TYPE_CHECKING:
-    from .source import Source
-    from .topic import Topic
+    from ..core.handles import SourceHandle, TopicHandle
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 Clock = Callable[[], float]
@@ -177,12 +177,13 @@ class Queue(Generic[ModelT]):
     dead letter.
     """
 
-    def __init__(self, topic: Topic[ModelT], consumer: str, *, visibility_timeout: float | None = None,
+    def __init__(self, topic: TopicHandle, consumer: str, *, visibility_timeout: float | None = None,
                  max_attempts: int | None = None, clock: Clock | None = None):
         check_settings(visibility_timeout, max_attempts, clock)
         validate_consumer_name(consumer)
         self.topic = topic
-        self.source: Source = topic.source
+        self.source: SourceHandle = topic.source
+        self.rows: TopicRows[ModelT] = topic.rows
         self.consumer = consumer
         self.clock: Clock = clock or time.time
         now = self._now_ms()
@@ -228,7 +229,7 @@ class Queue(Generic[ModelT]):
 
     @property
     def _conn(self):
-        return self.topic._conn
+        return self.rows.conn
 
     # -- producing --------------------------------------------------------------
     def enqueue(self, payload: ModelT | dict[str, Any], delay: float | None = None,
@@ -259,10 +260,10 @@ class Queue(Generic[ModelT]):
             raise ValueError(f"priority must be an integer, got {priority!r}")
         now = self._now_ms()
         due = self._due_ms(now, delay, run_at)
-        model = self.topic._validate(payload)
+        model = self.rows.validate(payload)
         # inside tx no savepoint: only the first statement (the topic insert) can fail
         with joined(self.source, tx, savepoint=False) as conn:
-            row_id = self.topic._insert_one_in_current_transaction(model, now=self._now_text(now))
+            row_id = self.rows.insert_one_in_current_transaction(model, now=self._now_text(now))
             store.add_job_in_current_transaction(conn, self.consumer_id, row_id, priority, due)
         return row_id
 
@@ -359,7 +360,7 @@ class Queue(Generic[ModelT]):
         Returns:
             True if something is claimable, False on timeout.
         """
-        from ..ledger.watcher import wait_until
+        from ...ledger.watcher import wait_until
 
         return bool(wait_until(self.source.watcher, self.claimable, timeout, next_deadline=self.next_due_in))
 
@@ -383,12 +384,7 @@ class Queue(Generic[ModelT]):
             watcher.wait(mark, timeout)
 
     def _load(self, ids: list[int]) -> dict[int, ModelT]:
-        topic = self.topic
-        marks = ", ".join("?" for _ in ids)
-        rows = self._conn.execute(
-            f"{topic.layout.select_sql()} WHERE \"_id\" IN ({marks})", ids
-        ).fetchall()
-        return {row[0]: topic.model.model_validate(topic._decode(row)) for row in rows}
+        return self.rows.load(ids)
 
     # -- finishing --------------------------------------------------------------
     def _claim(self, job: Job) -> Claim:
@@ -529,7 +525,7 @@ class Queue(Generic[ModelT]):
         }
 
 
-def find_queue(source: Source, name: str) -> tuple[str, str]:
+def find_queue(source: SourceHandle, name: str) -> tuple[str, str]:
     """(topic, consumer) of a stored queue named ``name`` (``topic`` or ``topic:consumer``).
 
     Raises:
@@ -544,7 +540,7 @@ def find_queue(source: Source, name: str) -> tuple[str, str]:
     return row
 
 
-def stored_settings(source: Source, topic: str, consumer: str) -> tuple[float, int]:
+def stored_settings(source: SourceHandle, topic: str, consumer: str) -> tuple[float, int]:
     """(visibility_timeout seconds, max_attempts) as last stored for a queue."""
     row = store.stored_settings(source.ledger.conn, topic, consumer)
     if row is None:

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidNameError, InvalidRecordError
-from ..ledger import notifications as store
-from ..ledger.columns import find_non_finite, json_refusal
-from ..util.clock import format_timestamp, parse_timestamp, utc_now
+from ...errors import InvalidNameError, InvalidRecordError
+from ...ledger import notifications as store
+from ...ledger.columns import find_non_finite, json_refusal
+from ...util.clock import format_timestamp, parse_timestamp, utc_now
 
 if TYPE_CHECKING:
-    from .source import Source
+    from .handles import SourceHandle
 
 PAGE = 1000
 
@@ -87,7 +87,7 @@ class Listener:
     notification arrived for ``timeout`` seconds (never with None).
     """
 
-    def __init__(self, source: Source, channel: str, timeout: float | None = None):
+    def __init__(self, source: SourceHandle, channel: str, timeout: float | None = None):
         self.source = source
         self.channel = _check_channel(channel)
         if timeout is not None and timeout < 0:

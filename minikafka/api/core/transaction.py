@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ProtectedTableError, TransactionError
-from ..ledger.catalog import topic_names
-from ..ledger.identifiers import LEDGER_PREFIX
+from ...errors import ProtectedTableError, TransactionError
+from ...ledger.catalog import topic_names
+from ...ledger.identifiers import LEDGER_PREFIX
 from .notifications import notify_in_current_transaction
 
 if TYPE_CHECKING:
-    from .source import Source
+    from .handles import SourceHandle
 
 # the transaction is ours to end: user SQL may not end it or leave savepoints behind
 _CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b", re.IGNORECASE)
@@ -98,7 +98,7 @@ class Transaction:
     ``tx=tx`` write; an exception rolls all of it back, the caller's own tables included.
     """
 
-    def __init__(self, source: Source):
+    def __init__(self, source: SourceHandle):
         self.source = source
         self._open = True
 
@@ -185,7 +185,7 @@ class Transaction:
 
 
 @contextmanager
-def open_transaction(source: Source) -> Iterator[Transaction]:
+def open_transaction(source: SourceHandle) -> Iterator[Transaction]:
     """Body of ``Source.transaction()``: refuses to nest instead of deadlocking."""
     ledger = source.ledger
     ledger.conn  # noqa: B018 - raises SourceClosedError / WrongThreadError first
@@ -203,7 +203,7 @@ def open_transaction(source: Source) -> Iterator[Transaction]:
 
 
 @contextmanager
-def joined(source: Source, tx: Transaction | None, *, savepoint: bool = True) -> Iterator[sqlite3.Connection]:
+def joined(source: SourceHandle, tx: Transaction | None, *, savepoint: bool = True) -> Iterator[sqlite3.Connection]:
     """The connection inside ``tx`` (a savepoint in it), or inside a new transaction when tx is None.
 
     ``savepoint=False`` skips the savepoint inside ``tx``: only for writes whose sole
