@@ -123,7 +123,7 @@ def watch_latency(samples: int, rows: int) -> None:
     thread.start()
     latencies = []
     with open_source(defn) as source:
-        src, out = source._topics["rss.items"], source._topics["rss.articles"]
+        src, out = source.opened("rss.items"), source.opened("rss.articles")
         for k in range(samples + 1):  # the first one warms the stage's code paths up
             src.extend(items(k * rows, rows))
             committed = time.perf_counter()

@@ -313,9 +313,21 @@ class Source:
         Raises:
             SchemaMismatchError: ``name`` is a typed topic.
         """
-        from .streams import open_stream
+        from .modes import retention
+        from .streams import JsonObject, Stream
 
-        return open_stream(self, name, max_age=max_age)
+        seconds = retention.max_age_seconds(max_age)
+        existing = self._topics.get(name)
+        if isinstance(existing, Stream):
+            stream = existing
+        else:
+            topic = self.topic(name, JsonObject, dedup=None)
+            stream = Stream(self, topic.layout, self._fingerprints[name])
+            self._topics[name] = stream
+        if seconds is not None:
+            retention.set_retention(self.ledger, name, seconds)
+            retention.apply_retention(self.ledger, [name])
+        return stream
 
     def streaming(self, name: str, fn=None, **kwargs: Any):
         """Deliver windows of stream/topic ``name`` to a function (a decorator without ``fn``).
@@ -350,7 +362,7 @@ class Source:
 
 
     def group(self, name: str) -> ConsumerGroup:
-        """The consumer group ``name``: fetch, commit, seek, lag, follow (see api/groups.py).
+        """The consumer group ``name``: fetch, commit, seek, lag, follow (see api/modes/groups.py).
 
         Raises:
             InvalidNameError: not a valid consumer name.

@@ -1,4 +1,5 @@
-"""Streams and streaming consumers: minibatch's model on the ledger.
+"""Streams (the face): ``Stream``, a schemaless topic, and ``streaming()``, which starts the
+runner in ``api.modes.streaming``. Minibatch's model on the ledger.
 
 ``source.stream(name)`` is a schemaless topic of JSON objects. ``source.streaming(name,
 size=N | interval=s [, relaxed=False] | emitter=Cls, ...)`` delivers windows of a stream
@@ -30,13 +31,12 @@ from ..ledger import windows as stored
 from ..ledger.identifiers import validate_consumer_name
 from ..util import clock
 from .core.rows import StreamRows
-from .modes import retention
 from .modes.streaming import StreamingConsumer, consumer_name
 from .modes.windows import Window, WindowEmitter, check_emitter_arguments, make_emitter
 from .topic import Topic
 
 if TYPE_CHECKING:
-    from .source import Source
+    from .core.handles import SourceHandle, TopicHandle
 
 log = logging.getLogger("minikafka.streams")
 
@@ -84,40 +84,26 @@ class Stream(Topic):
             handle.cancel()
 
 
-def open_stream(source: Source, name: str, *, max_age: Any = None) -> Stream:
-    """Create or reopen the stream ``name`` (a topic whose model is ``JsonObject``).
-
-    Raises:
-        SchemaMismatchError: ``name`` is a typed topic.
-        ValueError: ``max_age`` is not a positive duration.
-    """
-    seconds = retention.max_age_seconds(max_age)
-    existing = source._topics.get(name)
-    if isinstance(existing, Stream):
-        stream = existing
-    else:
-        topic = source.topic(name, JsonObject, dedup=None)
-        stream = Stream(source, topic.layout, source._fingerprints[name])
-        source._topics[name] = stream
-    if seconds is not None:
-        retention.set_retention(source.ledger, name, seconds)
-        retention.apply_retention(source.ledger, [name])
-    return stream
+def open_stream(source: SourceHandle, name: str, *, max_age: Any = None) -> Stream:
+    """``source.stream(name, max_age=max_age)``: create or reopen the stream ``name``."""
+    return source.stream(name, max_age=max_age)
 
 
-def topic_for(source: Source, name: str) -> Topic:
+def topic_for(source: SourceHandle, name: str) -> TopicHandle:
     """The topic ``name`` as this Source has it open, else reopened (typed) or created (stream)."""
     topic = source.opened(name)
     if topic is not None:
         return topic
     row = catalog.catalog_row(source.ledger.conn, name)
     if row is None or catalog.stored_model_path(source.ledger.conn, name) == STREAM_MODEL:
-        return open_stream(source, name)
-    source.model_of(name)
-    return source._registered(name)
+        return source.stream(name)
+    source.model_of(name)  # imports the model the catalog names and opens the topic
+    topic = source.opened(name)
+    assert topic is not None
+    return topic
 
 
-def streaming(source: Source, name: str, fn: Callable | None = None, *, size: int | None = None,
+def streaming(source: SourceHandle, name: str, fn: Callable | None = None, *, size: int | None = None,
               interval: float | None = None, relaxed: bool = True, emitter: Any = None,
               consumer: str | None = None, workers: int = 1, sink: Any = None, keep: bool = True,
               until_idle: bool = False, blocking: bool = True, emit_empty: bool = False,
@@ -150,7 +136,7 @@ def streaming(source: Source, name: str, fn: Callable | None = None, *, size: in
 
     def start(func: Callable) -> StreamingConsumer:
         name_ = consumer_name(func, consumer)
-        created = name not in source._topics and catalog.catalog_row(source.ledger.conn, name) is None
+        created = source.opened(name) is None and catalog.catalog_row(source.ledger.conn, name) is None
         topic = topic_for(source, name)
         if created:
             log.info("streaming(%r): no topic or stream of that name, created an empty stream for consumer %r",

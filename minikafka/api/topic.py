@@ -259,7 +259,7 @@ class Topic(Generic[ModelT]):
             cid = acks.require_consumer(conn, self.name, name)
             acks.drop_consumer_in_current_transaction(conn, self.name, cid, utc_now())
 
-    # -- streams (api/attach.py, api/retention.py) ---------------------------------------
+    # -- streams (api/modes/attach.py, api/modes/retention.py) ---------------------------------------
     def attach(self, source: Any, *, background: bool = True):
         """Feed this topic from ``source`` (an object with ``stream(topic)`` and ``cancel()``).
 

@@ -124,7 +124,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 ensure_pipeline_ledger(defn, create=create_ledger or not explicit_source, parents=create_ledger,
                                        creates=True)
                 with open_source(defn) as source, heartbeat(_err, f"ingest {shown}"):
-                    r = ingest_jsonl(source._topics[topic], path)
+                    r = ingest_jsonl(source.opened(topic), path)
             else:
                 with open_ledger(source_path, create=create_ledger, parents=create_ledger,
                                  hint=SOURCE_HINT + CREATE_HINT) as source, heartbeat(_err, f"ingest {shown}"):

@@ -9,7 +9,7 @@ Rows come from three places, told apart by ``origin``:
 - ``FILE:LINE``: a line of an ingested or backfilled file that did not validate;
   ``payload`` is the raw line.
 
-Requeueing needs the topic's model and lives in ``api.quarantine``.
+Requeueing needs the topic's model and lives in ``api.core.requeue``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Streams and streaming consumers: minibatch's model on the ledger.
+"""The streaming runner: minibatch's model on the ledger (the ``Stream`` object is ``api.streams``).
 
-``source.stream(name)`` is a schemaless topic of JSON objects. ``source.streaming(name,
-size=N | interval=s [, relaxed=False] | emitter=Cls, ...)`` delivers windows of a stream
-(or of any typed topic) to a function:
+``source.streaming(name, size=N | interval=s [, relaxed=False] | emitter=Cls, ...)``
+delivers windows of a stream (or of any typed topic) to a function:
 
 1. a window is decided and **stored** (id, row range, time range) before the function
    runs, in one transaction;
