@@ -4,17 +4,17 @@ The pure-Python API (this module) needs only pydantic; Spark and great-expectati
 are imported only by the engine and quality modules.
 """
 
-from .api import engines as _engines
-from .api.groups import ConsumerGroup
-from .api.notifications import Listener, Notification
-from .api.pipes import FullPipeline, Pipeline
-from .api.queues import Job, Queue
-from .api.record import Record
+from .api.core import engines as _engines
+from .api.core.notifications import Listener, Notification
+from .api.core.record import Record
+from .api.core.transaction import Transaction
+from .api.modes.groups import ConsumerGroup
+from .api.modes.pipes import FullPipeline, Pipeline
+from .api.modes.queues import Job, Queue
+from .api.modes.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
 from .api.topic import RecordNotFoundError, Topic
-from .api.transaction import Transaction
-from .api.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .errors import (
     ConnectorError,
     ConsumerNotFoundError,

@@ -272,8 +272,8 @@ class TransactionError(MinikafkaError):
 
 
 class ProtectedTableError(TransactionError):
-    """``tx.execute``/``tx.query`` SQL tried to change a table the ledger owns (a ``_minikafka_*``
-    table or a topic's table); the message names it. Nothing ran; the transaction stays open."""
+    """``tx.execute``/``tx.query`` SQL tried to change a table the ledger owns (one of its own
+    tables, named with ``ledger.identifiers.LEDGER_PREFIX``, or a topic's table); the message names it. Nothing ran; the transaction stays open."""
 
 
 class QueueNotFoundError(MinikafkaError, KeyError):

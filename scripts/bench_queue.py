@@ -45,9 +45,9 @@ def warm_up(source: Source, q, n: int) -> None:
     with source.transaction() as tx:
         for i in range(n):
             q.enqueue({"url": f"https://example.com/warm/{i}"}, tx=tx)
-    source._ledger.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    source.ledger.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     q.ack_batch(q.claim_batch("warm-up", n))
-    source._ledger.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    source.ledger.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def bench_raw_commits(path: str, n: int) -> float:

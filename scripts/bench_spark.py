@@ -47,8 +47,8 @@ def make_topics(src: Source):
 
 def fill(src: Source, table: str, start: int, count: int, status: str) -> None:
     """Bulk rows straight in SQL (benchmark set-up only)."""
-    conn = src._ledger.conn
-    with src._ledger.atomic():
+    conn = src.ledger.conn
+    with src.ledger.atomic():
         if table == "items":
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM c WHERE i < ?) "

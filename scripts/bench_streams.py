@@ -55,7 +55,7 @@ def count_windows(rows: int, size: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="mk-bench-streams-"))
     with Source(str(tmp / "streams.sqlite")) as source:
         source.stream("bench.events")
-        with source._ledger.atomic() as conn:
+        with source.ledger.atomic() as conn:
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
                 "INSERT INTO \"bench.events\" (data, _created_at, _status) "
@@ -123,7 +123,7 @@ def watch_latency(samples: int, rows: int) -> None:
     thread.start()
     latencies = []
     with open_source(defn) as source:
-        src, out = source._topics["rss.items"], source._topics["rss.articles"]
+        src, out = source.opened("rss.items"), source.opened("rss.articles")
         for k in range(samples + 1):  # the first one warms the stage's code paths up
             src.extend(items(k * rows, rows))
             committed = time.perf_counter()
@@ -199,7 +199,7 @@ def chunked_peak(rows: int, window: int) -> dict:
     path = str(tmp / "chunks.sqlite")
     with Source(path) as src:
         src.topic("items", Item, dedup=("url",)), src.topic("scored", Scored, dedup=("url",))
-        with src._ledger.atomic() as conn:
+        with src.ledger.atomic() as conn:
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
                 "INSERT INTO items (url, title, n, _created_at, _status) "

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from minikafka import LedgerError, Source
-from minikafka.api.workers import backoff_delay
+from minikafka.api.modes.workers import backoff_delay
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from minikafka.api.ingest import ingest_jsonl
+from minikafka.connectors.ingest import ingest_jsonl
 from minikafka.errors import InputFileError
 
 
@@ -26,14 +26,14 @@ def test_ingest_hands_rows_to_the_ledger_in_batches_no_larger_than_batch_rows(fi
     path = tmp_path / "feed.jsonl"
     path.write_text(_lines([{"url": f"u{i}", "n": i} for i in range(7)]))
     sizes, in_tx = [], []
-    original = topic._insert_encoded_in_current_transaction
+    original = topic.rows.insert_encoded_in_current_transaction
 
     def spy(models, encoded, **kwargs):
         sizes.append(len(models))
         in_tx.append(file_source._conn.in_transaction)
         return original(models, encoded, **kwargs)
 
-    monkeypatch.setattr(topic, "_insert_encoded_in_current_transaction", spy)
+    monkeypatch.setattr(topic.rows, "insert_encoded_in_current_transaction", spy)
     result = ingest_jsonl(topic, path, batch_rows=3)
     assert sizes == [3, 3, 1] and all(in_tx)
     assert result.appended == 7 and topic.count() == 7

@@ -1,6 +1,7 @@
 """The package's folders are layers: imports point down, and there is no import circle.
 
-Function-level (lazy) imports count; ``if TYPE_CHECKING:`` imports are not run and do not.
+Function-level (lazy) imports count; ``if TYPE_CHECKING:`` imports are not run and do not,
+except inside ``api/``, whose rooms (core < modes < face) hold for type hints too.
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ def _type_checking_lines(tree: ast.AST) -> set[int]:
     return lines
 
 
-def imports_of(path: Path, modules: set[str]) -> set[str]:
+def imports_of(path: Path, modules: set[str], *, type_only: bool = False) -> set[str]:
+    """The package modules ``path`` imports (``type_only``: ``if TYPE_CHECKING:`` ones too)."""
     tree = ast.parse(path.read_text())
-    skip = _type_checking_lines(tree)
+    skip = set() if type_only else _type_checking_lines(tree)
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
@@ -120,3 +122,69 @@ def test_the_package_root_holds_only_the_public_face():
 def test_every_folder_is_a_known_layer():
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
     assert set(folders) <= set(LAYERS), folders
+
+
+# -- inside api/: core < modes < face ---------------------------------------------------------
+# core (api/core/: topic rows, records, transactions, notifications, engines, the handles the
+# modes type against) < modes (api/modes/: pipes, queues and workers, groups, streaming,
+# windows, attach, retention) < face (api/source.py, api/topic.py, api/streams.py). Type-only
+# imports count here: a mode types its arguments with ``core.handles``, never with the face.
+API_ROOMS = ["core", "modes", "face"]
+# The one circle the face keeps, because minikafka's API has it: ``Topic.source`` is the
+# Source that made the topic (topic.py names Source for that type only), and ``Source.topic()``
+# makes Topics (source.py imports topic.py).
+FACADE_PAIR = {("minikafka.api.topic", "minikafka.api.source")}
+
+
+def api_room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["minikafka", "api"]:
+        return None
+    if len(parts) > 2 and parts[2] in ("core", "modes"):
+        return parts[2]
+    return "face"
+
+
+def api_graph() -> dict[str, set[str]]:
+    """The import graph of api/ with type-only imports counted."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    return {m: {t for t in imports_of(p, modules, type_only=True) if api_room(t)}
+            for m, p in paths.items() if api_room(m)}
+
+
+def test_api_rooms_import_down_core_then_modes_then_face_type_hints_included():
+    wrong = []
+    for module, targets in api_graph().items():
+        mine = API_ROOMS.index(api_room(module))
+        for target in targets:
+            if API_ROOMS.index(api_room(target)) > mine:
+                wrong.append(f"{module} ({api_room(module)}) imports {target} ({api_room(target)})")
+    assert not wrong, "api/ imports pointing up a room (core < modes < face):\n" + "\n".join(sorted(wrong))
+
+
+def test_api_has_no_import_circle_but_the_facade_pair_type_hints_included():
+    g = {m: {t for t in targets if (m, t) not in FACADE_PAIR} for m, targets in api_graph().items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(g[m]):
+            if state.get(t) == 1:
+                cycle = stack[stack.index(t):] + [t]
+                pytest.fail("import circle in api/: " + " -> ".join(cycle))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m)
+
+
+def test_the_api_face_is_source_topic_and_streams():
+    face = sorted(p.name for p in (PACKAGE / "api").glob("*.py"))
+    assert face == ["__init__.py", "source.py", "streams.py", "topic.py"], face

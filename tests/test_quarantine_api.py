@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minikafka.api.quarantine import requeue
+from minikafka.api.core.requeue import requeue
 from minikafka.errors import MinikafkaError
 from minikafka.ledger import quarantine as store
 from minikafka.util.clock import utc_now

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from minikafka import Source
-from minikafka.api.queues import Job, find_queue
+from minikafka.api.modes.queues import Job, find_queue
 from minikafka.errors import JobNotOursError, QueueNotFoundError, TransactionError
 
 
@@ -370,7 +370,7 @@ def test_lowering_max_attempts_sends_exhausted_pending_jobs_to_the_dead_letter(f
 
 
 def test_the_generic_quarantine_requeue_revives_a_dead_job_instead_of_appending_a_copy(q):
-    from minikafka.api.quarantine import requeue
+    from minikafka.api.core.requeue import requeue
 
     q.enqueue({"url": "a"})
     q.claim_one("w").fail("bad")

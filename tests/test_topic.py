@@ -131,7 +131,7 @@ def test_count_rejects_unknown_status(videos):
     with pytest.raises(UnknownStatusError, match="'done'"):
         videos.count("done")
     with pytest.raises(UnknownStatusError):
-        list(videos._rows("pending", None))
+        list(videos.rows.scan("pending", None))
 
 
 def test_ids_are_monotonic_and_survive_reopen(db_path):

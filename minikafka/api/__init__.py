@@ -1,5 +1,7 @@
-"""The Python API: Source, Topic, Record, row-level pipes and FullPipeline.
+"""The Python API, in three rooms: ``core`` (TopicRows, Record, transactions, notifications,
+engines) < ``modes`` (pipes, queues and workers, groups, streaming, windows, attach,
+retention) < the face (``source``, ``topic``, ``streams``).
 
-Uses the ledger, never an engine: Spark is reached through ``engines``, which the
+Uses the ledger, never an engine: Spark is reached through ``core.engines``, which the
 package root fills in.
 """

@@ -15,17 +15,18 @@ from ..ledger import acks, catalog
 from ..ledger.connection import Ledger
 from ..ledger.events import Event, Observer
 from ..ledger.layout import TopicLayout
+from ..ledger.quarantine import list_quarantined
 from ..ledger.runlog import read_runs
 from ..util.clock import utc_now
-from .groups import ConsumerGroup
-from .pipes import FullPipeline, Pipeline
+from .modes.groups import ConsumerGroup
+from .modes.pipes import FullPipeline, Pipeline
 from .topic import Topic
 
 if TYPE_CHECKING:
     from ..ledger.watcher import Watcher
-    from .notifications import Listener
-    from .queues import Queue
-    from .transaction import Transaction
+    from .core.notifications import Listener
+    from .core.transaction import Transaction
+    from .modes.queues import Queue
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -81,6 +82,14 @@ class Source:
         return f"Source({self.path!r}{', read_only=True' if self.read_only else ''})"
 
     @property
+    def ledger(self) -> Ledger:
+        """The ledger under this Source (``minikafka.ledger.connection.Ledger``): its sqlite3
+        connection (``.conn``), ``atomic()`` transactions and event emission, for tools built on
+        the library (as sqlite-utils' ``Database.conn``). Writing the ledger's own tables
+        directly bypasses its checks; use the functions in ``minikafka.ledger``."""
+        return self._ledger
+
+    @property
     def read_only(self) -> bool:
         """True when opened with read_only=True: every write raises ReadOnlyLedgerError."""
         return self._ledger.read_only
@@ -116,7 +125,7 @@ class Source:
         Raises:
             TransactionError: a transaction is already open on this Source.
         """
-        from .transaction import open_transaction
+        from .core.transaction import open_transaction
 
         with open_transaction(self) as tx:
             yield tx
@@ -137,13 +146,13 @@ class Source:
 
         Iteration ends after ``timeout`` seconds without a notification (never with None).
         """
-        from .notifications import Listener
+        from .core.notifications import Listener
 
         return Listener(self, channel, timeout)
 
     def notify(self, channel: str, payload: Any = None) -> int:
         """Commit one notification on its own (inside a transaction use ``tx.notify``)."""
-        from .notifications import notify_in_current_transaction
+        from .core.notifications import notify_in_current_transaction
 
         with self._ledger.atomic() as conn:
             return notify_in_current_transaction(conn, channel, payload)
@@ -154,7 +163,7 @@ class Source:
         Returns:
             The number deleted (0 when neither is given).
         """
-        from .notifications import prune_notifications
+        from .core.notifications import prune_notifications
 
         with self._ledger.atomic() as conn:
             return prune_notifications(conn, older_than, max_keep)
@@ -172,7 +181,7 @@ class Source:
             ValueError: a setting out of range; checked before the topic is created.
             SchemaMismatchError: as ``topic()``.
         """
-        from .queues import check_settings
+        from .modes.queues import check_settings
 
         check_settings(visibility_timeout, max_attempts, clock)
         return self.topic(name, model, dedup=dedup).queue(
@@ -266,6 +275,10 @@ class Source:
         self._fingerprints[layout.name] = fingerprint
         return topic
 
+    def opened(self, name: str) -> Topic | None:
+        """The Topic (or Stream) ``name`` as this Source has it open, or None (nothing is read)."""
+        return self._topics.get(name)
+
     def _registered(self, name: str) -> Topic:
         topic = self._topics.get(name)
         if topic is None:
@@ -300,9 +313,21 @@ class Source:
         Raises:
             SchemaMismatchError: ``name`` is a typed topic.
         """
-        from .streams import open_stream
+        from .modes import retention
+        from .streams import JsonObject, Stream
 
-        return open_stream(self, name, max_age=max_age)
+        seconds = retention.max_age_seconds(max_age)
+        existing = self._topics.get(name)
+        if isinstance(existing, Stream):
+            stream = existing
+        else:
+            topic = self.topic(name, JsonObject, dedup=None)
+            stream = Stream(self, topic.layout, self._fingerprints[name])
+            self._topics[name] = stream
+        if seconds is not None:
+            retention.set_retention(self.ledger, name, seconds)
+            retention.apply_retention(self.ledger, [name])
+        return stream
 
     def streaming(self, name: str, fn=None, **kwargs: Any):
         """Deliver windows of stream/topic ``name`` to a function (a decorator without ``fn``).
@@ -331,13 +356,13 @@ class Source:
 
     def apply_retention(self) -> dict[str, int]:
         """Delete handled rows older than each topic's max age now; returns {topic: deleted}."""
-        from .retention import apply_retention
+        from .modes.retention import apply_retention
 
-        return apply_retention(self)
+        return apply_retention(self.ledger)
 
 
     def group(self, name: str) -> ConsumerGroup:
-        """The consumer group ``name``: fetch, commit, seek, lag, follow (see api/groups.py).
+        """The consumer group ``name``: fetch, commit, seek, lag, follow (see api/modes/groups.py).
 
         Raises:
             InvalidNameError: not a valid consumer name.
@@ -367,11 +392,4 @@ class Source:
 
     def quarantined(self, topic: str | None = None, *, limit: int = 100) -> list[dict[str, Any]]:
         """Rows in the quarantine (dead-letter) table, most recent first."""
-        where, params = ("WHERE topic = ?", (topic,)) if topic else ("", ())
-        cur = self._ledger.conn.execute(
-            "SELECT id, topic, consumer, run_id, row_id, payload, reason, attempts, origin, created_at "
-            f"FROM _minikafka_quarantine {where} ORDER BY id DESC LIMIT ?",
-            (*params, limit),
-        )
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        return list_quarantined(self._ledger.conn, topic or None, limit=limit)

@@ -1,4 +1,5 @@
-"""Streams and streaming consumers: minibatch's model on the ledger.
+"""Streams (the face): ``Stream``, a schemaless topic, and ``streaming()``, which starts the
+runner in ``api.modes.streaming``. Minibatch's model on the ledger.
 
 ``source.stream(name)`` is a schemaless topic of JSON objects. ``source.streaming(name,
 size=N | interval=s [, relaxed=False] | emitter=Cls, ...)`` delivers windows of a stream
@@ -18,34 +19,24 @@ at-least-once, keyed by window.
 
 from __future__ import annotations
 
-import json
 import logging
-import multiprocessing
-import signal
-import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..errors import InvalidRecordError, StreamingConfigError, WindowFailedError
+from ..errors import StreamingConfigError
 from ..ledger import acks, catalog
 from ..ledger import windows as stored
-from ..ledger.commit import ConcurrentRunError
 from ..ledger.identifiers import validate_consumer_name
-from ..ledger.layout import N_META
-from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ..util import clock
-from ..util.clock import parse_timestamp, utc_now
-from ..util.faults import checkpoint
-from . import retention
-from .attach import reopen
-from .record import Record
+from .core.rows import StreamRows
+from .modes.streaming import StreamingConsumer, consumer_name
+from .modes.windows import Window, WindowEmitter, check_emitter_arguments, make_emitter
 from .topic import Topic
-from .windows import DecisionContext, Window, WindowEmitter, check_emitter_arguments, make_emitter
+
+if TYPE_CHECKING:
+    from .core.handles import SourceHandle, TopicHandle
 
 log = logging.getLogger("minikafka.streams")
 
@@ -66,19 +57,10 @@ class Stream(Topic):
     """
 
     is_stream = True
+    rows_class = StreamRows
 
     def __repr__(self) -> str:
         return f"Stream({self.name!r})"
-
-    def _validate(self, payload: Any) -> JsonObject:
-        if isinstance(payload, JsonObject):
-            return payload
-        if isinstance(payload, BaseModel):
-            payload = payload.model_dump(mode="json")
-        if not isinstance(payload, dict):
-            raise InvalidRecordError(
-                f"stream {self.name!r} takes JSON objects (dicts), got {type(payload).__name__}: {payload!r:.200}")
-        return JsonObject(data=payload)
 
     def append(self, payload: dict[str, Any], *, on_duplicate: str = "raise") -> dict[str, Any] | None:
         """Append one JSON object; returns it.
@@ -89,26 +71,12 @@ class Stream(Topic):
         Emits:
             message_appended, after the commit.
         """
-        stored_model = super().append(self._validate(payload), on_duplicate=on_duplicate)
+        stored_model = super().append(self.rows.validate(payload), on_duplicate=on_duplicate)
         return None if stored_model is None else stored_model.data
 
     def extend(self, rows, *, on_duplicate: str = "raise", status: str = "new") -> int:
         """Append many JSON objects in one transaction (all or nothing); returns how many."""
-        return super().extend([self._validate(r) for r in rows], on_duplicate=on_duplicate, status=status)
-
-    def _record(self, row: tuple, consumer: str | None, status: str | None = None) -> Record:
-        return Record(id=row[0], topic=self.name, created_at=parse_timestamp(row[1]),
-                      handled_at=parse_timestamp(row[3]), status=status or row[2], data=json.loads(row[N_META]),
-                      parent_id=row[4], parent_topic=row[5], run_id=row[6], consumer=consumer, _topic=self)
-
-    def _iter(self, status: str, records: bool, as_dict: bool, consumer: str | None):
-        if records and as_dict:
-            raise ValueError("records and as_dict cannot both be True")
-        for row in self._rows(status, consumer):
-            if records:
-                yield self._record(row, consumer, status if consumer else None)
-            else:
-                yield json.loads(row[N_META])
+        return super().extend([self.rows.validate(r) for r in rows], on_duplicate=on_duplicate, status=status)
 
     def stop(self) -> None:
         """Cancel every source attached to this stream from this object."""
@@ -116,401 +84,26 @@ class Stream(Topic):
             handle.cancel()
 
 
-def open_stream(source: Any, name: str, *, max_age: Any = None) -> Stream:
-    """Create or reopen the stream ``name`` (a topic whose model is ``JsonObject``).
-
-    Raises:
-        SchemaMismatchError: ``name`` is a typed topic.
-        ValueError: ``max_age`` is not a positive duration.
-    """
-    seconds = retention.max_age_seconds(max_age)
-    existing = source._topics.get(name)
-    if isinstance(existing, Stream):
-        stream = existing
-    else:
-        topic = source.topic(name, JsonObject, dedup=None)
-        stream = Stream(source, topic.layout, source._fingerprints[name])
-        source._topics[name] = stream
-    if seconds is not None:
-        retention.set_retention(source, name, seconds)
-        retention.apply_retention(source, [name])
-    return stream
+def open_stream(source: SourceHandle, name: str, *, max_age: Any = None) -> Stream:
+    """``source.stream(name, max_age=max_age)``: create or reopen the stream ``name``."""
+    return source.stream(name, max_age=max_age)
 
 
-def topic_for(source: Any, name: str) -> Topic:
+def topic_for(source: SourceHandle, name: str) -> TopicHandle:
     """The topic ``name`` as this Source has it open, else reopened (typed) or created (stream)."""
-    topic = source._topics.get(name)
+    topic = source.opened(name)
     if topic is not None:
         return topic
-    row = catalog.catalog_row(source._ledger.conn, name)
-    if row is None or catalog.stored_model_path(source._ledger.conn, name) == STREAM_MODEL:
-        return open_stream(source, name)
-    source.model_of(name)
-    return source._topics[name]
+    row = catalog.catalog_row(source.ledger.conn, name)
+    if row is None or catalog.stored_model_path(source.ledger.conn, name) == STREAM_MODEL:
+        return source.stream(name)
+    source.model_of(name)  # imports the model the catalog names and opens the topic
+    topic = source.opened(name)
+    assert topic is not None
+    return topic
 
 
-def _stream_data(row: tuple) -> dict[str, Any]:
-    return json.loads(row[N_META])
-
-
-# -- the streaming consumer -------------------------------------------------------------
-_WORKER_FN: Callable | None = None
-
-
-def _set_worker_fn(fn: Callable) -> None:
-    global _WORKER_FN
-    _WORKER_FN = fn
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-
-
-def _call_in_worker(window: Window) -> Any:
-    return _WORKER_FN(window)
-
-
-def _messages(result: Any) -> list[Any]:
-    if result is None:
-        return []
-    if isinstance(result, (list, tuple)):
-        return [m for m in result if m is not None]
-    return [result]
-
-
-class StreamingConsumer:
-    """A running (or finished) ``streaming()`` loop.
-
-    Attributes:
-        consumer: the consumer name.
-        windows_committed: windows committed by this loop.
-        rows: input rows in those windows.
-        run_id: this loop's row in the run log (kind "stream").
-        error: the exception that ended a background loop, or None.
-        created_stream: True when ``streaming()`` found no topic or stream of that name
-            and created an empty stream for it.
-    """
-
-    def __init__(self, topic: Topic, fn: Callable, emitter: WindowEmitter, *, consumer: str, workers: int,
-                 sink: Any, until_idle: bool, max_attempts: int | None, retry_delay: float, poll: float):
-        self.topic = topic
-        self.fn = fn
-        self.emitter = emitter
-        self.consumer = consumer
-        self.workers = workers
-        self.sink = sink
-        self.until_idle = until_idle
-        self.max_attempts = max_attempts if max_attempts is not None else (3 if until_idle else None)
-        self.retry_delay = retry_delay
-        self.poll = poll
-        self.windows_committed = 0
-        self.rows = 0
-        self.rows_out = 0
-        self.run_id = new_run_id(f"stream-{consumer}")
-        self.error: BaseException | None = None
-        self.created_stream = False  # True when streaming() created ``topic`` as an empty stream
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pool: ProcessPoolExecutor | None = None
-        self._results: dict[int, Any] = {}
-        self._next_retention = 0.0
-
-    def __repr__(self) -> str:
-        return (f"StreamingConsumer({self.consumer!r} on {self.topic.name!r}, "
-                f"windows={self.windows_committed}, rows={self.rows})")
-
-    # -- control --------------------------------------------------------------------
-    def stop(self, timeout: float | None = 30.0) -> None:
-        """Finish the windows in flight (their commits included), then stop; waits for a background loop."""
-        self._stop.set()
-        if self._thread is not None and threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-
-    def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def start(self) -> StreamingConsumer:
-        """Run the loop in a background thread on its own Source of the same file."""
-        if self.topic.source.path == ":memory:":
-            raise StreamingConfigError(
-                "blocking=False runs the loop in a background thread, which cannot share a ':memory:' ledger: "
-                "use a file Source")
-        self._thread = threading.Thread(target=self._thread_main, name=f"minikafka-streaming-{self.consumer}",
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    def _thread_main(self) -> None:
-        try:
-            with type(self.topic.source)(self.topic.source.path) as source:
-                self.topic = reopen(self.topic, source)
-                self.emitter.topic = self.topic
-                self._loop()
-        except BaseException as exc:  # kept on the handle: a thread has no caller to raise to
-            self.error = exc
-            log.error("streaming consumer %r stopped: %s", self.consumer, exc)
-
-    def run(self) -> StreamingConsumer:
-        """Run the loop here until stopped (or idle, with until_idle); SIGTERM stops it cleanly."""
-        previous = None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
-        try:
-            self._loop()
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-        return self
-
-    # -- the loop -------------------------------------------------------------------
-    def _loop(self) -> None:
-        source = self.topic.source
-        ledger = source._ledger
-        now = utc_now()
-        with ledger.atomic() as conn:
-            self.consumer_id = acks.register_consumer_in_current_transaction(conn, self.topic.name, self.consumer, now)
-        self.run = RunResult(self.run_id, "stream", stage=self.consumer, consumer=self.consumer,
-                             inputs=[self.topic.name], outputs=self._sink_outputs(),
-                             details={"kind": self.emitter.kind, "workers": self.workers, "windows": 0})
-        self._write_run()
-        try:
-            while not self._stop.is_set():
-                self._maybe_retention()
-                mark = self._mark()  # before reading: a commit after it wakes the wait below
-                batch = self._next_batch()
-                if not batch:
-                    if self.until_idle:
-                        break
-                    self._wait(mark)
-                    continue
-                failed = self._process(batch)
-                if failed is not None:
-                    self._after_failure(*failed)
-            self.run.finish("succeeded")
-        except BaseException as exc:
-            self.run.finish("failed", f"{type(exc).__name__}: {exc}")
-            raise
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-                self._pool = None
-            try:
-                self._write_run()
-            except Exception:  # the loop's own error matters more than its log row
-                pass
-
-    def _watcher(self):
-        # the Source's commit watcher (PRAGMA data_version) where the ledger has one
-        return getattr(self.topic.source, "watcher", None) if self.topic.source.path != ":memory:" else None
-
-    def _mark(self):
-        watcher = self._watcher()
-        return watcher.mark() if watcher is not None else None
-
-    def _wait(self, mark) -> None:
-        """Until a commit (by any process) or ``poll`` seconds: time windows need the timeout."""
-        watcher = self._watcher()
-        if watcher is not None and mark is not None:
-            watcher.wait(mark, self.poll)
-        else:
-            self._stop.wait(self.poll)
-
-    def _sink_outputs(self) -> list[str]:
-        target = _sink_topic_name(self.sink)
-        return [target] if target else []
-
-    def _write_run(self) -> None:
-        self.run.rows_in, self.run.rows_out = self.rows, self.rows_out
-        self.run.details["windows"] = self.windows_committed
-        with self.topic.source._ledger.atomic() as conn:
-            write_run_in_current_transaction(conn, self.run)
-
-    def _maybe_retention(self) -> None:
-        if time.monotonic() < self._next_retention:
-            return
-        self._next_retention = time.monotonic() + 60.0
-        if retention.retention_of(self.topic.source, self.topic.name) is not None:
-            retention.apply_retention(self.topic.source, [self.topic.name])
-
-    def _next_batch(self) -> list[stored.StoredWindow]:
-        """Open windows first (offered again), then newly decided ones, up to ``workers``."""
-        ledger = self.topic.source._ledger
-        with ledger.atomic() as conn:
-            batch = stored.open_windows(conn, self.consumer_id)
-            want = max(1, self.workers)
-            if len(batch) >= want:
-                return batch[:want]
-            last = stored.last_window(conn, self.consumer_id)
-            now = utc_now()
-            while len(batch) < want:
-                floor = max([w.last_offset for w in batch], default=0)
-                ctx = DecisionContext(self.topic, self.consumer, self.consumer_id, floor, last)
-                plan = self.emitter.plan(ctx)
-                if plan is None:
-                    break
-                window = stored.StoredWindow((last.window_id if last else 0) + 1, self.emitter.kind,
-                                             plan.first_offset, plan.last_offset, plan.rows, plan.row_ids,
-                                             plan.start, plan.end, "open")
-                stored.store_window_in_current_transaction(conn, self.consumer_id, window, now)
-                batch.append(window)
-                last = window
-        return batch
-
-    def _materialise(self, window: stored.StoredWindow) -> Window:
-        topic = self.topic
-        sql, params = stored.window_rows_sql(topic.layout, self.consumer_id, window)
-        rows = topic.source._ledger.conn.execute(sql, params).fetchall()
-        consumer = self.consumer
-        return Window(window.window_id, consumer, topic.name, window.kind, parse_timestamp(window.start),
-                      parse_timestamp(window.end), window.first_offset, window.last_offset, None, window.attempts,
-                      rows=rows, make_record=lambda r: topic._record(r, consumer, "new"),
-                      make_data=_stream_data if isinstance(topic, Stream) else None)
-
-    def _process(self, batch: list[stored.StoredWindow]) -> tuple | None:
-        """Run the batch's functions, then commit in id order; returns (window, error) of the first failure."""
-        windows = [self._materialise(w) for w in batch]
-        outcomes: dict[int, tuple[bool, Any]] = {}
-        todo = [w for w in windows if w.id not in self._results]
-        if self.workers > 1 and len(todo) > 1:
-            outcomes.update(self._run_parallel(todo))
-        else:
-            for w in todo:
-                if w is not todo[0] and outcomes and not all(ok for ok, _ in outcomes.values()):
-                    break
-                checkpoint("stream:before-function")
-                try:
-                    outcomes[w.id] = (True, self.fn(w))
-                except Exception as exc:
-                    outcomes[w.id] = (False, exc)
-        for stored_window, w in zip(batch, windows):
-            if w.id in self._results:
-                ok, result = True, self._results.pop(w.id)
-            elif w.id in outcomes:
-                ok, result = outcomes[w.id]
-            else:
-                return None
-            if not ok:
-                for later in windows:  # keep what later windows computed for their own commit
-                    if later.id > w.id and outcomes.get(later.id, (False,))[0]:
-                        self._results[later.id] = outcomes[later.id][1]
-                return stored_window, w, result
-            try:
-                self._commit(stored_window, w, result)
-            except Exception as exc:  # a sink or output that cannot be written fails the window
-                if isinstance(exc, ConcurrentRunError):
-                    raise
-                for later in windows:
-                    if later.id > w.id and outcomes.get(later.id, (False,))[0]:
-                        self._results[later.id] = outcomes[later.id][1]
-                return stored_window, w, exc
-        return None
-
-    def _run_parallel(self, windows: list[Window]) -> dict[int, tuple[bool, Any]]:
-        if self._pool is None:
-            ctx = multiprocessing.get_context("fork")
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
-                                             initializer=_set_worker_fn, initargs=(self.fn,))
-        futures = {w.id: self._pool.submit(_call_in_worker, w) for w in windows}
-        out: dict[int, tuple[bool, Any]] = {}
-        for wid, future in futures.items():
-            try:
-                out[wid] = (True, future.result())
-            except BrokenProcessPool as exc:
-                out[wid] = (False, exc)
-                self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = None
-                break
-            except Exception as exc:
-                out[wid] = (False, exc)
-        return out
-
-    def _commit(self, stored_window: stored.StoredWindow, window: Window, result: Any) -> None:
-        messages = _messages(result)
-        source = self.topic.source
-        writer = None
-        if self.sink is not None:
-            if isinstance(self.sink, Topic) or hasattr(self.sink, "write_in_current_transaction"):
-                writer = _TopicWriter(source, self.sink, messages)
-            else:
-                key = f"{self.consumer}/{self.topic.name}/window-{window.id}/{window.first_offset}-{window.last_offset}"
-                _deliver(self.sink, messages, key)
-        checkpoint("stream:before-commit")
-        now = utc_now()
-        with source._ledger.atomic() as conn:
-            if not stored.commit_window_in_current_transaction(conn, self.topic.name, self.consumer_id,
-                                                               stored_window, self.run_id, now):
-                raise ConcurrentRunError(
-                    f"window {window.id} of consumer {self.consumer!r} was committed by another process; "
-                    "run one streaming loop per consumer")
-            if writer is not None:
-                self.rows_out += writer.write(self.run_id)
-            self.windows_committed += 1
-            self.rows += len(window)
-            self.run.rows_in, self.run.rows_out = self.rows, self.rows_out
-            self.run.details["windows"] = self.windows_committed
-            self.run.details["last_window"] = window.id
-            write_run_in_current_transaction(conn, self.run)
-            checkpoint("stream:inside-commit")
-
-    def _after_failure(self, stored_window: stored.StoredWindow, window: Window, error: BaseException) -> None:
-        text = f"{type(error).__name__}: {error}"
-        with self.topic.source._ledger.atomic() as conn:
-            attempts = stored.record_failure_in_current_transaction(conn, self.consumer_id, window.id, text)
-        log.warning("window %s of consumer %r failed (attempt %s): %s", window.id, self.consumer, attempts, text)
-        if self.max_attempts is not None and attempts >= self.max_attempts:
-            raise WindowFailedError(
-                f"window {window.id} of consumer {self.consumer!r} failed {attempts} time(s), last: {text}; "
-                "it stays open and is offered again next run", consumer=self.consumer, window_id=window.id,
-                attempts=attempts) from error
-        delay = min(60.0, self.retry_delay * 2 ** (attempts - 1)) if self.retry_delay else 0.0
-        if delay:
-            self._stop.wait(delay)
-
-
-def _sink_topic_name(sink: Any) -> str | None:
-    if isinstance(sink, Topic):
-        return sink.name
-    target = getattr(sink, "topic", None)
-    if hasattr(sink, "write_in_current_transaction"):
-        return target if isinstance(target, str) else getattr(target, "name", None)
-    return None
-
-
-class _TopicWriter:
-    """Validates a window's output for a topic sink, then writes it inside the window's commit."""
-
-    def __init__(self, source: Any, sink: Any, messages: list[Any]):
-        name = _sink_topic_name(sink)
-        target = sink if isinstance(sink, Topic) and sink.source is source else topic_for(source, name)
-        self.target = target
-        self.models = [target._validate(m) for m in messages]
-
-    def write(self, run_id: str) -> int:
-        written = 0
-        for model in self.models:
-            if self.target._insert_one_in_current_transaction(model, run_id=run_id,
-                                                              ignore_duplicates=bool(self.target.dedup)):
-                written += 1
-        return written
-
-
-def _deliver(sink: Any, messages: list[Any], key: str) -> None:
-    if not messages:
-        return
-    put_many = getattr(sink, "put_many", None)
-    if callable(put_many):
-        put_many(messages, key=key)
-        return
-    put = getattr(sink, "put", None)
-    if not callable(put):
-        raise StreamingConfigError(f"sink= takes a Topic or an object with put(message), got {sink!r}")
-    for message in messages:
-        put(message)
-
-
-def streaming(source: Any, name: str, fn: Callable | None = None, *, size: int | None = None,
+def streaming(source: SourceHandle, name: str, fn: Callable | None = None, *, size: int | None = None,
               interval: float | None = None, relaxed: bool = True, emitter: Any = None,
               consumer: str | None = None, workers: int = 1, sink: Any = None, keep: bool = True,
               until_idle: bool = False, blocking: bool = True, emit_empty: bool = False,
@@ -542,8 +135,8 @@ def streaming(source: Any, name: str, fn: Callable | None = None, *, size: int |
     del keep  # rows always stay in the ledger as handled; only a retention deletes them
 
     def start(func: Callable) -> StreamingConsumer:
-        name_ = _consumer_name(func, consumer)
-        created = name not in source._topics and catalog.catalog_row(source._ledger.conn, name) is None
+        name_ = consumer_name(func, consumer)
+        created = source.opened(name) is None and catalog.catalog_row(source.ledger.conn, name) is None
         topic = topic_for(source, name)
         if created:
             log.info("streaming(%r): no topic or stream of that name, created an empty stream for consumer %r",
@@ -553,7 +146,7 @@ def streaming(source: Any, name: str, fn: Callable | None = None, *, size: int |
         probe.consumer = name_
         loop = StreamingConsumer(topic, func, probe, consumer=name_, workers=workers, sink=sink,
                                  until_idle=until_idle, max_attempts=max_attempts, retry_delay=retry_delay,
-                                 poll=poll)
+                                 poll=poll, open_topic=topic_for)
         loop.created_stream = created
         if blocking:
             return loop.run()
@@ -562,23 +155,8 @@ def streaming(source: Any, name: str, fn: Callable | None = None, *, size: int |
     return start if fn is None else start(fn)  # start() checks the function's name before opening anything
 
 
-def _consumer_name(func: Any, consumer: str | None) -> str:
-    """The consumer's name: ``consumer``, else the function's name.
-
-    Raises:
-        StreamingConfigError: ``func`` is not callable, or has no usable name and no consumer= was given.
-        InvalidNameError: the name is not a valid consumer name.
-    """
-    if not callable(func):
-        raise StreamingConfigError(f"streaming() decorates a function, got {func!r}")
-    name = consumer or getattr(func, "__name__", None)
-    if not name or name == "<lambda>":
-        raise StreamingConfigError("the function has no usable name: pass consumer='name'")
-    return validate_consumer_name(name)
-
-
 def list_windows(topic: Topic, consumer: str, *, limit: int = 100) -> list[stored.StoredWindow]:
-    conn = topic.source._ledger.conn
+    conn = topic.source.ledger.conn
     cid = acks.require_consumer(conn, topic.name, consumer)
     return stored.windows(conn, cid, limit=limit)
 

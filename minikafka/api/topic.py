@@ -1,76 +1,48 @@
-"""Topic: a typed, append-only, schema-enforced ledger table."""
+"""Topic: a typed, append-only, schema-enforced ledger table (the face; ``TopicRows`` does the rows)."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
-from ..errors import (
-    InvalidRecordError,
-    MinikafkaError,
-    SchemaMismatchError,
-    UnknownStatusError,
-    migration_failure,
-)
-from ..ledger import acks
-from ..ledger.events import Event
+from ..errors import migration_failure
+from ..ledger import acks, catalog
 from ..ledger.identifiers import quote_identifier
-from ..ledger.layout import META_SELECT, N_META, PARTITION, TopicLayout, canonical_json
-from ..util.clock import parse_timestamp, utc_now
+from ..ledger.layout import META_SELECT, N_META, PARTITION, TopicLayout
+from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
-from . import engines
-from .record import Record
-from .transaction import Transaction, joined
+from .core import engines
+from .core.record import Record
+from .core.rows import RecordNotFoundError, TopicRows, check_on_duplicate, check_status
+from .core.transaction import Transaction, joined
 
 if TYPE_CHECKING:
-    from .pipes import Pipeline
-    from .queues import Queue
+    from .modes.pipes import Pipeline
+    from .modes.queues import Queue
     from .source import Source
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 NewModelT = TypeVar("NewModelT", bound=BaseModel)
 
-STATUSES = ("new", "handled")
-PAGE = 1000
-
-
-class RecordNotFoundError(MinikafkaError, KeyError):
-    """No row with that id in the topic."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-def check_status(status: str | None, *, allow_none: bool = True) -> str | None:
-    if status is None and allow_none:
-        return None
-    if status not in STATUSES:
-        raise UnknownStatusError(f"unknown status {status!r}: use 'new' or 'handled'")
-    return status
-
-
-def check_on_duplicate(value: str) -> bool:
-    if value not in ("raise", "ignore"):
-        raise ValueError(f"on_duplicate must be 'raise' or 'ignore', got {value!r}")
-    return value == "ignore"
+__all__ = ["RecordNotFoundError", "Topic", "check_on_duplicate", "check_status"]
 
 
 class Topic(Generic[ModelT]):
     """A named, typed, append-only log stored as one STRICT table.
 
-    Get one from ``Source.topic(name, Model, dedup=...)``.
+    Get one from ``Source.topic(name, Model, dedup=...)``. ``rows`` is its ``TopicRows``:
+    the row-level layer (validate, insert, read, ack) the modes and connectors use.
     """
+
+    rows_class: type[TopicRows] = TopicRows
 
     def __init__(self, source: Source, layout: TopicLayout, fingerprint: str):
         self.source = source
         self._layout = layout
         self._fingerprint = fingerprint
-        self._encode = layout.encoder()
-        self._decode = layout.decoder()
-        self._adapter = TypeAdapter(list[layout.model])  # type: ignore[name-defined]
+        self.rows: TopicRows[ModelT] = self.rows_class(source.ledger, layout, fingerprint, source._fingerprints)
 
     # -- identity ---------------------------------------------------------------
     @property
@@ -101,20 +73,8 @@ class Topic(Generic[ModelT]):
         return f"Topic({self.name!r}, {self.model.__name__})"
 
     @property
-    def _conn(self) -> sqlite3.Connection:
-        conn = self.source._ledger.conn
-        if self.source._fingerprints.get(self.name) != self._fingerprint:
-            raise SchemaMismatchError(
-                f"topic {self.name!r} was migrated; use the Topic returned by migrate()"
-            )
-        return conn
-
-    def _validate(self, payload: ModelT | dict[str, Any]) -> ModelT:
-        if isinstance(payload, self.model):
-            return payload
-        if isinstance(payload, BaseModel):
-            payload = payload.model_dump()
-        return self.model.model_validate(payload)
+    def _conn(self):
+        return self.rows.conn
 
     # -- writing ----------------------------------------------------------------
     def append(self, payload: ModelT | dict[str, Any], partition: int | None = None, *,
@@ -145,9 +105,9 @@ class Topic(Generic[ModelT]):
         ignore = check_on_duplicate(on_duplicate)
         if partition is not None:
             self._layout.check_partition(partition)
-        model = self._validate(payload)
+        model = self.rows.validate(payload)
         with joined(self.source, tx):
-            row_id = self._insert_one_in_current_transaction(model, ignore_duplicates=ignore, partition=partition)
+            row_id = self.rows.insert_one_in_current_transaction(model, ignore_duplicates=ignore, partition=partition)
         return None if row_id is None else model
 
     def extend(
@@ -177,150 +137,14 @@ class Topic(Generic[ModelT]):
         check_status(status, allow_none=False)
         with gc_paused():
             rows = rows if isinstance(rows, list) else list(rows)
-            models = self._adapter.validate_python(rows)
+            models = self.rows.validate_many(rows)
             with joined(self.source, tx):
-                return self._insert_many_in_current_transaction(models, status=status, ignore_duplicates=ignore)
-
-    def _insert_one_in_current_transaction(
-        self, model: ModelT, *, parent_id: int | None = None, parent_topic: str | None = None,
-        run_id: str | None = None, ignore_duplicates: bool = False, now: str | None = None,
-        partition: int | None = None,
-    ) -> int | None:
-        """Insert one validated model; returns its id (None when ignored as duplicate)."""
-        conn = self._conn
-        values = self._encode(model)
-        lineage = parent_id is not None or run_id is not None
-        params = (*values, now or utc_now(), "new") + ((parent_id, parent_topic, run_id) if lineage else ())
-        if self._layout.partitions > 1:
-            if partition is None:
-                partition = self._layout.route(values, 0 if self._layout.key else self.high_watermark() + 1)
-            params += (partition,)
-        try:
-            cur = conn.execute(self._layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
-        except (sqlite3.IntegrityError, OverflowError) as exc:
-            raise self._layout.explain_write_error(exc, [values], conn=conn) from None
-        if cur.rowcount == 0:
-            return None
-        row_id = cur.lastrowid
-        ledger = self.source._ledger
-        if ledger.on_event is not None:
-            ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
-        return row_id
-
-    def _insert_many_in_current_transaction(
-        self, models: list[ModelT], *, status: str = "new", ignore_duplicates: bool = False,
-        now: str | None = None,
-    ) -> int:
-        encode = self._encode
-        try:
-            encoded = [encode(m) for m in models]
-        except InvalidRecordError:  # nothing written yet: name the row, as pydantic's loc does
-            for i, m in enumerate(models):
-                try:
-                    encode(m)
-                except InvalidRecordError as exc:
-                    prefix = f"topic {self.name!r}, "
-                    text = str(exc).removeprefix(prefix)
-                    raise InvalidRecordError(f"{prefix}row {i}, {text}") from None
-            raise
-        return self._insert_encoded_in_current_transaction(models, encoded, status=status,
-                                                           ignore_duplicates=ignore_duplicates, now=now)
-
-    def _insert_encoded_in_current_transaction(
-        self, models: list[ModelT], encoded: list[tuple], *, status: str = "new", ignore_duplicates: bool = False,
-        now: str | None = None,
-    ) -> int:
-        """Insert rows already encoded by ``self._encode`` (``encoded[i]`` is ``models[i]``'s)."""
-        conn = self._conn
-        stamp = (now or utc_now(), status)
-        values = [e + stamp for e in encoded]
-        ledger = self.source._ledger
-        before = self.high_watermark()
-        values = self._layout.with_partitions(values, before + 1)
-        changes = conn.total_changes
-        try:
-            conn.executemany(self._layout.insert_sql(ignore_duplicates=ignore_duplicates), values)
-        except (sqlite3.IntegrityError, OverflowError) as exc:
-            raise self._layout.explain_write_error(exc, values, conn=conn, existing_upto=before) from None
-        written = conn.total_changes - changes
-        if ledger.on_event and written:
-            self._emit_appended_in_current_transaction(models if written == len(models) else None, before)
-        return written
-
-    def _emit_appended_in_current_transaction(self, models: list[ModelT] | None, after: int) -> None:
-        """message_appended for each row above ``after`` (``models``: the rows, when all were written)."""
-        ledger = self.source._ledger
-        if models is None:
-            rows = self._conn.execute(f"{self._layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))
-            pairs = [(row[0], self.model.model_validate(self._decode(row))) for row in rows]
-        else:
-            ids = [r[0] for r in self._conn.execute(
-                f"SELECT \"_id\" FROM {self._layout.table} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))]
-            pairs = list(zip(ids, models))
-        for row_id, model in pairs:
-            ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
+                return self.rows.insert_many_in_current_transaction(models, status=status, ignore_duplicates=ignore)
 
     # -- reading ----------------------------------------------------------------
     def high_watermark(self) -> int:
         """The largest id stored (0 for an empty topic)."""
-        row = self._conn.execute(f"SELECT max(\"_id\") FROM {self._layout.table}").fetchone()
-        return row[0] or 0
-
-    def _consumer_id(self, consumer: str | None) -> int | None:
-        if consumer is None:
-            return None
-        return acks.require_consumer(self._conn, self.name, consumer)
-
-    def _status_filter(self, status: str | None, consumer_id: int | None) -> tuple[str, tuple]:
-        if status is None:
-            return "1", ()
-        if status == "new":
-            return acks.pending_filter(consumer_id, self.name)
-        return acks.done_filter(consumer_id, self.name)
-
-    def _rows(self, status: str | None, consumer: str | None, *, upto: int | None = None) -> Iterator[tuple]:
-        """Rows in id order, read in pages so acks during iteration are safe."""
-        check_status(status)
-        consumer_id = self._consumer_id(consumer)
-        where, params = self._status_filter(status, consumer_id)
-        upto = self.high_watermark() if upto is None else upto
-        sql = (
-            f"{self._layout.select_sql()} WHERE {where} AND \"_id\" > ? AND \"_id\" <= ? "
-            f"ORDER BY \"_id\" LIMIT {PAGE}"
-        )
-        last = 0
-        while True:
-            page = self._conn.execute(sql, (*params, last, upto)).fetchall()
-            if not page:
-                return
-            yield from page
-            last = page[-1][0]
-
-    def _record(self, row: tuple, consumer: str | None, status: str | None = None,
-                data: ModelT | None = None) -> Record[ModelT]:
-        """A Record from a ``select_sql`` row; ``status`` None reads the topic-wide status."""
-        if data is None:
-            data = self.model.model_validate(self._decode(row))
-        partition = row[self._layout.partition_index]
-        if status is None:
-            status = acks.status_of(row[2], row[0], partition, acks.handled_positions(self._conn, self.name))
-        return Record(
-            id=row[0], topic=self.name, created_at=parse_timestamp(row[1]),
-            handled_at=parse_timestamp(row[3]), status=status, data=data,
-            parent_id=row[4], parent_topic=row[5], run_id=row[6], consumer=consumer, partition=partition,
-            _topic=self,
-        )
-
-    def _iter(self, status: str, records: bool, as_dict: bool, consumer: str | None):
-        if records and as_dict:
-            raise ValueError("records and as_dict cannot both be True")
-        for row in self._rows(status, consumer):
-            if as_dict:
-                yield self._decode(row)
-            elif records:
-                yield self._record(row, consumer, status)
-            else:
-                yield self.model.model_validate(self._decode(row))
+        return self.rows.high_watermark()
 
     def iter_new(self, *, records: bool = False, as_dict: bool = False, consumer: str | None = None):
         """Iterate rows still new (for ``consumer``, or for anyone), oldest first.
@@ -336,11 +160,11 @@ class Topic(Generic[ModelT]):
             ValueError: both records and as_dict.
             ConsumerNotFoundError: unknown consumer.
         """
-        return self._iter("new", records, as_dict, consumer)
+        return self.rows.iterate("new", records, as_dict, consumer)
 
     def iter_handled(self, *, records: bool = False, as_dict: bool = False, consumer: str | None = None):
         """Iterate handled rows (acked by ``consumer``, or by every consumer), oldest first."""
-        return self._iter("handled", records, as_dict, consumer)
+        return self.rows.iterate("handled", records, as_dict, consumer)
 
     def get(self, _id: int) -> Record[ModelT]:
         """The record with id ``_id``.
@@ -348,10 +172,7 @@ class Topic(Generic[ModelT]):
         Raises:
             RecordNotFoundError: no such id.
         """
-        row = self._conn.execute(f"{self._layout.select_sql()} WHERE \"_id\" = ?", (_id,)).fetchone()
-        if row is None:
-            raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
-        return self._record(row, None)
+        return self.rows.get(_id)
 
     def count(self, status: str | None = None, *, consumer: str | None = None) -> int:
         """Number of rows, optionally only 'new' or 'handled' (for ``consumer``).
@@ -359,10 +180,7 @@ class Topic(Generic[ModelT]):
         Raises:
             UnknownStatusError: status is not None, 'new' or 'handled'.
         """
-        check_status(status)
-        where, params = self._status_filter(status, self._consumer_id(consumer))
-        sql = f"SELECT count(*) FROM {self._layout.table} WHERE {where}"
-        return self._conn.execute(sql, params).fetchone()[0]
+        return self.rows.count(status, consumer=consumer)
 
     # -- acking -----------------------------------------------------------------
     def set_handled(self, _id: int | None = None, *, record: Record | None = None, consumer: str | None = None) -> None:
@@ -375,39 +193,7 @@ class Topic(Generic[ModelT]):
         Emits:
             message_handled, after the commit, when the ack changed something.
         """
-        if record is not None:
-            if record.topic != self.name:
-                raise ValueError(f"record {record.id} belongs to topic {record.topic!r}, not {self.name!r}")
-            _id = record.id
-            consumer = consumer if consumer is not None else record.consumer
-        if _id is None:
-            raise ValueError("set_handled requires _id or record")
-        now = utc_now()
-        with self.source._ledger.atomic() as conn:
-            exists = conn.execute(f"SELECT \"_status\" FROM {self._layout.table} WHERE \"_id\" = ?", (_id,)).fetchone()
-            if exists is None:
-                raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
-            self._ack_in_current_transaction(_id, consumer, now)
-        if record is not None and record.status != "handled":
-            record.status = "handled"
-            record.handled_at = parse_timestamp(now)
-
-    def _ack_in_current_transaction(self, _id: int, consumer: str | None, now: str,
-                                    consumers: list[int] | None = None) -> bool:
-        conn = self._conn
-        consumer_id = None
-        if consumer is not None:
-            consumer_id = acks.register_consumer_in_current_transaction(conn, self.name, consumer, now)
-            if consumers is not None and consumer_id not in consumers:
-                consumers = None
-        before = conn.total_changes
-        handled = acks.ack_in_current_transaction(conn, self.name, _id, consumer_id, now, consumers)
-        if conn.total_changes != before:
-            self.source._ledger.emit(Event(
-                "message_handled", self.name, _id,
-                {"consumer": consumer, "status": "handled" if handled else "new"},
-            ))
-        return handled
+        self.rows.set_handled(_id, record=record, consumer=consumer)
 
     # -- streams, wake-ups, queues ------------------------------------------------
     def read_since(self, offset: int, limit: int = 1000) -> list[Record[ModelT]]:
@@ -416,10 +202,7 @@ class Topic(Generic[ModelT]):
             raise ValueError(f"offset must be an integer >= 0, got {offset!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
-        rows = self._conn.execute(
-            f"{self._layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\" LIMIT ?", (offset, limit)
-        ).fetchall()
-        return [self._record(row, None) for row in rows]
+        return [self.rows.record(row, None) for row in self.rows.read_since(offset, limit)]
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the topic has rows newer than when the wait started (from any process).
@@ -438,20 +221,20 @@ class Topic(Generic[ModelT]):
 
         Settings left None keep the stored ones (300 s and 3 attempts for a new queue).
         """
-        from .queues import Queue
+        from .modes.queues import Queue
 
         return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
 
     # -- consumers --------------------------------------------------------------
     def consumer(self, name: str) -> str:
         """Register a named consumer (idempotent); it starts with every 'new' row pending."""
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             acks.register_consumer_in_current_transaction(conn, self.name, name, utc_now())
         return name
 
     def consumers(self) -> list[str]:
         """Names of the consumers registered on this topic."""
-        return acks.consumer_names(self._conn, self.name)
+        return self.rows.consumers()
 
     def replay(self, consumer: str, *, from_id: int | None = None, to_id: int | None = None) -> int:
         """Make rows ``from_id..to_id`` (inclusive; default all) pending again for one consumer.
@@ -466,24 +249,24 @@ class Topic(Generic[ModelT]):
         hi = 2**63 - 1 if to_id is None else to_id
         if lo > hi:
             raise ValueError(f"from_id {from_id} is greater than to_id {to_id}")
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             cid = acks.require_consumer(conn, self.name, consumer)
             return acks.replay_in_current_transaction(conn, self.name, cid, lo, hi, utc_now())
 
     def drop_consumer(self, name: str) -> None:
         """Unregister a consumer; rows every remaining consumer acked turn 'handled'."""
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             cid = acks.require_consumer(conn, self.name, name)
             acks.drop_consumer_in_current_transaction(conn, self.name, cid, utc_now())
 
-    # -- streams (api/attach.py, api/retention.py) ---------------------------------------
+    # -- streams (api/modes/attach.py, api/modes/retention.py) ---------------------------------------
     def attach(self, source: Any, *, background: bool = True):
         """Feed this topic from ``source`` (an object with ``stream(topic)`` and ``cancel()``).
 
         Returns:
             An Attachment (``.cancel()``) running the source in a background thread.
         """
-        from .attach import attach
+        from .modes.attach import attach
 
         return attach(self, source, background=background)
 
@@ -493,9 +276,9 @@ class Topic(Generic[ModelT]):
 
     def set_retention(self, max_age: Any) -> None:
         """Delete rows every consumer handled once older than ``max_age`` (None: keep all)."""
-        from .retention import set_retention
+        from .modes.retention import set_retention
 
-        set_retention(self.source, self.name, max_age)
+        set_retention(self.source.ledger, self.name, max_age)
 
     def windows(self, consumer: str, *, limit: int = 100) -> list:
         """A streaming consumer's stored windows, most recent first."""
@@ -507,7 +290,7 @@ class Topic(Generic[ModelT]):
     # -- composing ----------------------------------------------------------------
     def pipe(self, fn: Callable[[ModelT], Any], *, consumer: str | None = None) -> Pipeline:
         """Start a pipeline: ``fn`` applied to each new row; chain ``.to(target).run()``."""
-        from .pipes import Pipeline
+        from .modes.pipes import Pipeline
 
         return Pipeline(self, fn, consumer=consumer)
 
@@ -536,13 +319,13 @@ class Topic(Generic[ModelT]):
         insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(N_META + len(new_layout.columns) + 1))})"
         at_partition = self._layout.partition_index
         current = None
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         try:
             with ledger.atomic() as conn:
                 conn.execute(new_layout.ddl(tmp)[0])
-                for row in self._rows(None, None):
+                for row in self.rows.scan(None, None):
                     current = row[0]
-                    out = fn(self.model.model_validate(self._decode(row)))
+                    out = fn(self.rows.model_of_row(row))
                     if isinstance(out, BaseModel) and not isinstance(out, new_model):
                         out = out.model_dump()
                     migrated = new_model.model_validate(out)
@@ -552,12 +335,8 @@ class Topic(Generic[ModelT]):
                 conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
                 for statement in new_layout.ddl()[1:]:
                     conn.execute(statement)
-                conn.execute(
-                    "UPDATE _minikafka_topics SET model_name = ?, json_schema = ?, fingerprint = ?, "
-                    "columns = ?, migrated_at = ? WHERE name = ?",
-                    (f"{new_model.__module__}:{new_model.__qualname__}", canonical_json(new_layout.json_schema), new_layout.fingerprint,
-                     new_layout.describe_columns(), utc_now(), self.name),
-                )
+                catalog.record_migration_in_current_transaction(
+                    conn, new_layout, f"{new_model.__module__}:{new_model.__qualname__}", utc_now())
         except Exception as exc:
             where = f" at record {current}" if current is not None else ""
             failure = migration_failure(exc, f"migration of topic {self.name!r} failed{where}: {exc}")
@@ -573,8 +352,8 @@ class Topic(Generic[ModelT]):
 
         handled = acks.handled_positions(self._conn, self.name)
         at = self._layout.partition_index
-        rows = ((r[0], r[1], acks.status_of(r[2], r[0], r[at], handled), *r[3:]) for r in self._rows(status, consumer))
-        return rows_to_arrow(self._layout, rows, self._decode)
+        rows = ((r[0], r[1], acks.status_of(r[2], r[0], r[at], handled), *r[3:]) for r in self.rows.scan(status, consumer))
+        return rows_to_arrow(self._layout, rows, self.rows.decode)
 
     def to_spark(self, spark, status: str | None = None, *, consumer: str | None = None):
         """The topic as a Spark DataFrame over JDBC (exact types; needs ``minikafka[spark]``).

@@ -82,7 +82,7 @@ def status_where(source: Source, layout, which: str | None):
     consumer sees them: rows below the partitions' handled positions count as handled."""
     from ..ledger import acks
 
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     if which in (None, "all"):
         where, params = "1", ()
     elif which == "new":

@@ -41,7 +41,7 @@ def consumers(source: Source, topic: str | None, drop_name: str | None, as_json:
     defn = ctx.meta.get("minikafka.pipeline")
     used = used_consumers(defn) if defn else None
     rows = []
-    for info in consumer_info(source._ledger.conn, topic):
+    for info in consumer_info(source.ledger.conn, topic):
         d = info.as_dict()
         d["in_pipeline"] = None if used is None else (info.topic, info.name) in used
         rows.append(d)
@@ -54,17 +54,17 @@ def consumers(source: Source, topic: str | None, drop_name: str | None, as_json:
         click.echo(f"{d['topic'][:26]:26} {d['name'][:24]:24} {d['lag']:>9}  {d['last_activity'] or 'never':27} "
                    f"{d['last_run_id'] or ''}{flag}")
     if defn is not None:
-        for line in retired_messages(defn, source._ledger.conn, topic=topic):
+        for line in retired_messages(defn, source.ledger.conn, topic=topic):
             click.echo(line, err=True)
 
 
 def _drop(source: Source, topic: str | None, name: str, as_json: bool) -> None:
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     targets = [topic] if topic else [t for t in source.topics() if acks.find_consumer(conn, t, name) is not None]
     if not targets:
         raise click.ClickException(f"no consumer {name!r} on any topic of {source.path}")
     done = {}
-    with source._ledger.atomic() as conn:
+    with source.ledger.atomic() as conn:
         now = utc_now()
         for t in targets:
             cid = acks.require_consumer(conn, t, name)

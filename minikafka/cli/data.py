@@ -89,7 +89,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     """
     import tempfile
 
-    from ..api.ingest import ingest_jsonl
+    from ..connectors.ingest import ingest_jsonl
     from ..pipelines.runner import open_source
 
     ctx = click.get_current_context()
@@ -124,7 +124,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 ensure_pipeline_ledger(defn, create=create_ledger or not explicit_source, parents=create_ledger,
                                        creates=True)
                 with open_source(defn) as source, heartbeat(_err, f"ingest {shown}"):
-                    r = ingest_jsonl(source._topics[topic], path)
+                    r = ingest_jsonl(source.opened(topic), path)
             else:
                 with open_ledger(source_path, create=create_ledger, parents=create_ledger,
                                  hint=SOURCE_HINT + CREATE_HINT) as source, heartbeat(_err, f"ingest {shown}"):
@@ -218,7 +218,7 @@ def _write_export(source: Source, layout, fmt: str, which: str, fh) -> int:
     decode = layout.decoder()
     where, params, fix = status_where(source, layout, which)
     sql = f"{layout.select_sql()} WHERE {where} AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     last, written, writer = 0, 0, None
     try:
         while True:

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import click
 
 from ..api.source import Source
-from ..ledger import retention
+from ..ledger import runlog_retention
 from .app import main
 from .common import echo_json, json_option, with_source
 
@@ -16,8 +16,8 @@ def _age(ctx, param, value):
     if value is None:
         return None
     try:
-        return retention.parse_age(value)
-    except retention.InvalidAgeError as exc:
+        return runlog_retention.parse_age(value)
+    except runlog_retention.InvalidAgeError as exc:
         raise click.BadParameter(str(exc)) from exc
 
 
@@ -38,14 +38,14 @@ def prune(source: Source, runs_older_than, reports_older_than, as_json: bool) ->
     """
     if runs_older_than is None and reports_older_than is None:
         raise click.UsageError("nothing to prune: pass --runs-older-than AGE and/or --reports-older-than AGE")
-    result = retention.PruneResult()
+    result = runlog_retention.PruneResult()
     if runs_older_than is not None:
-        with source._ledger.atomic() as conn:
-            result.runs_deleted, result.kept_latest = retention.prune_runs_in_current_transaction(
-                conn, retention.cutoff(runs_older_than))
+        with source.ledger.atomic() as conn:
+            result.runs_deleted, result.kept_latest = runlog_retention.prune_runs_in_current_transaction(
+                conn, runlog_retention.cutoff(runs_older_than))
     if reports_older_than is not None:
         before = datetime.now(timezone.utc) - reports_older_than
-        result.reports_deleted = retention.prune_reports(retention.report_dir(source.path), before)
+        result.reports_deleted = runlog_retention.prune_reports(runlog_retention.report_dir(source.path), before)
     if as_json:
         echo_json({"runs_deleted": result.runs_deleted, "reports_deleted": result.reports_deleted,
                    "kept_latest": result.kept_latest})
@@ -67,7 +67,7 @@ def upgrade(source: Source) -> None:
     """
     from ..ledger.schema import LEDGER_FORMAT
 
-    found = source._ledger.upgraded_from
+    found = source.ledger.upgraded_from
     if found is None:
         click.echo(f"{source.path}: ledger format {LEDGER_FORMAT}, nothing to upgrade")
     else:

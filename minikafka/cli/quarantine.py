@@ -51,7 +51,7 @@ def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], ev
     Example: minikafka quarantine rss.items requeue 12 13 --source data/homelab.sqlite
     """
     source.layout(topic)
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     if action.isdigit():
         action, ids = "show", (action, *ids)
     if action not in ACTIONS:
@@ -107,7 +107,7 @@ def _pretty(payload: str | None) -> str:
 
 
 def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | None, as_json: bool) -> None:
-    from ..ledger.retention import InvalidAgeError, cutoff, parse_age
+    from ..ledger.runlog_retention import InvalidAgeError, cutoff, parse_age
 
     before = None
     if older_than:
@@ -115,7 +115,7 @@ def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | 
             before = cutoff(parse_age(older_than))
         except InvalidAgeError as exc:
             raise click.BadParameter(str(exc), param_hint="--older-than") from exc
-    with source._ledger.atomic() as conn:
+    with source.ledger.atomic() as conn:
         if ids is not None:
             found = {r["id"] for r in store.list_quarantined(conn, topic, limit=None, ids=ids)}
             missing = sorted(set(ids) - found)
@@ -129,7 +129,7 @@ def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | 
 
 
 def _requeue(source: Source, topic: str, ids: list[int] | None, model: str | None, as_json: bool) -> None:
-    from ..api.quarantine import requeue
+    from ..api.core.requeue import requeue
     from .data import import_model
 
     cls = import_model(model) if model else (pipeline_model(topic) or source.model_of(topic))

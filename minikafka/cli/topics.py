@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from ..api.source import Source
-from ..ledger import acks
+from ..ledger import acks, catalog
 from ..ledger import quarantine as qstore
 from ..ledger.filters import InvalidFilterError, where_clause
 from ..ledger.layout import TopicLayout
 from ..ledger.runlog import COLUMNS as RUN_COLUMNS
+from ..ledger.runlog import failed_run_ids, run_exists, run_ids_beginning
 from .app import main
 from .common import echo_json, json_option, json_text, row_dict, with_source
 
@@ -17,7 +18,7 @@ from .common import echo_json, json_option, json_text, row_dict, with_source
 def topic_summary(source: Source, name: str) -> dict:
     """The --json record of one topic (keys: topic, new, handled, total, high_watermark,
     consumers, quarantined, partitions, groups: [{name, partitions: [{partition, committed, lag}]}])."""
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     layout = source.layout(name)
     where, params = acks.pending_filter(None, name)  # rows committed by offset count as handled
     new, total, high = conn.execute(
@@ -65,24 +66,16 @@ def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int) -> 
 
     if not failed:
         return read_runs(conn, stage=stage, limit=limit)
-    where, params = "status IN ('failed', 'partial')", []
-    if stage:
-        where += " AND stage = ?"
-        params.append(stage)
-    ids = [r[0] for r in conn.execute(
-        f"SELECT run_id FROM _minikafka_runs WHERE {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
-        (*params, limit))]
+    ids = failed_run_ids(conn, stage=stage, limit=limit)
     return [read_runs(conn, run_id=i, limit=1)[0] for i in ids]
 
 
 def resolve_run_id(conn, given: str, where) -> str:
     """The run id ``given`` names: itself, else the one run id it begins; an error (exit 1)
     when no run matches, or when several do (listing them)."""
-    if conn.execute("SELECT 1 FROM _minikafka_runs WHERE run_id = ?", (given,)).fetchone():
+    if run_exists(conn, given):
         return given
-    matches = [r[0] for r in conn.execute(
-        "SELECT run_id FROM _minikafka_runs WHERE substr(run_id, 1, ?) = ? ORDER BY started_at DESC, rowid DESC",
-        (len(given), given))]
+    matches = run_ids_beginning(conn, given)
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -109,7 +102,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
     """
     from ..ledger.runlog import quarantine_topics, quarantined_everything, read_runs
 
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     if run_id:
         runs = read_runs(conn, run_id=resolve_run_id(conn, run_id, source.path), limit=1)
     else:
@@ -156,7 +149,7 @@ def _show_query(source: Source, layout: TopicLayout, which: str, consumer: str |
                 where: tuple[str, ...]) -> tuple[str, tuple, str | None]:
     """SELECT (without ORDER/LIMIT) of the rows ``show`` prints, its parameters, and the
     consumer-status expression's SQL (None without --consumer)."""
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     cid = acks.require_consumer(conn, layout.name, consumer) if consumer else None
     conds, params = [], []
     if which == "new":
@@ -208,7 +201,7 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
         raise click.BadParameter("--follow prints JSON lines; it cannot be combined with --json", param_hint="--json")
     cond, cond_params, cid = _show_query(source, layout, which, consumer, where)
     decode = layout.decoder()
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     extra, params = "", cond_params
     if cid is not None:
         done, dparams = acks.done_filter(cid)
@@ -249,7 +242,7 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
 def _follow(source: Source, sql: str, params: tuple, last: int, interval: float, render) -> None:
     """Print rows after ``last`` as they commit: the Source's watcher wakes this loop on any
     commit (from any process); ``interval`` caps how long one wait lasts."""
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     watcher = source.watcher
     try:
         while True:
@@ -277,7 +270,7 @@ def schema(source: Source, topic: str, as_sql: bool, as_json: bool) -> None:
     """
     from ..ledger.catalog import stored_model_path
 
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     layout = source.layout(topic)
     if as_sql:
         for (sql,) in conn.execute(
@@ -285,7 +278,7 @@ def schema(source: Source, topic: str, as_sql: bool, as_json: bool) -> None:
                 (layout.name,)):
             click.echo(sql + ";")
         return
-    created = conn.execute("SELECT created_at FROM _minikafka_topics WHERE name = ?", (layout.name,)).fetchone()[0]
+    created = catalog.created_at(conn, layout.name)
     columns = []
     for c in layout.columns:
         d = c.describe()
@@ -328,7 +321,7 @@ def replay(source: Source, topic: str, consumer: str, from_id: int | None, to_id
     lo, hi = from_id or 0, to_id if to_id is not None else 2**63 - 1
     if lo > hi:
         raise click.BadParameter("--from-id is greater than --to-id")
-    with source._ledger.atomic() as conn:
+    with source.ledger.atomic() as conn:
         cid = acks.require_consumer(conn, topic, consumer)
         n = acks.replay_in_current_transaction(conn, topic, cid, lo, hi, utc_now())
     click.echo(f"{n} row(s) of {topic} pending again for consumer {consumer}")

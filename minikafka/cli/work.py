@@ -31,7 +31,7 @@ def work(source: Source, handler: str, queue_name: str, concurrency: int, once: 
 
     Example: minikafka work myjobs:summarise --queue rss.summarise --concurrency 4 -s homelab.sqlite
     """
-    from ..api.workers import work as run_work
+    from ..api.modes.workers import work as run_work
 
     def progress(r) -> None:
         click.echo(f"  {r.duration_s:7.1f} s  claimed {r.claimed}  acked {r.acked}  retried {r.retried}  "
@@ -40,7 +40,7 @@ def work(source: Source, handler: str, queue_name: str, concurrency: int, once: 
     path = source.path
     source.close()  # each worker opens its own: no connection crosses the fork
     result = run_work(path, queue_name, handler, concurrency=concurrency, once=once,
-                      retry_delay=retry_delay, progress=progress)
+                      retry_delay=retry_delay, progress=progress, open_source=Source)
     click.echo(result.summary())
     if result.crashed:
         sys.exit(1)

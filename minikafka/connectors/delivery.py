@@ -45,11 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..api.groups import _field_dicts
+from ..api.modes.groups import _field_dicts
 from ..api.source import Source
 from ..errors import DeliveryConfigError, DeliveryError, MinikafkaError, TopicNotFoundError
 from ..ledger import acks
 from ..ledger.layout import TopicLayout
+from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ..util.clock import utc_now
 from ..util.tomlfile import read_toml
@@ -477,9 +478,8 @@ class DeliveryWorker:
         now = utc_now()
         payloads = [json.dumps(d, default=str, ensure_ascii=False) for d in _field_dicts(layout, rows)]
         with ledger.atomic() as conn:
-            conn.executemany(
-                "INSERT INTO _minikafka_quarantine (topic, consumer, row_id, payload, reason, attempts, origin, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, 'delivery', ?)",
-                [(spec.topic, spec.name, r[0], payload, reason, attempts, now) for r, payload in zip(rows, payloads)])
+            quarantine_in_current_transaction(conn, [
+                Quarantined(spec.topic, payload, reason, "delivery", now, consumer=spec.name, row_id=r[0],
+                            attempts=attempts) for r, payload in zip(rows, payloads)])
             acks.commit_offset_in_current_transaction(conn, spec.topic, cid, partition, last, now)
             conn.execute("DELETE FROM _minikafka_inflight WHERE consumer_id = ? AND partition = ?", (cid, partition))

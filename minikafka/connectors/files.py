@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import ConnectorError
 from ..ledger import windows as stored
 from ..util.clock import utc_now
-from .quarantine import parse_message, store_in_current_transaction
+from .intake import parse_message, store_in_current_transaction
 
 log = logging.getLogger("minikafka.connectors")
 

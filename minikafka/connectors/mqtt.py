@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 from ..errors import ConnectorError
 from ..util.optional import require
-from .quarantine import parse_message, store_in_current_transaction
+from .intake import parse_message, store_in_current_transaction
 
 log = logging.getLogger("minikafka.connectors")
 SCHEMES = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
@@ -178,7 +178,7 @@ class MQTTSource(_Node):
         valid, bad = [], []
         for m in messages:
             if self.envelope:
-                from .quarantine import validate_payload
+                from .intake import validate_payload
 
                 try:
                     payload = json.loads(m.payload)

@@ -55,6 +55,22 @@ def stored_model_path(conn: sqlite3.Connection, name: str) -> str:
     return conn.execute("SELECT model_name FROM _minikafka_topics WHERE name = ?", (name,)).fetchone()[0]
 
 
+def created_at(conn: sqlite3.Connection, name: str) -> str:
+    """When the topic was created (its catalog row's timestamp text)."""
+    return conn.execute("SELECT created_at FROM _minikafka_topics WHERE name = ?", (name,)).fetchone()[0]
+
+
+def record_migration_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout, model_name: str,
+                                            now: str) -> None:
+    """The catalog row of a migrated topic: its new model, schema, fingerprint and columns."""
+    conn.execute(
+        "UPDATE _minikafka_topics SET model_name = ?, json_schema = ?, fingerprint = ?, "
+        "columns = ?, migrated_at = ? WHERE name = ?",
+        (model_name, canonical_json(layout.json_schema), layout.fingerprint, layout.describe_columns(), now,
+         layout.name),
+    )
+
+
 def check_reopen(layout: TopicLayout, row: tuple) -> None:
     """Raise unless ``layout`` matches the stored catalog ``row`` of the same topic.
 

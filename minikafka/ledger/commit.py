@@ -33,6 +33,7 @@ from .catalog import read_layout
 from .connection import Ledger
 from .identifiers import quote_identifier
 from .layout import TopicLayout
+from .quarantine import Quarantined, quarantine_in_current_transaction
 from .runlog import RunResult, write_run_in_current_transaction
 
 PARENT = "_parent_id"
@@ -98,11 +99,9 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
                 )
         for output in outputs:
             _insert_output(conn, output, run, now, default_parent_topic)
-        for topic, parent_id, payload, reason in quarantine:
-            conn.execute(
-                "INSERT INTO _minikafka_quarantine (topic, consumer, run_id, row_id, payload, reason, attempts, "
-                "origin, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, 'quality', ?)",
-                (topic, consumer, run.run_id, parent_id, payload, reason, now))
+        quarantine_in_current_transaction(conn, (
+            Quarantined(topic, payload, reason, "quality", now, consumer=consumer, run_id=run.run_id, row_id=parent_id)
+            for topic, parent_id, payload, reason in quarantine))
         run.rows_quarantined += len(quarantine)
         checkpoint("commit:outputs-inserted")
         for state in inputs:
@@ -178,11 +177,9 @@ def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int,
         ).fetchone()[0]
         if max_attempts is not None and attempts >= max_attempts:
             payload = _row_payload(conn, layout, row_id)
-            conn.execute(
-                "INSERT INTO _minikafka_quarantine (topic, consumer, run_id, row_id, payload, reason, attempts, "
-                "origin, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (state.topic, consumer, run.run_id, row_id, payload, error, attempts, "stage", now),
-            )
+            quarantine_in_current_transaction(conn, [Quarantined(
+                state.topic, payload, error, "stage", now, consumer=consumer, run_id=run.run_id, row_id=row_id,
+                attempts=attempts)])
             conn.execute("DELETE FROM _minikafka_attempts WHERE consumer_id = ? AND row_id = ?", (consumer_id, row_id))
             run.rows_quarantined += 1
         else:

@@ -34,6 +34,8 @@ def _check(pattern: re.Pattern[str], kind: str, name: object, rule: str) -> str:
 # Table names SQLite keeps for itself ("object name reserved for internal use"): no topic
 # may take them, in any case. The ledger's own tables start with '_', which TOPIC_NAME
 # already refuses as a first character.
+LEDGER_PREFIX = "_minikafka_"  # the ledger's own tables, indexes and triggers start with it
+
 RESERVED_TOPIC_PREFIXES = {"sqlite_": "SQLite reserves names starting with 'sqlite_' for its own tables"}
 
 

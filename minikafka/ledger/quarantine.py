@@ -9,16 +9,55 @@ Rows come from three places, told apart by ``origin``:
 - ``FILE:LINE``: a line of an ingested or backfilled file that did not validate;
   ``payload`` is the raw line.
 
-Requeueing needs the topic's model and lives in ``api.quarantine``.
+Requeueing needs the topic's model and lives in ``api.core.requeue``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 COLUMNS = ("id", "topic", "consumer", "run_id", "row_id", "payload", "reason", "attempts", "origin", "created_at")
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM _minikafka_quarantine"
+
+
+class Quarantined(NamedTuple):
+    """One row going into the quarantine (the columns every writer fills, then the optional ones)."""
+
+    topic: str
+    payload: str | None
+    reason: str
+    origin: str | None
+    created_at: str
+    consumer: str | None = None
+    run_id: str | None = None
+    row_id: int | None = None
+    attempts: int = 1
+
+
+_INSERT = ("INSERT INTO _minikafka_quarantine (topic, payload, reason, origin, created_at, consumer, run_id, "
+           "row_id, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def quarantine_in_current_transaction(conn: sqlite3.Connection, rows: Iterable[Quarantined]) -> int:
+    """Insert rows into the quarantine in the caller's transaction: the one writer of the table.
+
+    Returns:
+        The number of rows inserted.
+    """
+    before = conn.total_changes
+    conn.executemany(_INSERT, rows)
+    return conn.total_changes - before
+
+
+def known_origins(conn: sqlite3.Connection, topic: str, origin_prefix: str) -> set[tuple[str, str]]:
+    """(origin, payload) of the quarantined rows of ``topic`` whose origin starts with ``origin_prefix``."""
+    return {
+        (origin, payload) for origin, payload in conn.execute(
+            "SELECT origin, payload FROM _minikafka_quarantine WHERE topic = ? AND substr(origin, 1, ?) = ?",
+            (topic, len(origin_prefix), origin_prefix))
+    }
 
 
 def _as_dicts(cur: sqlite3.Cursor) -> list[dict[str, Any]]:

@@ -1,85 +1,48 @@
-"""Retention of the run log and of the quality reports written beside the ledger.
+"""Topic-row retention: per-topic max ages, and deleting rows every consumer handled once older.
 
-Topics are append-only and never pruned here; only the bookkeeping that grows with
-every run is: old rows of ``_minikafka_runs`` and old HTML reports.
+(Pruning the run log is ``ledger.runlog_retention``.) The policy and the clock are
+``api.modes.retention``'s; this module moves rows.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+import sqlite3
 
-from ..errors import MinikafkaError
-from ..util.clock import format_timestamp
-
-_AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-REPORT_DIR = "quality-reports"
+from . import acks
+from .identifiers import quote_identifier
+from .layout import TopicLayout
 
 
-class InvalidAgeError(MinikafkaError, ValueError):
-    """An age that is not a whole number followed by s, m, h, d or w."""
+def set_retention_in_current_transaction(conn: sqlite3.Connection, topic: str, max_age_s: float | None,
+                                         now: str) -> None:
+    if max_age_s is None:
+        conn.execute("DELETE FROM _minikafka_retention WHERE topic = ?", (topic,))
+        return
+    conn.execute(
+        "INSERT INTO _minikafka_retention (topic, max_age_s, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (topic) DO UPDATE SET max_age_s = excluded.max_age_s, updated_at = excluded.updated_at",
+        (topic, float(max_age_s), now),
+    )
 
 
-def parse_age(text: str) -> timedelta:
-    """``30d`` -> 30 days; units s, m, h, d, w.
+def retention_settings(conn: sqlite3.Connection) -> dict[str, float]:
+    return dict(conn.execute("SELECT topic, max_age_s FROM _minikafka_retention ORDER BY topic").fetchall())
 
-    Raises:
-        InvalidAgeError: anything else.
+
+def delete_expired_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout, older_than: str) -> int:
+    """Delete rows every consumer has handled and created before ``older_than``.
+
+    Never a row still pending for anyone, and never the newest row (SQLite would hand
+    its id out again; offsets are never reused). The append-only trigger is lifted for
+    this one statement, inside the transaction.
     """
-    m = _AGE.match(text or "")
-    if not m:
-        raise InvalidAgeError(f"invalid age {text!r}: write a number and a unit, e.g. 30d, 12h, 2w (s, m, h, d, w)")
-    return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
-
-
-def cutoff(age: timedelta, now: datetime | None = None) -> str:
-    """The ledger timestamp ``age`` before ``now`` (default: the current time)."""
-    return format_timestamp((now or datetime.now(timezone.utc)) - age)
-
-
-def report_dir(ledger_path: str) -> Path:
-    """Where stages write their quality reports: ``quality-reports/`` beside the ledger."""
-    return Path(ledger_path).resolve().parent / REPORT_DIR
-
-
-@dataclass
-class PruneResult:
-    runs_deleted: int = 0
-    reports_deleted: int = 0
-    kept_latest: list[str] = field(default_factory=list)
-
-
-def prune_runs_in_current_transaction(conn, before: str) -> tuple[int, list[str]]:
-    """Delete finished runs started before ``before``; the latest run of each stage stays.
-
-    Keeping each stage's latest run means ``status`` can still say when a stage last
-    ran, however long ago. Runs still 'running' are never deleted.
-    Returns (rows deleted, run ids kept only because they are a stage's latest).
-    """
-    latest = "SELECT run_id FROM (SELECT run_id, row_number() OVER (PARTITION BY coalesce(stage, kind) " \
-             "ORDER BY started_at DESC, rowid DESC) AS n FROM _minikafka_runs) WHERE n = 1"
-    kept = [r[0] for r in conn.execute(
-        f"SELECT run_id FROM _minikafka_runs WHERE started_at < ? AND run_id IN ({latest})", (before,))]
+    done, params = acks.done_filter(None)
+    table = quote_identifier(layout.name)
+    conn.execute(f"DROP TRIGGER IF EXISTS {quote_identifier(layout.name + '__append_only')}")
     deleted = conn.execute(
-        f"DELETE FROM _minikafka_runs WHERE started_at < ? AND status != 'running' AND run_id NOT IN ({latest})",
-        (before,),
+        f"DELETE FROM {table} WHERE {done} AND \"_created_at\" < ? "
+        f"AND \"_id\" < (SELECT max(\"_id\") FROM {table})",
+        (*params, older_than),
     ).rowcount
-    return deleted, kept
-
-
-def prune_reports(directory: Path, before: datetime, *, dry_run: bool = False) -> int:
-    """Delete ``*.html`` reports in ``directory`` last modified before ``before``; returns how many."""
-    if not directory.is_dir():
-        return 0
-    limit = before.timestamp()
-    n = 0
-    for path in directory.glob("*.html"):
-        if path.is_file() and path.stat().st_mtime < limit:
-            if not dry_run:
-                path.unlink()
-            n += 1
-    return n
-
+    conn.execute(layout.append_only_ddl(layout.name))
+    return deleted

@@ -97,6 +97,28 @@ def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str
     return out
 
 
+def failed_run_ids(conn: sqlite3.Connection, *, stage: str | None = None, limit: int = 20) -> list[str]:
+    """Ids of the failed or partial runs (of ``stage``), most recent first."""
+    where, params = "status IN ('failed', 'partial')", []
+    if stage:
+        where += " AND stage = ?"
+        params.append(stage)
+    return [r[0] for r in conn.execute(
+        f"SELECT run_id FROM _minikafka_runs WHERE {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
+        (*params, limit))]
+
+
+def run_exists(conn: sqlite3.Connection, run_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM _minikafka_runs WHERE run_id = ?", (run_id,)).fetchone() is not None
+
+
+def run_ids_beginning(conn: sqlite3.Connection, prefix: str) -> list[str]:
+    """Run ids that begin with ``prefix``, most recent first."""
+    return [r[0] for r in conn.execute(
+        "SELECT run_id FROM _minikafka_runs WHERE substr(run_id, 1, ?) = ? ORDER BY started_at DESC, rowid DESC",
+        (len(prefix), prefix))]
+
+
 def quarantined_everything(run: dict[str, Any]) -> bool:
     """The run read rows and every row it produced went to the quarantine (nothing committed,
     nothing left pending to retry)."""

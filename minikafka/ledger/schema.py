@@ -103,7 +103,7 @@ CREATE TABLE IF NOT EXISTS _minikafka_quarantine (
 CREATE INDEX IF NOT EXISTS _minikafka_quarantine_by_topic ON _minikafka_quarantine (topic, id);
 """
 
-# Windowed streams (api/streams.py): a window's bounds are stored before its function
+# Windowed streams (api/modes/streaming.py): a window's bounds are stored before its function
 # runs, so a crash or an exception offers the same window again; committing it acks its
 # rows in the same transaction. Retention settings and followed-file positions too.
 STREAMS = """
@@ -178,7 +178,7 @@ CREATE TABLE IF NOT EXISTS _minikafka_inflight (
 ) STRICT, WITHOUT ROWID;
 """
 
-# Work queues (api/queues.py): a queue is one consumer of a topic. Per-row state lives here
+# Work queues (api/modes/queues.py, ledger/queues.py): a queue is one consumer of a topic. Per-row state lives here
 # only while a row is live (pending, processing) or dead; an acked row leaves this table and
 # stays in its topic as history, acked for the queue's consumer. Times are milliseconds
 # since the Unix epoch (UTC). Dead rows are also copied to _minikafka_quarantine.

@@ -143,42 +143,6 @@ def commit_window_in_current_transaction(conn: sqlite3.Connection, topic: str, c
     return True
 
 
-# -- retention ---------------------------------------------------------------------
-def set_retention_in_current_transaction(conn: sqlite3.Connection, topic: str, max_age_s: float | None,
-                                         now: str) -> None:
-    if max_age_s is None:
-        conn.execute("DELETE FROM _minikafka_retention WHERE topic = ?", (topic,))
-        return
-    conn.execute(
-        "INSERT INTO _minikafka_retention (topic, max_age_s, updated_at) VALUES (?, ?, ?) "
-        "ON CONFLICT (topic) DO UPDATE SET max_age_s = excluded.max_age_s, updated_at = excluded.updated_at",
-        (topic, float(max_age_s), now),
-    )
-
-
-def retention_settings(conn: sqlite3.Connection) -> dict[str, float]:
-    return dict(conn.execute("SELECT topic, max_age_s FROM _minikafka_retention ORDER BY topic").fetchall())
-
-
-def delete_expired_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout, older_than: str) -> int:
-    """Delete rows every consumer has handled and created before ``older_than``.
-
-    Never a row still pending for anyone, and never the newest row (SQLite would hand
-    its id out again; offsets are never reused). The append-only trigger is lifted for
-    this one statement, inside the transaction.
-    """
-    done, params = acks.done_filter(None)
-    table = quote_identifier(layout.name)
-    conn.execute(f"DROP TRIGGER IF EXISTS {quote_identifier(layout.name + '__append_only')}")
-    deleted = conn.execute(
-        f"DELETE FROM {table} WHERE {done} AND \"_created_at\" < ? "
-        f"AND \"_id\" < (SELECT max(\"_id\") FROM {table})",
-        (*params, older_than),
-    ).rowcount
-    conn.execute(layout.append_only_ddl(layout.name))
-    return deleted
-
-
 def prune_windows_in_current_transaction(conn: sqlite3.Connection, topic: str, older_than: str) -> int:
     """Forget committed windows older than ``older_than`` (the newest per consumer is kept)."""
     return conn.execute(

@@ -229,7 +229,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     from .retired import retired_messages
 
     with open_source(defn, register=not dry_run) as source:
-        for line in retired_messages(defn, source._ledger.conn):
+        for line in retired_messages(defn, source.ledger.conn):
             echo(line)
     try:
         check_master(master)  # seconds, before any JVM: an unreachable master is named, not 68 s of INFO lines
@@ -278,7 +278,7 @@ def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome) -> None:
 
     if outcome.run and outcome.run.get("run_id") and quarantined_everything(outcome.run):
         with Source(str(defn.source)) as source:
-            outcome.quarantined_to = quarantine_topics(source._ledger.conn, outcome.run["run_id"]) or \
+            outcome.quarantined_to = quarantine_topics(source.ledger.conn, outcome.run["run_id"]) or \
                 list(outcome.run.get("inputs") or [])[:1]
 
 
@@ -314,7 +314,7 @@ def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: Sta
     run.finish("failed", error)
     try:
         with Source(str(defn.source)) as source:
-            with source._ledger.atomic() as conn:
+            with source.ledger.atomic() as conn:
                 write_run_in_current_transaction(conn, run)
             return _run_row(source, run_id)
     except Exception:  # noqa: BLE001 - the original failure matters more than its log row
@@ -328,7 +328,7 @@ def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
         for name in sd.inputs:
             t = source.topic(name, defn.topics[name].model, dedup=defn.topics[name].dedup or None)
             # a consumer not registered yet (a dry run registers none) starts from what is new
-            consumer = sd.consumer if sd.consumer in consumer_names(source._ledger.conn, name) else None
+            consumer = sd.consumer if sd.consumer in consumer_names(source.ledger.conn, name) else None
             if t.count("new", consumer=consumer):
                 return True
     return False
@@ -402,7 +402,7 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
 
 
 def _run_row(source: Source, run_id: str) -> dict | None:
-    rows = read_runs(source._ledger.conn, run_id=run_id, limit=1)
+    rows = read_runs(source.ledger.conn, run_id=run_id, limit=1)
     return rows[0] if rows else None
 
 

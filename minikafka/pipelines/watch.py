@@ -71,7 +71,7 @@ class WatchResult:
 
 def pending_rows(source: Source, topic: str, consumer: str, *, before: str | None = None) -> tuple[int, int]:
     """(rows pending for ``consumer``, highest such id), optionally only rows committed before ``before``."""
-    conn = source._ledger.conn
+    conn = source.ledger.conn
     cid = acks.find_consumer(conn, topic, consumer)
     cond, params = acks.pending_filter(cid)
     extra, more = ("", ()) if before is None else (" AND \"_created_at\" < ?", (before,))

@@ -1,7 +1,7 @@
 """Row-level arms (``topic.pipe(fn).to(target)``) run as per-row Spark stages.
 
 ``FullPipeline.run(engine=spark)`` reaches this module through the engine registry
-(``minikafka.api.engines``), so the Python API never imports Spark.
+(``minikafka.api.core.engines``), so the Python API never imports Spark.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
 from ..ledger.layout import TopicLayout
+from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ..util import dumpfiles
 from ..util.clock import utc_now
@@ -673,11 +674,9 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
                 except Exception as exc:
                     raise layout.explain_write_error(exc, [r[: len(names)] for r in rows]) from None
                 inserted = conn.total_changes - before
-                conn.executemany(
-                    "INSERT INTO _minikafka_quarantine (topic, run_id, payload, reason, origin, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    zip(repeat(layout.name), repeat(run.run_id), payloads, errors,
-                        (f"{dump.path.name}:{line}" for line in bad_lines), repeat(now)))
+                quarantine_in_current_transaction(conn, (
+                    Quarantined(layout.name, payload, error, f"{dump.path.name}:{line}", now, run_id=run.run_id)
+                    for payload, error, line in zip(payloads, errors, bad_lines)))
                 conn.execute(
                     "INSERT INTO _minikafka_loads (topic, sha256, file, rows_done, status, run_id, updated_at) "
                     "VALUES (?, ?, ?, ?, 'partial', ?, ?) ON CONFLICT (topic, sha256) DO UPDATE SET "

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..api.source import Source
 from ..errors import MinikafkaError, PipelineError
-from ..ledger import acks, retention
+from ..ledger import acks
+from ..ledger import runlog_retention as retention
 from ..ledger.commit import InputState, StagedOutput, commit_stage
 from ..ledger.events import Event
 from ..ledger.identifiers import validate_consumer_name, validate_topic_name

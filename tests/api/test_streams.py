@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from pydantic import BaseModel
 
-from minikafka.api.windows import WindowEmitter
+from minikafka.api.modes.windows import WindowEmitter
 from minikafka.errors import InvalidRecordError, SchemaMismatchError, StreamingConfigError, WindowFailedError
 from minikafka.util.clock import ManualClock, use_clock
 

@@ -105,7 +105,7 @@ def test_reopening_a_queue_without_settings_keeps_the_stored_ones(file_source):
     assert (reopened.visibility_timeout, reopened.max_attempts) == (42, 5)
     via_topic = file_source.topic("q", Item, dedup=None).queue("q")
     assert (via_topic.visibility_timeout, via_topic.max_attempts) == (42, 5)
-    from minikafka.api.queues import stored_settings
+    from minikafka.api.modes.queues import stored_settings
 
     assert stored_settings(file_source, "q", "q") == (42, 5)
 
@@ -116,7 +116,7 @@ def test_reopening_a_queue_with_one_setting_updates_only_that_one_and_logs_it(fi
         q = file_source.queue("q", Item, max_attempts=5)
     assert (q.visibility_timeout, q.max_attempts) == (42, 5)
     assert "settings changed" in caplog.text and "max_attempts=3" in caplog.text
-    from minikafka.api.queues import stored_settings
+    from minikafka.api.modes.queues import stored_settings
 
     assert stored_settings(file_source, "q", "q") == (42, 5)
 

@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.api.ingest import ingest_jsonl
+from minikafka.connectors.ingest import ingest_jsonl
 from minikafka.spark.backfill import backfill
 
 

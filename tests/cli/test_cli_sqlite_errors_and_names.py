@@ -21,7 +21,7 @@ def test_ingest_into_a_sqlite_prefixed_topic_is_one_error_line(db_path, tmp_path
 
 
 def test_an_sqlite_error_escaping_a_command_is_one_error_line(db_path, tmp_path, monkeypatch):
-    import minikafka.api.ingest as ingest_mod
+    import minikafka.connectors.ingest as ingest_mod
 
     def broken(*args, **kwargs):
         raise sqlite3.OperationalError("disk I/O error")

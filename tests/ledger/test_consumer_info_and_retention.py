@@ -1,4 +1,4 @@
-"""ledger.consumers.consumer_info (lag, last activity) and ledger.retention."""
+"""ledger.consumers.consumer_info (lag, last activity) and ledger.runlog_retention."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from minikafka.ledger.consumers import consumer_info
-from minikafka.ledger.retention import InvalidAgeError, parse_age
+from minikafka.ledger.runlog_retention import InvalidAgeError, parse_age
 from tests.conftest import Video
 
 

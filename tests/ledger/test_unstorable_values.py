@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 
 from minikafka import InvalidRecordError, MigrationError, Source
-from minikafka.api.ingest import ingest_jsonl
+from minikafka.connectors.ingest import ingest_jsonl
 from tests.cli.helpers import invoke
 
 

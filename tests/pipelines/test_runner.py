@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minikafka import Source
-from minikafka.api.ingest import ingest_jsonl
+from minikafka.connectors.ingest import ingest_jsonl
 from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.runner import open_source, run_pipeline
 from schemas.homelab import Scored

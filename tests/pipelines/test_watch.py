@@ -11,7 +11,7 @@ import time
 import pytest
 
 from minikafka import Source
-from minikafka.api.ingest import ingest_jsonl
+from minikafka.connectors.ingest import ingest_jsonl
 from minikafka.ledger.identifiers import quote_identifier
 from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.runner import open_source, run_pipeline

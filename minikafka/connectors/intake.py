@@ -7,11 +7,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..api.core.rows import TopicRows, rows_of
+from ..api.topic import Topic
 from ..errors import InvalidRecordError
+from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..util.clock import utc_now
 
 
-def parse_message(topic: Any, raw: bytes | str) -> tuple[Any, str | None]:
+def parse_message(topic: Topic | TopicRows, raw: bytes | str) -> tuple[Any, str | None]:
     """(validated model, None) or (None, reason) for one raw JSON message."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
@@ -24,9 +27,9 @@ def parse_message(topic: Any, raw: bytes | str) -> tuple[Any, str | None]:
     return validate_payload(topic, payload)
 
 
-def validate_payload(topic: Any, payload: Any) -> tuple[Any, str | None]:
+def validate_payload(topic: Topic | TopicRows, payload: Any) -> tuple[Any, str | None]:
     try:
-        return topic._validate(payload), None
+        return rows_of(topic).validate(payload), None
     except ValidationError as exc:
         reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return None, f"invalid row: {reason}"
@@ -34,14 +37,13 @@ def validate_payload(topic: Any, payload: Any) -> tuple[Any, str | None]:
         return None, f"invalid row: {exc}"
 
 
-def store_in_current_transaction(topic: Any, valid: list[Any], bad: list[tuple[str, str, str]]) -> int:
+def store_in_current_transaction(topic: Topic | TopicRows, valid: list[Any], bad: list[tuple[str, str, str]]) -> int:
     """Append ``valid`` models and quarantine ``bad`` (payload text, reason, origin); returns rows appended."""
-    conn = topic.source._ledger.conn
+    rows = rows_of(topic)
+    conn = rows.ledger.conn
     now = utc_now()
-    for payload, reason, origin in bad:
-        conn.execute(
-            "INSERT INTO _minikafka_quarantine (topic, payload, reason, origin, created_at) VALUES (?, ?, ?, ?, ?)",
-            (topic.name, payload[:10000], reason, origin, now))
+    quarantine_in_current_transaction(conn, (Quarantined(rows.name, payload[:10000], reason, origin, now)
+                                             for payload, reason, origin in bad))
     if not valid:
         return 0
-    return topic._insert_many_in_current_transaction(valid, ignore_duplicates=bool(topic.dedup), now=now)
+    return rows.insert_many_in_current_transaction(valid, ignore_duplicates=bool(rows.dedup), now=now)

@@ -1,13 +1,13 @@
 """Work queues on topics: competing workers, leases, retries, a dead letter (honker's model).
 
 A queue is one named consumer of a topic. Each live row of the queue has a state row in
-``_minikafka_queue_jobs`` (pending or processing: priority, run_at, lease, attempts,
+the ledger's queue-jobs table (``ledger.queues``: pending or processing: priority, run_at, lease, attempts,
 worker, last error). ``claim_batch`` takes, in one ``UPDATE ... RETURNING``, the rows that
 are pending and due or whose lease expired, ordered by priority (higher first) then age;
 each claim sets a lease and counts an attempt. An acked row leaves the state table and
 stays in the topic as history, acked for the queue's consumer. A row that runs out of
 attempts (or fails) turns ``dead``: it keeps its state row and gets a row in
-``_minikafka_quarantine``, the project's dead letter, until ``requeue``.
+the quarantine table, the project's dead letter, until ``requeue``.
 
 Rows appended to the topic by other means (``topic.append``, a Spark stage) become jobs
 too: each claim first syncs rows above the queue's ``synced_upto`` mark that are still
@@ -19,7 +19,6 @@ system clock unless one is injected for tests).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -29,22 +28,25 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import JobNotOursError, QueueNotFoundError
-from ..ledger import acks
-from ..ledger.events import Event
-from ..ledger.identifiers import validate_consumer_name
-from ..util.clock import format_timestamp
-from .transaction import Transaction, joined
+from ...errors import JobNotOursError, QueueNotFoundError
+from ...ledger import acks
+from ...ledger import queues as store
+from ...ledger.events import Event
+from ...ledger.identifiers import validate_consumer_name
+from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
+from ...ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
+from ...util.clock import format_timestamp
+from ..core.rows import TopicRows
+from ..core.transaction import Transaction, joined
 
 if TYPE_CHECKING:
-    from .source import Source
-    from .topic import Topic
+    from ..core.handles import SourceHandle, TopicHandle
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 Clock = Callable[[], float]
 
-JOBS = "_minikafka_queue_jobs"
-ORIGIN = "queue"
+__all__ = ["ORIGIN", "Job", "Queue", "check_settings", "find_queue", "queue_label", "revive_dead_in_current_transaction",
+           "split_label", "stored_settings"]
 
 
 DEFAULT_VISIBILITY_TIMEOUT = 300.0
@@ -175,19 +177,18 @@ class Queue(Generic[ModelT]):
     dead letter.
     """
 
-    def __init__(self, topic: Topic[ModelT], consumer: str, *, visibility_timeout: float | None = None,
+    def __init__(self, topic: TopicHandle, consumer: str, *, visibility_timeout: float | None = None,
                  max_attempts: int | None = None, clock: Clock | None = None):
         check_settings(visibility_timeout, max_attempts, clock)
         validate_consumer_name(consumer)
         self.topic = topic
-        self.source: Source = topic.source
+        self.source: SourceHandle = topic.source
+        self.rows: TopicRows[ModelT] = topic.rows
         self.consumer = consumer
         self.clock: Clock = clock or time.time
         now = self._now_ms()
-        with self.source._ledger.atomic() as conn:
-            stored = conn.execute(
-                "SELECT visibility_timeout_ms, max_attempts FROM _minikafka_queues WHERE topic = ? AND consumer = ?",
-                (topic.name, consumer)).fetchone()
+        with self.source.ledger.atomic() as conn:
+            stored = store.stored_settings(conn, topic.name, consumer)
             stored_vt_ms, stored_attempts = stored if stored is not None else (None, None)
             if visibility_timeout is None:
                 vt_ms = stored_vt_ms if stored_vt_ms is not None else _ms(DEFAULT_VISIBILITY_TIMEOUT)
@@ -200,14 +201,8 @@ class Queue(Generic[ModelT]):
             self.max_attempts = max_attempts
             self.consumer_id = acks.register_consumer_in_current_transaction(
                 conn, topic.name, consumer, self._now_text(now))
-            conn.execute(
-                "INSERT INTO _minikafka_queues (consumer_id, topic, consumer, visibility_timeout_ms, max_attempts, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (consumer_id) DO UPDATE SET "
-                "visibility_timeout_ms = excluded.visibility_timeout_ms, max_attempts = excluded.max_attempts "
-                "WHERE visibility_timeout_ms != excluded.visibility_timeout_ms "
-                "OR max_attempts != excluded.max_attempts",
-                (self.consumer_id, topic.name, consumer, self._vt_ms, max_attempts, self._now_text(now)),
-            )
+            store.save_settings_in_current_transaction(conn, self.consumer_id, topic.name, consumer, self._vt_ms,
+                                                       max_attempts, self._now_text(now))
             self._bury_exhausted_in_current_transaction(conn, now, pending=True)
         if stored is not None and (stored_vt_ms, stored_attempts) != (self._vt_ms, self.max_attempts):
             log.info("queue %r: settings changed from visibility_timeout=%s, max_attempts=%s to %s, %s",
@@ -234,7 +229,7 @@ class Queue(Generic[ModelT]):
 
     @property
     def _conn(self):
-        return self.topic._conn
+        return self.rows.conn
 
     # -- producing --------------------------------------------------------------
     def enqueue(self, payload: ModelT | dict[str, Any], delay: float | None = None,
@@ -265,20 +260,11 @@ class Queue(Generic[ModelT]):
             raise ValueError(f"priority must be an integer, got {priority!r}")
         now = self._now_ms()
         due = self._due_ms(now, delay, run_at)
-        model = self.topic._validate(payload)
+        model = self.rows.validate(payload)
         # inside tx no savepoint: only the first statement (the topic insert) can fail
         with joined(self.source, tx, savepoint=False) as conn:
-            row_id = self.topic._insert_one_in_current_transaction(model, now=self._now_text(now))
-            conn.execute(
-                f"INSERT OR REPLACE INTO {JOBS} (consumer_id, row_id, state, priority, run_at) "
-                "VALUES (?, ?, 'pending', ?, ?)",
-                (self.consumer_id, row_id, priority, due),
-            )
-            # keep the sync mark level when nothing else was appended in between
-            conn.execute(
-                "UPDATE _minikafka_queues SET synced_upto = ? WHERE consumer_id = ? AND synced_upto = ?",
-                (row_id, self.consumer_id, row_id - 1),
-            )
+            row_id = self.rows.insert_one_in_current_transaction(model, now=self._now_text(now))
+            store.add_job_in_current_transaction(conn, self.consumer_id, row_id, priority, due)
         return row_id
 
     @staticmethod
@@ -300,26 +286,17 @@ class Queue(Generic[ModelT]):
 
     # -- claiming ---------------------------------------------------------------
     def _unsynced(self, conn) -> tuple[int, int]:
-        synced = conn.execute(
-            "SELECT synced_upto FROM _minikafka_queues WHERE consumer_id = ?", (self.consumer_id,)
-        ).fetchone()
+        synced = store.synced_upto(conn, self.consumer_id)
         if synced is None:
             raise QueueNotFoundError(f"queue {self.name!r} was dropped (its consumer was unregistered)")
-        return synced[0], self.topic.high_watermark()
+        return synced, self.topic.high_watermark()
 
     def _sync_in_current_transaction(self, conn, now: int) -> None:
         """Give rows appended by other means (above synced_upto, still pending for us) a state row."""
         synced, top = self._unsynced(conn)
         if top <= synced:
             return
-        where, params = acks.pending_filter(self.consumer_id)
-        conn.execute(
-            f"INSERT OR IGNORE INTO {JOBS} (consumer_id, row_id, state, priority, run_at) "
-            f"SELECT ?, \"_id\", 'pending', 0, ? FROM {self.topic.layout.table} "
-            f"WHERE \"_id\" > ? AND \"_id\" <= ? AND {where}",
-            (self.consumer_id, now, synced, top, *params),
-        )
-        conn.execute("UPDATE _minikafka_queues SET synced_upto = ? WHERE consumer_id = ?", (top, self.consumer_id))
+        store.sync_in_current_transaction(conn, self.consumer_id, self.topic.layout.table, synced, top, now)
 
     def claimable(self) -> bool:
         """Whether a claim now could return a job (a read: no write lock taken)."""
@@ -328,25 +305,12 @@ class Queue(Generic[ModelT]):
         synced, top = self._unsynced(conn)
         if top > synced:
             return True
-        row = conn.execute(
-            f"SELECT EXISTS (SELECT 1 FROM {JOBS} WHERE consumer_id = ? AND state = 'pending' AND run_at <= ?) "
-            f"OR EXISTS (SELECT 1 FROM {JOBS} WHERE consumer_id = ? AND state = 'processing' "
-            "AND lease_expires_at <= ?)",
-            (self.consumer_id, now, self.consumer_id, now),
-        ).fetchone()
-        return bool(row[0])
+        return store.has_claimable(conn, self.consumer_id, now)
 
     def next_due_in(self) -> float | None:
         """Seconds until a pending row falls due or a lease expires (0 if one already has), else None."""
         now = self._now_ms()
-        conn = self._conn
-        pending = conn.execute(
-            f"SELECT min(run_at) FROM {JOBS} WHERE consumer_id = ? AND state = 'pending'", (self.consumer_id,)
-        ).fetchone()[0]
-        lease = conn.execute(
-            f"SELECT min(lease_expires_at) FROM {JOBS} WHERE consumer_id = ? AND state = 'processing'",
-            (self.consumer_id,),
-        ).fetchone()[0]
+        pending, lease = store.next_times(self._conn, self.consumer_id)
         candidates = [v for v in (pending, lease) if v is not None]
         if not candidates:
             return None
@@ -372,21 +336,12 @@ class Queue(Generic[ModelT]):
             raise ValueError(f"n must be an integer >= 0, got {n!r}")
         if n == 0 or not self.claimable():
             return []
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             now = self._now_ms()  # after the write lock: waiting for it must not shorten leases
             self._sync_in_current_transaction(conn, now)
             self._bury_exhausted_in_current_transaction(conn, now)
-            rows = conn.execute(
-                f"UPDATE {JOBS} SET state = 'processing', worker_id = ?, lease_expires_at = ?, "
-                "attempts = attempts + 1 "
-                f"WHERE consumer_id = ? AND row_id IN (SELECT row_id FROM {JOBS} "
-                "WHERE consumer_id = ? AND state IN ('pending', 'processing') AND attempts < ? "
-                "AND ((state = 'pending' AND run_at <= ?) OR (state = 'processing' AND lease_expires_at <= ?)) "
-                "ORDER BY priority DESC, run_at, row_id LIMIT ?) "
-                "RETURNING row_id, attempts, lease_expires_at, priority, run_at",
-                (worker_id, now + self._vt_ms, self.consumer_id, self.consumer_id, self.max_attempts,
-                 now, now, n),
-            ).fetchall()
+            rows = store.claim_in_current_transaction(conn, self.consumer_id, worker_id, now + self._vt_ms,
+                                                      self.max_attempts, now, n)
             if not rows:
                 return []
             rows.sort(key=lambda r: (-r[3], r[4], r[0]))
@@ -405,7 +360,7 @@ class Queue(Generic[ModelT]):
         Returns:
             True if something is claimable, False on timeout.
         """
-        from ..ledger.watcher import wait_until
+        from ...ledger.watcher import wait_until
 
         return bool(wait_until(self.source.watcher, self.claimable, timeout, next_deadline=self.next_due_in))
 
@@ -429,20 +384,11 @@ class Queue(Generic[ModelT]):
             watcher.wait(mark, timeout)
 
     def _load(self, ids: list[int]) -> dict[int, ModelT]:
-        topic = self.topic
-        marks = ", ".join("?" for _ in ids)
-        rows = self._conn.execute(
-            f"{topic.layout.select_sql()} WHERE \"_id\" IN ({marks})", ids
-        ).fetchall()
-        return {row[0]: topic.model.model_validate(topic._decode(row)) for row in rows}
+        return self.rows.load(ids)
 
     # -- finishing --------------------------------------------------------------
-    def _claim_filter(self, job: Job, now: int) -> tuple[str, tuple]:
-        return (
-            "consumer_id = ? AND row_id = ? AND state = 'processing' AND worker_id = ? AND attempts = ? "
-            "AND lease_expires_at > ?",
-            (self.consumer_id, job.id, job.worker_id, job.attempts, now),
-        )
+    def _claim(self, job: Job) -> Claim:
+        return Claim(self.consumer_id, job.id, job.worker_id, job.attempts)
 
     def _finish(self, job: Job, how: str, *, delay: float = 0, error: str = "",
                 tx: Transaction | None = None) -> bool:
@@ -453,24 +399,16 @@ class Queue(Generic[ModelT]):
         error = "" if error is None else str(error)
         with joined(self.source, tx) as conn:
             now = self._now_ms()  # after the write lock: a lease that ran out meanwhile is not ours
-            where, params = self._claim_filter(job, now)
+            claim = self._claim(job)
             if how == "acked":
-                done = conn.execute(f"DELETE FROM {JOBS} WHERE {where}", params).rowcount
+                done = store.delete_claim_in_current_transaction(conn, claim, now)
                 if done:
                     self._ack_rows_in_current_transaction(conn, [job.id], now)
             elif how == "retried" and job.attempts < self.max_attempts:
-                done = conn.execute(
-                    f"UPDATE {JOBS} SET state = 'pending', run_at = ?, worker_id = NULL, lease_expires_at = NULL, "
-                    f"last_error = ? WHERE {where}",
-                    (now + _ms(delay), error, *params),
-                ).rowcount
+                done = store.retry_claim_in_current_transaction(conn, claim, now, now + _ms(delay), error)
             else:
                 reason = error or "failed"
-                done = conn.execute(
-                    f"UPDATE {JOBS} SET state = 'dead', worker_id = NULL, lease_expires_at = NULL, last_error = ? "
-                    f"WHERE {where}",
-                    (reason, *params),
-                ).rowcount
+                done = store.kill_claim_in_current_transaction(conn, claim, now, reason)
                 if done:
                     self._quarantine_in_current_transaction(conn, [(job.id, job.attempts, reason)], now)
         if done:
@@ -482,11 +420,10 @@ class Queue(Generic[ModelT]):
             raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
         if extend is not None and (isinstance(extend, bool) or not isinstance(extend, (int, float)) or extend <= 0):
             raise ValueError(f"extend must be > 0 seconds, got {extend!r}")
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             now = self._now_ms()
             lease = now + (self._vt_ms if extend is None else max(1, _ms(extend)))
-            where, params = self._claim_filter(job, now)
-            done = conn.execute(f"UPDATE {JOBS} SET lease_expires_at = ? WHERE {where}", (lease, *params)).rowcount
+            done = store.extend_lease_in_current_transaction(conn, self._claim(job), now, lease)
         if done:
             job.lease_expires_at = _dt(lease)
         return bool(done)
@@ -499,16 +436,10 @@ class Queue(Generic[ModelT]):
                 raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
         if not jobs:
             return 0
-        claims = json.dumps([[j.id, j.worker_id, j.attempts] for j in jobs if not j._finished])
+        claims = [(j.id, j.worker_id, j.attempts) for j in jobs if not j._finished]
         with joined(self.source, tx) as conn:
             now = self._now_ms()
-            acked = [r[0] for r in conn.execute(
-                f"DELETE FROM {JOBS} WHERE consumer_id = ?1 AND state = 'processing' AND lease_expires_at > ?2 "
-                "AND (row_id, worker_id, attempts) IN (SELECT json_extract(value, '$[0]'), "
-                "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?3)) "
-                "RETURNING row_id",
-                (self.consumer_id, now, claims),
-            ).fetchall()]
+            acked = store.delete_claims_in_current_transaction(conn, self.consumer_id, now, claims)
             if acked:
                 self._ack_rows_in_current_transaction(conn, acked, now)
         done = set(acked)
@@ -524,7 +455,7 @@ class Queue(Generic[ModelT]):
             acks.ack_in_current_transaction(conn, self.topic.name, row_ids[0], self.consumer_id, text, consumers)
         else:
             acks.ack_many_in_current_transaction(conn, self.topic.name, row_ids, self.consumer_id, text, consumers)
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         if ledger.on_event:
             for row_id in row_ids:
                 ledger.emit(Event("message_handled", self.topic.name, row_id, {"consumer": self.consumer}))
@@ -536,37 +467,24 @@ class Queue(Generic[ModelT]):
         Pending rows with no attempt left exist only after ``max_attempts`` was lowered
         (retry dead-letters the last attempt itself), so opening a queue sweeps those.
         """
-        which = "(state = 'pending' AND run_at <= ?)" if pending else "(state = 'processing' AND lease_expires_at <= ?)"
-        rows = conn.execute(
-            f"UPDATE {JOBS} SET state = 'dead', worker_id = NULL, lease_expires_at = NULL, "
-            "last_error = coalesce(nullif(last_error, ''), 'max attempts exceeded') "
-            f"WHERE consumer_id = ? AND {which} AND attempts >= ? "
-            "RETURNING row_id, attempts, last_error",
-            (self.consumer_id, now, self.max_attempts),
-        ).fetchall()
+        rows = store.bury_exhausted_in_current_transaction(conn, self.consumer_id, now, self.max_attempts,
+                                                           pending=pending)
         if rows:
             self._quarantine_in_current_transaction(conn, rows, now)
 
     def _quarantine_in_current_transaction(self, conn, rows, now: int) -> None:
         data = self._load([r[0] for r in rows])
         text = self._now_text(now)
-        conn.executemany(
-            "INSERT INTO _minikafka_quarantine (topic, consumer, row_id, payload, reason, attempts, origin, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(self.topic.name, self.consumer, row_id, data[row_id].model_dump_json() if row_id in data else None,
-              reason, attempts, ORIGIN, text) for row_id, attempts, reason in rows],
-        )
+        quarantine_in_current_transaction(conn, [
+            Quarantined(self.topic.name, data[row_id].model_dump_json() if row_id in data else None, reason, ORIGIN,
+                        text, consumer=self.consumer, row_id=row_id, attempts=attempts)
+            for row_id, attempts, reason in rows])
 
     # -- the dead letter and counts -----------------------------------------------
     def dead(self, *, limit: int = 1000) -> list[dict[str, Any]]:
         """Dead jobs, oldest death first: ``id``, ``data``, ``attempts``, ``last_error``, ``died_at``,
         ``quarantine_id``."""
-        rows = self._conn.execute(
-            "SELECT q.id, q.row_id, j.attempts, j.last_error, q.created_at FROM _minikafka_quarantine q "
-            f"JOIN {JOBS} j ON j.consumer_id = ? AND j.row_id = q.row_id AND j.state = 'dead' "
-            "WHERE q.topic = ? AND q.consumer = ? AND q.origin = ? ORDER BY q.id LIMIT ?",
-            (self.consumer_id, self.topic.name, self.consumer, ORIGIN, limit),
-        ).fetchall()
+        rows = store.dead_jobs(self._conn, self.consumer_id, self.topic.name, self.consumer, limit)
         data = self._load([r[1] for r in rows]) if rows else {}
         return [{"id": r[1], "data": data.get(r[1]), "attempts": r[2], "last_error": r[3],
                  "died_at": datetime.fromisoformat(r[4]), "quarantine_id": r[0]} for r in rows]
@@ -579,18 +497,13 @@ class Queue(Generic[ModelT]):
         now = self._now_ms()
         with joined(self.source, tx) as conn:
             if ids is None:
-                chosen = [r[0] for r in conn.execute(
-                    f"SELECT row_id FROM {JOBS} WHERE consumer_id = ? AND state = 'dead'", (self.consumer_id,))]
+                chosen = store.dead_row_ids(conn, self.consumer_id)
             else:
                 chosen = [int(i) for i in ids]
             if not chosen:
                 return 0
             moved = revive_dead_in_current_transaction(conn, self.consumer_id, chosen, now)
-            conn.execute(
-                "DELETE FROM _minikafka_quarantine WHERE topic = ? AND consumer = ? AND origin = ? "
-                "AND row_id IN (SELECT value FROM json_each(?))",
-                (self.topic.name, self.consumer, ORIGIN, json.dumps(moved)),
-            )
+            store.forget_dead_in_current_transaction(conn, self.topic.name, self.consumer, moved)
         return len(moved)
 
     def stats(self) -> dict[str, int]:
@@ -598,26 +511,12 @@ class Queue(Generic[ModelT]):
         dead letter; purging the quarantine forgets them), ``done``."""
         conn = self._conn
         now = self._now_ms()
-        counts = dict(conn.execute(
-            f"SELECT CASE WHEN state = 'processing' AND lease_expires_at <= ? THEN 'pending' ELSE state END, "
-            f"count(*) FROM {JOBS} WHERE consumer_id = ? GROUP BY 1",
-            (now, self.consumer_id),
-        ).fetchall())
+        counts = store.state_counts(conn, self.consumer_id, now)
         synced, top = self._unsynced(conn)
         unsynced = 0
         if top > synced:
-            where, params = acks.pending_filter(self.consumer_id)
-            unsynced = conn.execute(
-                f"SELECT count(*) FROM {self.topic.layout.table} t WHERE \"_id\" > ? AND {where} "
-                f"AND NOT EXISTS (SELECT 1 FROM {JOBS} j WHERE j.consumer_id = ? AND j.row_id = t.\"_id\")",
-                (synced, *params, self.consumer_id),
-            ).fetchone()[0]
-        dead = conn.execute(
-            f"SELECT count(*) FROM {JOBS} j WHERE j.consumer_id = ? AND j.state = 'dead' AND EXISTS "
-            "(SELECT 1 FROM _minikafka_quarantine q WHERE q.topic = ? AND q.consumer = ? AND q.origin = ? "
-            "AND q.row_id = j.row_id)",
-            (self.consumer_id, self.topic.name, self.consumer, ORIGIN),
-        ).fetchone()[0] if counts.get("dead") else 0
+            unsynced = store.count_unsynced(conn, self.consumer_id, self.topic.layout.table, synced)
+        dead = store.count_dead(conn, self.consumer_id, self.topic.name, self.consumer) if counts.get("dead") else 0
         return {
             "pending": counts.get("pending", 0) + unsynced,
             "processing": counts.get("processing", 0),
@@ -626,45 +525,24 @@ class Queue(Generic[ModelT]):
         }
 
 
-def revive_dead_in_current_transaction(conn, consumer_id: int, row_ids: list[int], now_ms: int) -> list[int]:
-    """Dead rows of a queue back to pending with fresh attempts; returns the row ids moved.
-
-    The caller removes their quarantine rows (``Queue.requeue``, or the generic quarantine
-    requeue for rows whose ``origin`` is ``'queue'``).
-    """
-    moved = conn.execute(
-        f"UPDATE {JOBS} SET state = 'pending', attempts = 0, run_at = ?, worker_id = NULL, "
-        "lease_expires_at = NULL WHERE consumer_id = ? AND state = 'dead' "
-        "AND row_id IN (SELECT value FROM json_each(?)) RETURNING row_id",
-        (now_ms, consumer_id, json.dumps([int(i) for i in row_ids])),
-    ).fetchall()
-    return [r[0] for r in moved]
-
-
-def find_queue(source: Source, name: str) -> tuple[str, str]:
+def find_queue(source: SourceHandle, name: str) -> tuple[str, str]:
     """(topic, consumer) of a stored queue named ``name`` (``topic`` or ``topic:consumer``).
 
     Raises:
         QueueNotFoundError: no such queue; the message lists the stored ones.
     """
     topic, consumer = split_label(name)
-    conn = source._ledger.conn
-    row = conn.execute(
-        "SELECT topic, consumer FROM _minikafka_queues WHERE topic = ? AND consumer = ?", (topic, consumer)
-    ).fetchone()
+    conn = source.ledger.conn
+    row = store.find_queue(conn, topic, consumer)
     if row is None:
-        known = [queue_label(t, c) for t, c in conn.execute(
-            "SELECT topic, consumer FROM _minikafka_queues ORDER BY topic, consumer")]
+        known = [queue_label(t, c) for t, c in store.queue_pairs(conn)]
         raise QueueNotFoundError(f"no queue named {name!r} in {source.path!r} (queues: {known!r})")
-    return row[0], row[1]
+    return row
 
 
-def stored_settings(source: Source, topic: str, consumer: str) -> tuple[float, int]:
+def stored_settings(source: SourceHandle, topic: str, consumer: str) -> tuple[float, int]:
     """(visibility_timeout seconds, max_attempts) as last stored for a queue."""
-    row = source._ledger.conn.execute(
-        "SELECT visibility_timeout_ms, max_attempts FROM _minikafka_queues WHERE topic = ? AND consumer = ?",
-        (topic, consumer),
-    ).fetchone()
+    row = store.stored_settings(source.ledger.conn, topic, consumer)
     if row is None:
         raise QueueNotFoundError(f"no queue {queue_label(topic, consumer)!r} in {source.path!r}")
     return row[0] / 1000, row[1]

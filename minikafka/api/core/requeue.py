@@ -8,14 +8,19 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from ..errors import MinikafkaError
-from ..ledger import acks
-from ..ledger import quarantine as store
-from ..util.clock import utc_now
-from .topic import Topic
+from ...errors import MinikafkaError
+from ...ledger import acks
+from ...ledger import quarantine as store
+from ...ledger.queues import revive_dead_in_current_transaction
+from ...util.clock import utc_now
+from .rows import TopicRows, rows_of
+
+if TYPE_CHECKING:
+    from .handles import TopicHandle
 
 
 @dataclass
@@ -34,7 +39,7 @@ class RequeueResult:
         return self.appended + self.replayed + self.duplicates
 
 
-def requeue(topic: Topic, ids: list[int] | None = None) -> RequeueResult:
+def requeue(topic: TopicHandle | TopicRows, ids: list[int] | None = None) -> RequeueResult:
     """Requeue quarantined rows of ``topic`` (only ``ids``; default every row), oldest first.
 
     A row a stage gave up on (origin ``stage``) becomes pending again for that stage's
@@ -46,10 +51,10 @@ def requeue(topic: Topic, ids: list[int] | None = None) -> RequeueResult:
     Raises:
         MinikafkaError: an id that is not a quarantined row of this topic.
     """
-    source = topic.source
+    topic = rows_of(topic)
     result = RequeueResult()
     now = utc_now()
-    with source._ledger.atomic() as conn:
+    with topic.ledger.atomic() as conn:
         rows = store.list_quarantined(conn, topic.name, limit=None, ids=ids, oldest_first=True)
         if ids is not None:
             missing = sorted(set(ids) - {r["id"] for r in rows})
@@ -65,11 +70,9 @@ def requeue(topic: Topic, ids: list[int] | None = None) -> RequeueResult:
     return result
 
 
-def _requeue_one(topic: Topic, conn, row: dict, now: str, result: RequeueResult) -> str | None:
+def _requeue_one(topic: TopicRows, conn, row: dict, now: str, result: RequeueResult) -> str | None:
     if row["origin"] == "queue" and row["consumer"] and row["row_id"] is not None:
         # a work queue's dead job: pending again for that queue, with fresh attempts
-        from .queues import revive_dead_in_current_transaction
-
         cid = acks.find_consumer(conn, topic.name, row["consumer"])
         if cid is None:
             return f"queue consumer {row['consumer']!r} is no longer registered on {topic.name!r}"
@@ -91,12 +94,12 @@ def _requeue_one(topic: Topic, conn, row: dict, now: str, result: RequeueResult)
     if not isinstance(payload, dict):
         return f"still not a JSON object: {type(payload).__name__}"
     try:
-        model = topic._validate(payload)
+        model = topic.validate(payload)
     except ValidationError as exc:
         return "still invalid: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
     try:
-        with topic.source._ledger.atomic():
-            row_id = topic._insert_one_in_current_transaction(model, ignore_duplicates=bool(topic.dedup), now=now)
+        with topic.ledger.atomic():
+            row_id = topic.insert_one_in_current_transaction(model, ignore_duplicates=bool(topic.dedup), now=now)
     except MinikafkaError as exc:
         return f"still cannot be stored: {exc}"
     if row_id is None:

@@ -18,11 +18,14 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import HandlerError
-from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ...errors import HandlerError
+from ...ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from .queues import find_queue, stored_settings
+
+if TYPE_CHECKING:
+    from ..core.handles import SourceOpener
 
 IDLE_CHECK = 0.5  # seconds between looks at the stop flag while idle
 
@@ -80,8 +83,8 @@ class WorkResult:
                 f"{self.duration_s:.2f} s" + (f", {self.crashed} worker(s) crashed" if self.crashed else ""))
 
 
-def _worker_main(path: str, queue_name: str, handler_ref: str, worker_id: str, retry_delay: float,
-                 once: bool, events) -> None:
+def _worker_main(open_source: SourceOpener, path: str, queue_name: str, handler_ref: str, worker_id: str,
+                 retry_delay: float, once: bool, events) -> None:
     stop = {"now": False}
 
     def on_signal(signum, frame):
@@ -89,10 +92,8 @@ def _worker_main(path: str, queue_name: str, handler_ref: str, worker_id: str, r
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    from .source import Source
-
     handler = load_handler(handler_ref)
-    with Source(path) as source:
+    with open_source(path) as source:
         topic, consumer = find_queue(source, queue_name)
         timeout, max_attempts = stored_settings(source, topic, consumer)
         model = source.model_of(topic)
@@ -121,34 +122,34 @@ def _worker_main(path: str, queue_name: str, handler_ref: str, worker_id: str, r
 
 def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, once: bool = False,
          retry_delay: float = 60.0, progress: Callable[[WorkResult], None] | None = None,
-         progress_every: float = 1.0) -> WorkResult:
+         progress_every: float = 1.0, open_source: SourceOpener) -> WorkResult:
     """Run ``concurrency`` worker processes on a queue until stopped (or, with ``once``, until
     nothing is claimable).
 
     Raises:
         HandlerError: the handler cannot be imported.
         QueueNotFoundError: no such queue. LedgerError: the file cannot be opened.
-    """
-    from .source import Source
 
+    ``open_source`` opens the ledger at a path (``minikafka.Source``), here and in every worker.
+    """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if retry_delay < 0:
         raise ValueError(f"retry_delay must be >= 0 seconds, got {retry_delay}")
     load_handler(handler_ref)  # fail here, once, rather than in every worker
     result = RunResult(new_run_id("work"), "work", stage=queue_name)
-    with Source(path) as source:
+    with open_source(path) as source:
         topic, consumer = find_queue(source, queue_name)
         source.model_of(topic)  # the workers must be able to import the model too
         result.consumer, result.inputs = consumer, [topic]
         result.details = {"handler": handler_ref, "concurrency": concurrency, "once": once}
-        with source._ledger.atomic() as conn:
+        with source.ledger.atomic() as conn:
             write_run_in_current_transaction(conn, result)
     # fork: the parent holds no open connection or watcher thread at this point
     ctx = multiprocessing.get_context("fork")
     events = ctx.Queue()
     procs = [ctx.Process(target=_worker_main, name=f"minikafka-work-{i}",
-                         args=(path, queue_name, handler_ref, f"{os.uname().nodename}:{os.getpid()}:{i}",
+                         args=(open_source, path, queue_name, handler_ref, f"{os.uname().nodename}:{os.getpid()}:{i}",
                                retry_delay, once, events))
              for i in range(concurrency)]
     out = WorkResult(result.run_id, queue_name, concurrency)
@@ -204,7 +205,7 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
     failed = out.crashed > 0
     result.finish("failed" if failed else "succeeded",
                   f"{out.crashed} worker process(es) exited abnormally" if failed else None)
-    with Source(path) as source:
-        with source._ledger.atomic() as conn:
+    with open_source(path) as source:
+        with source.ledger.atomic() as conn:
             write_run_in_current_transaction(conn, result)
     return out

@@ -8,16 +8,14 @@ opens the file applies the same rule.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..ledger import catalog
-from ..ledger import windows as stored
-from ..util import clock
-from ..util.clock import format_timestamp, utc_now
-from ..util.duration import parse_duration
-
-if TYPE_CHECKING:
-    from .source import Source
+from ...ledger import catalog, windows
+from ...ledger import retention as stored
+from ...ledger.connection import Ledger
+from ...util import clock
+from ...util.clock import format_timestamp, utc_now
+from ...util.duration import parse_duration
 
 
 def max_age_seconds(max_age: Any) -> float | None:
@@ -31,32 +29,32 @@ def max_age_seconds(max_age: Any) -> float | None:
     return parse_duration(max_age, what="max_age")
 
 
-def set_retention(source: Source, topic: str, max_age: Any) -> None:
+def set_retention(ledger: Ledger, topic: str, max_age: Any) -> None:
     """Store (or, with None, remove) the retention of ``topic``."""
     seconds = max_age_seconds(max_age)
-    with source._ledger.atomic() as conn:
+    with ledger.atomic() as conn:
         catalog.read_layout(conn, topic)
         stored.set_retention_in_current_transaction(conn, topic, seconds, utc_now())
 
 
-def retention_of(source: Source, topic: str) -> float | None:
-    return stored.retention_settings(source._ledger.conn).get(topic)
+def retention_of(ledger: Ledger, topic: str) -> float | None:
+    return stored.retention_settings(ledger.conn).get(topic)
 
 
-def apply_retention(source: Source, topics: list[str] | None = None) -> dict[str, int]:
+def apply_retention(ledger: Ledger, topics: list[str] | None = None) -> dict[str, int]:
     """Delete expired handled rows of every topic with a retention (or of ``topics``).
 
     Returns:
         {topic: rows deleted}. Committed windows older than the max age are forgotten too.
     """
-    settings = stored.retention_settings(source._ledger.conn)
+    settings = stored.retention_settings(ledger.conn)
     deleted: dict[str, int] = {}
     for name, seconds in settings.items():
         if topics is not None and name not in topics:
             continue
         cutoff = format_timestamp(clock.now() - timedelta(seconds=seconds))
-        with source._ledger.atomic() as conn:
+        with ledger.atomic() as conn:
             layout = catalog.read_layout(conn, name)
             deleted[name] = stored.delete_expired_in_current_transaction(conn, layout, cutoff)
-            stored.prune_windows_in_current_transaction(conn, name, cutoff)
+            windows.prune_windows_in_current_transaction(conn, name, cutoff)
     return deleted

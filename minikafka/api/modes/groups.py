@@ -20,16 +20,18 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidOffsetError, TopicNotFoundError
-from ..ledger import acks, catalog
-from ..ledger.identifiers import quote_identifier, validate_consumer_name
-from ..ledger.layout import TopicLayout
-from ..util.clock import parse_timestamp, utc_now
-from .record import Record
+from ...errors import InvalidOffsetError, TopicNotFoundError
+from ...ledger import acks, catalog
+from ...ledger import groups as group_rows
+from ...ledger.groups import N_FETCH_META
+from ...ledger.identifiers import validate_consumer_name
+from ...ledger.layout import TopicLayout
+from ...util.clock import parse_timestamp, utc_now
+from ..core.record import Record
 
 if TYPE_CHECKING:
-    from .source import Source
-    from .topic import Topic
+    from ..core.handles import SourceHandle, TopicHandle
+    from ..core.transaction import Transaction
 
 POLL_SECONDS = 0.1
 
@@ -45,10 +47,6 @@ def check_offset(offset: object, what: str = "offset") -> int:
     if offset < 0:
         raise InvalidOffsetError(f"{what} must be a non-negative integer, got {offset!r}")
     return offset
-
-
-FETCH_META = '"_id", "_created_at", "_parent_id", "_parent_topic", "_run_id"'
-N_FETCH_META = 5
 
 
 def _field_dicts(layout: TopicLayout, rows: list[tuple]) -> list[dict]:
@@ -89,7 +87,7 @@ class ConsumerGroup:
     resumes every group from its last commit.
     """
 
-    def __init__(self, source: Source, name: str):
+    def __init__(self, source: SourceHandle, name: str):
         validate_consumer_name(name)
         self.source = source
         self.name = name
@@ -98,19 +96,19 @@ class ConsumerGroup:
         return f"ConsumerGroup({self.name!r})"
 
     # -- plumbing ---------------------------------------------------------------------
-    def _topic_name(self, topic: Topic | str) -> str:
+    def _topic_name(self, topic: TopicHandle | str) -> str:
         return topic if isinstance(topic, str) else topic.name
 
-    def _layout(self, topic: Topic | str) -> TopicLayout | None:
+    def _layout(self, topic: TopicHandle | str) -> TopicLayout | None:
         """The stored layout, or None when the topic does not exist (yet)."""
         name = self._topic_name(topic)
-        opened = self.source._topics.get(name)
+        opened = self.source.opened(name)
         if opened is not None:
             return opened.layout
-        row = catalog.catalog_row(self.source._ledger.conn, name)
+        row = catalog.catalog_row(self.source.ledger.conn, name)
         return None if row is None else catalog.layout_of_row(row)
 
-    def _require_layout(self, topic: Topic | str) -> TopicLayout:
+    def _require_layout(self, topic: TopicHandle | str) -> TopicLayout:
         layout = self._layout(topic)
         if layout is None:
             name = self._topic_name(topic)
@@ -118,17 +116,19 @@ class ConsumerGroup:
                 f"group {self.name!r}: no topic {name!r} in {self.source.path!r} (topics: {self.source.topics()!r})")
         return layout
 
-    def _open_topic(self, topic: Topic | str) -> Topic:
+    def _open_topic(self, topic: TopicHandle | str) -> TopicHandle:
         if not isinstance(topic, str):
             return topic
-        opened = self.source._topics.get(topic)
+        opened = self.source.opened(topic)
         if opened is not None:
             return opened
         self.source.model_of(topic)  # imports the model the catalog names, binds the topic
-        return self.source._topics[topic]
+        opened = self.source.opened(topic)
+        assert opened is not None
+        return opened
 
     def _consumer_id(self, topic: str, *, register: bool) -> int | None:
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         found = acks.find_consumer(ledger.conn, topic, self.name)
         if found is not None or not register:
             return found
@@ -138,15 +138,14 @@ class ConsumerGroup:
     def _check_offset_exists(self, layout: TopicLayout, partition: int, offset: int) -> None:
         if offset == 0:
             return
-        last = self.source._ledger.conn.execute(
-            f'SELECT max("_id") FROM {layout.table} WHERE "_partition" = ?', (partition,)).fetchone()[0] or 0
+        last = group_rows.last_offset(self.source.ledger.conn, layout, partition)
         if offset > last:
             raise InvalidOffsetError(
                 f"group {self.name!r}: offset {offset} is beyond the last offset ({last}) of topic "
                 f"{layout.name!r} partition {partition}; nothing was committed")
 
     # -- reading ------------------------------------------------------------------------
-    def fetch(self, topic: Topic | str, partition: int = 0, max_messages: int = 100) -> list[Record]:
+    def fetch(self, topic: TopicHandle | str, partition: int = 0, max_messages: int = 100) -> list[Record]:
         """The oldest rows of ``partition`` above this group's committed offset, oldest first.
 
         Fetching never advances anything: without a commit, the next fetch returns the
@@ -167,7 +166,7 @@ class ConsumerGroup:
         """
         return self._fetch(topic, partition, max_messages)
 
-    def _fetch(self, topic: Topic | str, partition: int, max_messages: int, after: int = 0) -> list[Record]:
+    def _fetch(self, topic: TopicHandle | str, partition: int, max_messages: int, after: int = 0) -> list[Record]:
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
             raise ValueError(f"max_messages must be an integer >= 1, got {max_messages!r}")
         layout = self._layout(topic)
@@ -182,24 +181,15 @@ class ConsumerGroup:
     def _fetch_rows(self, layout: TopicLayout, partition: int, limit: int, after: int = 0) -> tuple[list[tuple], int]:
         """Rows (``FETCH_META`` then the fields) pending for this group in one partition; registers the group."""
         cid = self._consumer_id(layout.name, register=True)
-        conn = self.source._ledger.conn
+        conn = self.source.ledger.conn
         start = max(acks.committed_offset(conn, cid, partition), after)
-        acked = conn.execute("SELECT 1 FROM _minikafka_acks WHERE consumer_id = ? AND row_id > ? AND partition = ? "
-                             "LIMIT 1", (cid, start, partition)).fetchone()
-        sql = self.__dict__.setdefault("_sql", {}).get((layout.name, acked is None))
-        if sql is None:
-            unacked = "" if acked is None else (
-                ' AND NOT EXISTS (SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.row_id = "_id")')
-            sql = self._sql[(layout.name, acked is None)] = (
-                f'SELECT {FETCH_META}, {", ".join(quote_identifier(n) for n in layout.field_names)} '
-                f'FROM {layout.table} WHERE "_partition" = ? AND "_id" > ? AND "_status" = \'new\'{unacked} '
-                'ORDER BY "_id" LIMIT ?')
-        params = (partition, start, limit) if acked is None else (partition, start, cid, limit)
-        return conn.execute(sql, params).fetchall(), cid
+        cache = self.__dict__.setdefault("_sql", {})
+        return group_rows.pending_rows(conn, layout, cid, partition, start, limit, cache), cid
 
-    def _records(self, topic: Topic, rows: list[tuple], partition: int) -> list[Record]:
+    def _records(self, topic: TopicHandle, rows: list[tuple], partition: int) -> list[Record]:
         """Records of ``_fetch_rows`` rows (``_id, _created_at, lineage..., fields``)."""
-        models = topic._adapter.validate_python(_field_dicts(topic.layout, rows))
+        rows_of_topic = topic.rows
+        models = rows_of_topic.validate_many(_field_dicts(topic.layout, rows))
         make = _record_maker()
         name, group = topic.name, self.name
         stamps: dict[str, Any] = {}  # rows appended together share one timestamp text
@@ -210,10 +200,10 @@ class ConsumerGroup:
                 created = stamps[r[1]] = parse_timestamp(r[1])
             out.append(make({"id": r[0], "topic": name, "created_at": created, "handled_at": None, "status": "new",
                              "data": m, "parent_id": r[2], "parent_topic": r[3], "run_id": r[4],
-                             "consumer": group, "partition": partition, "_topic": topic}))
+                             "consumer": group, "partition": partition, "_topic": rows_of_topic}))
         return out
 
-    def committed(self, topic: Topic | str, partition: int = 0) -> int:
+    def committed(self, topic: TopicHandle | str, partition: int = 0) -> int:
         """This group's committed offset in ``partition`` (0 when never committed or no such topic).
 
         Raises:
@@ -226,18 +216,18 @@ class ConsumerGroup:
         cid = self._consumer_id(layout.name, register=False)
         if cid is None:
             return 0
-        return acks.committed_offset(self.source._ledger.conn, cid, partition)
+        return acks.committed_offset(self.source.ledger.conn, cid, partition)
 
-    def lag(self, topic: Topic | str) -> dict[int, int]:
+    def lag(self, topic: TopicHandle | str) -> dict[int, int]:
         """{partition: rows pending for this group} ({} when the topic does not exist)."""
         layout = self._layout(topic)
         if layout is None:
             return {}
         cid = self._consumer_id(layout.name, register=False)
-        return acks.lag(self.source._ledger.conn, layout.name, cid)
+        return acks.lag(self.source.ledger.conn, layout.name, cid)
 
     # -- moving ---------------------------------------------------------------------------
-    def commit(self, topic: Topic | str, partition: int, offset: int, tx: Any = None) -> bool:
+    def commit(self, topic: TopicHandle | str, partition: int, offset: int, tx: Transaction | None = None) -> bool:
         """Everything up to and including ``offset`` in ``partition`` is done for this group.
 
         Monotonic: an offset at or below the committed one changes nothing and returns
@@ -259,19 +249,19 @@ class ConsumerGroup:
             InvalidOffsetError: not a non-negative integer, or beyond the partition's last offset.
             TransactionError: ``tx`` is closed or belongs to another Source.
         """
-        from .transaction import joined
+        from ..core.transaction import joined
 
         layout = self._require_layout(topic)
         layout.check_partition(partition)
         check_offset(offset)
         self._check_offset_exists(layout, partition, offset)
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         with ledger.relaxed_sync(), joined(self.source, tx) as conn:
             now = utc_now()
             cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
             return acks.commit_offset_in_current_transaction(conn, layout.name, cid, partition, offset, now)
 
-    def seek(self, topic: Topic | str, partition: int, offset: int) -> None:
+    def seek(self, topic: TopicHandle | str, partition: int, offset: int) -> None:
         """Set this group's offset in ``partition`` to exactly ``offset`` (back or forward).
 
         Rows above it are pending again for this group only; other groups keep theirs.
@@ -283,13 +273,13 @@ class ConsumerGroup:
         layout.check_partition(partition)
         check_offset(offset)
         self._check_offset_exists(layout, partition, offset)
-        with self.source._ledger.atomic() as conn:
+        with self.source.ledger.atomic() as conn:
             now = utc_now()
             cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
             acks.seek_in_current_transaction(conn, layout.name, cid, partition, offset, now)
 
     # -- following ------------------------------------------------------------------------
-    def follow(self, topic: Topic | str, partitions: list[int] | None = None, max_messages: int = 100,
+    def follow(self, topic: TopicHandle | str, partitions: list[int] | None = None, max_messages: int = 100,
                timeout: float | None = None, *, poll: float = POLL_SECONDS,
                sleep: Callable[[float], None] | None = None,
                clock: Callable[[], float] = time.monotonic) -> Iterator[list[Record]]:

@@ -11,17 +11,17 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StreamingConfigError
+from ...errors import StreamingConfigError
 
 if TYPE_CHECKING:
-    from .topic import Topic
+    from ..core.handles import SourceHandle, SourceOpener, TopicHandle
 
 log = logging.getLogger("minikafka.streams")
 
 
-def reopen(topic: Topic, source: Any) -> Topic:
+def reopen(topic: TopicHandle, source: SourceHandle) -> TopicHandle:
     """The same topic (or stream) on another Source of the same file."""
-    if getattr(topic, "is_stream", False):
+    if topic.rows.is_stream:
         return source.stream(topic.name)
     return source.topic(topic.name, topic.model, dedup=topic.dedup or None)
 
@@ -33,7 +33,7 @@ class Attachment:
         error: the exception that ended the source, or None.
     """
 
-    def __init__(self, topic: Topic, connector: Any):
+    def __init__(self, topic: TopicHandle, connector: Any):
         if not (callable(getattr(connector, "stream", None)) and callable(getattr(connector, "cancel", None))):
             raise StreamingConfigError(
                 f"attach() takes an object with stream(stream) and cancel() methods, got {connector!r}")
@@ -48,7 +48,7 @@ class Attachment:
                                         name=f"minikafka-source-{topic.name}", daemon=True)
         self._thread.start()
 
-    def _main(self, topic: Topic, source_cls: Any, path: str) -> None:
+    def _main(self, topic: TopicHandle, source_cls: SourceOpener, path: str) -> None:
         try:
             with source_cls(path) as source:
                 self.connector.stream(reopen(topic, source))
@@ -71,7 +71,7 @@ class Attachment:
         self._thread.join(timeout)
 
 
-def attach(topic: Topic, connector: Any, *, background: bool = True) -> Attachment | None:
+def attach(topic: TopicHandle, connector: Any, *, background: bool = True) -> Attachment | None:
     """Feed ``topic`` from ``connector``; in the background (a handle) or here (blocking)."""
     if not background:
         if not callable(getattr(connector, "stream", None)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import MinikafkaError
+from ...errors import MinikafkaError
 
 _loaders: dict[str, Callable[[], Any]] = {}
 

@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StreamingConfigError
-from ..ledger import acks
-from ..ledger.windows import StoredWindow
-from ..util import clock
-from ..util.clock import format_timestamp, parse_timestamp
-from .record import Record
+from ...errors import StreamingConfigError
+from ...ledger import acks
+from ...ledger.windows import StoredWindow
+from ...util import clock
+from ...util.clock import format_timestamp, parse_timestamp
+from ..core.record import Record
 
 if TYPE_CHECKING:
-    from .topic import Topic
+    from ..core.handles import TopicHandle
 
 
 class Window:
@@ -119,13 +119,13 @@ class WindowPlan:
 class DecisionContext:
     """What an emitter sees while deciding: the ledger inside the deciding transaction."""
 
-    def __init__(self, topic: Topic, consumer: str, consumer_id: int, floor: int, last: StoredWindow | None):
+    def __init__(self, topic: TopicHandle, consumer: str, consumer_id: int, floor: int, last: StoredWindow | None):
         self.topic = topic
         self.consumer = consumer
         self.consumer_id = consumer_id
         self.floor = floor  # rows at or below it are in open windows already
         self.last = last  # the consumer's latest window (open or committed), or None
-        self.conn = topic.source._ledger.conn
+        self.conn = topic.rows.ledger.conn
         self.table = topic.layout.table
         self.pending_sql, self.pending_params = acks.pending_filter(consumer_id)
 
@@ -150,7 +150,7 @@ class WindowEmitter:
 
     kind = "custom"
 
-    def __init__(self, topic: Topic, consumer: str, *, size: int | None = None, interval: float | None = None,
+    def __init__(self, topic: TopicHandle, consumer: str, *, size: int | None = None, interval: float | None = None,
                  emit_empty: bool = False, **options: Any):
         self.topic = topic
         self.consumer = consumer
@@ -172,7 +172,7 @@ class WindowEmitter:
         sql = (f"{topic.layout.select_sql()} WHERE {ctx.pending_sql} AND \"_id\" > ? ORDER BY \"_id\""
                + ("" if limit is None else f" LIMIT {int(limit)}"))
         rows = ctx.conn.execute(sql, (*ctx.pending_params, ctx.floor)).fetchall()
-        return [topic._record(r, self.consumer, "new") for r in rows]
+        return [topic.rows.record(r, self.consumer, "new") for r in rows]
 
     def window_ready(self) -> tuple[bool, tuple] | bool:
         """Is a window ready? Returns ``(ready, args for query)``."""
@@ -313,7 +313,7 @@ def check_emitter_arguments(*, size: Any, interval: Any, emitter: Any, options: 
         _check_interval(interval)
 
 
-def make_emitter(topic: Topic, consumer: str, *, size: int | None, interval: float | None, relaxed: bool,
+def make_emitter(topic: TopicHandle, consumer: str, *, size: int | None, interval: float | None, relaxed: bool,
                  emitter: Any, emit_empty: bool, options: dict[str, Any]) -> WindowEmitter:
     """The emitter ``streaming()``'s arguments describe.
 

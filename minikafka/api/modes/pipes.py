@@ -16,20 +16,26 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import DuplicateMessageError, FanOutError, FanOutFailure, InvalidRecordError, PipelineError
-from ..ledger import acks
-from ..ledger.events import Event
-from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
-from ..util.clock import utc_now
-from ..util.dag import topological_order
-from ..util.gcpause import gc_paused
-from ..util.mermaid import render
-from . import engines
+from ...errors import (
+    DuplicateMessageError,
+    FanOutError,
+    FanOutFailure,
+    InvalidRecordError,
+    PipelineError,
+    TopicNotFoundError,
+)
+from ...ledger import acks
+from ...ledger.events import Event
+from ...ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ...util.clock import utc_now
+from ...util.dag import topological_order
+from ...util.gcpause import gc_paused
+from ...util.mermaid import render
+from ..core import engines
 
 if TYPE_CHECKING:
-    from .record import Record
-    from .source import Source
-    from .topic import Topic
+    from ..core.handles import SourceHandle, TopicHandle
+    from ..core.record import Record
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 OutT = TypeVar("OutT")
@@ -41,23 +47,26 @@ STRATEGIES: tuple[Strategy, ...] = ("strict", "best_effort")
 class Pipeline(Generic[ModelT, OutT]):
     """One arm: ``fn`` applied to each new row of ``source_topic``, written to ``target``."""
 
-    def __init__(self, source_topic: Topic[ModelT], fn: Callable[[ModelT], OutT], *, consumer: str | None = None):
+    def __init__(self, source_topic: TopicHandle, fn: Callable[[ModelT], OutT], *, consumer: str | None = None):
         if not callable(fn):
             raise PipelineError(f"pipe() needs a callable, got {fn!r}")
         self.source_topic = source_topic
         self.fn = fn
         self.consumer = consumer
-        self.target_topic: Topic | None = None
+        self.target_topic: TopicHandle | None = None
         self.last_result: RunResult | None = None
 
-    def to(self, target: Topic | str) -> Pipeline[ModelT, OutT]:
+    def to(self, target: TopicHandle | str) -> Pipeline[ModelT, OutT]:
         """Set the target topic (a Topic, or the name of one opened on the same Source).
 
         Raises:
             TopicNotFoundError: (a KeyError) no topic of that name was opened on the Source.
         """
         if isinstance(target, str):
-            target = self.source_topic.source._registered(target)
+            name, target = target, self.source_topic.source.opened(target)
+            if target is None:
+                raise TopicNotFoundError(
+                    f"topic {name!r} is not open on this Source; call source.topic({name!r}, Model) first")
         self.target_topic = target
         return self
 
@@ -73,7 +82,7 @@ class Pipeline(Generic[ModelT, OutT]):
         result = self.fn(data)
         if self.target_topic is None or result is None:
             return result
-        return self.target_topic._validate(result)
+        return self.target_topic.rows.validate(result)
 
     def run(self, *, dry_run: bool = False, batch_size: int = 1000) -> list[Any]:
         """Run over every new row of the source topic.
@@ -104,7 +113,7 @@ class Pipeline(Generic[ModelT, OutT]):
 class FullPipeline:
     """Several arms run as one DAG, source topics in topological order."""
 
-    def __init__(self, source: Source, pipelines: list[Pipeline], *, batch_size: int = 1000,
+    def __init__(self, source: SourceHandle, pipelines: list[Pipeline], *, batch_size: int = 1000,
                  max_batch_seconds: float = 1.0):
         for p in pipelines:
             if not isinstance(p, Pipeline):
@@ -120,7 +129,7 @@ class FullPipeline:
         self.last_result: RunResult | None = None
 
     # -- shape --------------------------------------------------------------------
-    def _groups(self) -> list[tuple[Topic, str | None, list[Pipeline]]]:
+    def _groups(self) -> list[tuple[TopicHandle, str | None, list[Pipeline]]]:
         """(source topic, consumer, sibling arms) in topological order of the topics."""
         nodes = []
         for p in self.pipelines:
@@ -178,7 +187,7 @@ class FullPipeline:
         groups = self._groups()
         if engine is not None:
             return engines.engine("spark").run_arms(self, engine, groups, strategy, dry_run)
-        ledger = self.source._ledger
+        ledger = self.source.ledger
         result = RunResult(
             new_run_id("pipeline"), "pipeline",
             stage=", ".join(f"{p.source_name}->{p.target_name}" for p in self.pipelines)[:500],
@@ -227,7 +236,7 @@ class FullPipeline:
         if dry_run:
             return
         try:
-            with self.source._ledger.atomic() as conn:
+            with self.source.ledger.atomic() as conn:
                 write_run_in_current_transaction(conn, result)
         except Exception:  # the run's own outcome matters more than its log row
             pass
@@ -236,7 +245,7 @@ class FullPipeline:
 class _GroupRun:
     """One source topic (and consumer) with its sibling arms, batch by batch."""
 
-    def __init__(self, full: FullPipeline, topic: Topic, consumer: str | None, arms: list[Pipeline],
+    def __init__(self, full: FullPipeline, topic: TopicHandle, consumer: str | None, arms: list[Pipeline],
                  strategy: str, dry_run: bool, result: RunResult, results: dict, failures: list):
         self.full, self.topic, self.consumer, self.arms = full, topic, consumer, arms
         self.strategy, self.dry_run, self.result = strategy, dry_run, result
@@ -253,8 +262,8 @@ class _GroupRun:
         batch: list[tuple[Record, list, list]] = []
         deadline = time.monotonic() + self.full.max_batch_seconds
         upto = self.result.watermarks[self.topic.name]
-        for row in self.topic._rows("new", reader, upto=upto):
-            record = self.topic._record(row, self.consumer, "new")
+        for row in self.topic.rows.scan("new", reader, upto=upto):
+            record = self.topic.rows.record(row, self.consumer, "new")
             self.result.rows_in += 1
             outs, errs = [], []
             for arm in self.arms:
@@ -286,7 +295,7 @@ class _GroupRun:
                 self.failures.extend(errs)
                 self.result.rows_failed += bool(errs)
             return
-        ledger = self.full.source._ledger
+        ledger = self.full.source.ledger
         now = utc_now()
         error: BaseException | None = None
         with ledger.atomic() as conn:
@@ -301,7 +310,7 @@ class _GroupRun:
                     try:
                         with ledger.atomic():
                             written = self._write_outputs(record, outs, now, swallow_duplicates=False)
-                            self.topic._ack_in_current_transaction(record.id, self.consumer, now, consumers)
+                            self.topic.rows.ack_in_current_transaction(record.id, self.consumer, now, consumers)
                     except Exception as exc:
                         self.result.rows_failed += 1
                         error = exc
@@ -319,7 +328,7 @@ class _GroupRun:
                                 ok = False
                                 self.failures.append(FanOutFailure(record.id, self.topic.name, arm.target_name, exc))
                         if ok:
-                            self.topic._ack_in_current_transaction(record.id, self.consumer, now, consumers)
+                            self.topic.rows.ack_in_current_transaction(record.id, self.consumer, now, consumers)
                     self.failures.extend(errs)
                     self.result.rows_failed += not ok
                     self._collect(outs)
@@ -333,8 +342,8 @@ class _GroupRun:
         batch savepoint is rolled back and False tells the caller to redo it row by row,
         which stops exactly at the failing row. Used when no observer needs per-row events.
         """
-        ledger = self.full.source._ledger
-        per_target: dict[int, tuple[Topic, list]] = {}
+        ledger = self.full.source.ledger
+        per_target: dict[int, tuple[TopicHandle, list]] = {}
         source_name, run_id = self.topic.name, self.result.run_id
         try:
             for record, outs, _errs in batch:
@@ -343,7 +352,7 @@ class _GroupRun:
                     if target is None or value is None:
                         continue
                     rows = per_target.setdefault(id(target), (target, []))[1]
-                    rows.append(target._encode(value) + (now, "new", record.id, source_name, run_id))
+                    rows.append(target.rows.encode(value) + (now, "new", record.id, source_name, run_id))
         except InvalidRecordError:  # a value the ledger refuses: the row-by-row path names the row
             return False
         try:
@@ -367,7 +376,7 @@ class _GroupRun:
             if arm.target_topic is None or value is None:
                 continue
             try:
-                row_id = arm.target_topic._insert_one_in_current_transaction(
+                row_id = arm.target_topic.rows.insert_one_in_current_transaction(
                     value, parent_id=record.id, parent_topic=self.topic.name, run_id=self.result.run_id, now=now,
                 )
             except DuplicateMessageError:

@@ -6,12 +6,20 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from .topic import Topic
+
+class RecordOwner(Protocol):
+    """Where a Record came from (its topic's ``TopicRows``): what ``ack`` and ``dedup_hash`` need."""
+
+    @property
+    def dedup(self) -> tuple[str, ...]: ...
+
+    def set_handled(self, _id: int | None = None, *, record: Record | None = None,
+                    consumer: str | None = None) -> None: ...
+
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -41,7 +49,7 @@ class Record(Generic[ModelT]):
     run_id: str | None = None
     consumer: str | None = None
     partition: int = 0
-    _topic: Topic | None = field(default=None, repr=False)
+    _topic: RecordOwner | None = field(default=None, repr=False)
 
     @property
     def offset(self) -> int:

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidNameError, InvalidRecordError
-from ..ledger.columns import find_non_finite, json_refusal
-from ..util.clock import format_timestamp, parse_timestamp, utc_now
+from ...errors import InvalidNameError, InvalidRecordError
+from ...ledger import notifications as store
+from ...ledger.columns import find_non_finite, json_refusal
+from ...util.clock import format_timestamp, parse_timestamp, utc_now
 
 if TYPE_CHECKING:
-    from .source import Source
+    from .handles import SourceHandle
 
 PAGE = 1000
 
@@ -76,11 +77,7 @@ def notify_in_current_transaction(conn: sqlite3.Connection, channel: str, payloa
     """
     _check_channel(channel)
     text = payload_json(channel, payload)
-    cur = conn.execute(
-        "INSERT INTO _minikafka_notifications (channel, payload, created_at) VALUES (?, ?, ?)",
-        (channel, text, utc_now()),
-    )
-    return cur.lastrowid
+    return store.insert_in_current_transaction(conn, channel, text, utc_now())
 
 
 class Listener:
@@ -90,7 +87,7 @@ class Listener:
     notification arrived for ``timeout`` seconds (never with None).
     """
 
-    def __init__(self, source: Source, channel: str, timeout: float | None = None):
+    def __init__(self, source: SourceHandle, channel: str, timeout: float | None = None):
         self.source = source
         self.channel = _check_channel(channel)
         if timeout is not None and timeout < 0:
@@ -99,21 +96,14 @@ class Listener:
         self._watcher = source.watcher
         # the watcher mark comes before the max-id read: a commit in between wakes us
         self._mark = self._watcher.mark()
-        row = source._ledger.conn.execute(
-            "SELECT coalesce(max(id), 0) FROM _minikafka_notifications WHERE channel = ?", (channel,)
-        ).fetchone()
-        self.last_id = row[0]
+        self.last_id = store.last_id(source.ledger.conn, channel)
         self._buffer: deque[Notification] = deque()
 
     def __iter__(self) -> Iterator[Notification]:
         return self
 
     def _fetch(self) -> None:
-        rows = self.source._ledger.conn.execute(
-            "SELECT id, channel, payload, created_at FROM _minikafka_notifications "
-            "WHERE channel = ? AND id > ? ORDER BY id LIMIT ?",
-            (self.channel, self.last_id, PAGE),
-        ).fetchall()
+        rows = store.read_after(self.source.ledger.conn, self.channel, self.last_id, PAGE)
         for row in rows:
             self._buffer.append(Notification(row[0], row[1], None if row[2] is None else json.loads(row[2]),
                                              parse_timestamp(row[3])))
@@ -138,22 +128,12 @@ class Listener:
 def prune_notifications(conn: sqlite3.Connection, older_than: float | timedelta | None,
                         max_keep: int | None) -> int:
     """Delete notifications older than ``older_than`` OR beyond the newest ``max_keep``; returns the count."""
-    conditions, params = [], []
+    cutoff = None
     if older_than is not None:
         seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else float(older_than)
         if seconds < 0:
             raise ValueError(f"older_than must be >= 0 seconds, got {older_than!r}")
         cutoff = format_timestamp(datetime.now(timezone.utc) - timedelta(seconds=seconds))
-        conditions.append("created_at < ?")
-        params.append(cutoff)
-    if max_keep is not None:
-        if isinstance(max_keep, bool) or not isinstance(max_keep, int) or max_keep < 0:
-            raise ValueError(f"max_keep must be an integer >= 0, got {max_keep!r}")
-        # by rank, not by id arithmetic: ids have gaps after rollbacks and earlier prunes
-        conditions.append(
-            "id <= coalesce((SELECT id FROM _minikafka_notifications ORDER BY id DESC LIMIT 1 OFFSET ?), 0)"
-        )
-        params.append(min(max_keep, 2**63 - 1))
-    if not conditions:
-        return 0
-    return conn.execute(f"DELETE FROM _minikafka_notifications WHERE {' OR '.join(conditions)}", params).rowcount
+    if max_keep is not None and (isinstance(max_keep, bool) or not isinstance(max_keep, int) or max_keep < 0):
+        raise ValueError(f"max_keep must be an integer >= 0, got {max_keep!r}")
+    return store.prune_in_current_transaction(conn, cutoff, max_keep)

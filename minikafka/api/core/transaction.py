@@ -16,16 +16,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ProtectedTableError, TransactionError
+from ...errors import ProtectedTableError, TransactionError
+from ...ledger.catalog import topic_names
+from ...ledger.identifiers import LEDGER_PREFIX
 from .notifications import notify_in_current_transaction
 
 if TYPE_CHECKING:
-    from .source import Source
+    from .handles import SourceHandle
 
 # the transaction is ours to end: user SQL may not end it or leave savepoints behind
 _CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b", re.IGNORECASE)
 
-RESERVED_PREFIX = "_minikafka_"
+RESERVED_PREFIX = LEDGER_PREFIX
 
 # authorizer action -> (verb for the message, index of the table argument: 1 = arg1, 2 = arg2)
 _WRITES = {
@@ -51,7 +53,7 @@ _DANGEROUS_PRAGMAS = {"writable_schema"}
 class _Guard:
     """A sqlite3 authorizer for the caller's SQL: reads anywhere, writes only to the caller's own tables.
 
-    Protected: every ``_minikafka_*`` table (the catalog, acks, runs, quarantine, ...) and
+    Protected: every table of the ledger's own (``LEDGER_PREFIX``: the catalog, acks, runs, quarantine, ...) and
     every topic's table (writes to a topic go through ``topic.append(..., tx=tx)``, which
     checks the model and dedup). Denying happens while SQLite prepares the statement, so a
     denied statement has changed nothing.
@@ -96,7 +98,7 @@ class Transaction:
     ``tx=tx`` write; an exception rolls all of it back, the caller's own tables included.
     """
 
-    def __init__(self, source: Source):
+    def __init__(self, source: SourceHandle):
         self.source = source
         self._open = True
 
@@ -110,13 +112,13 @@ class Transaction:
     def _conn(self) -> sqlite3.Connection:
         if not self._open:
             raise TransactionError("this transaction is closed: use it only inside its `with` block")
-        return self.source._ledger.conn
+        return self.source.ledger.conn
 
     def execute(self, sql: str, params: Any = ()) -> int:
         """Run one SQL statement with parameters; returns the number of rows it changed.
 
         The statement may read any table but write only the caller's own: writes to a
-        ``_minikafka_*`` table or a topic's table are refused before anything runs.
+        table of the ledger's own or a topic's table are refused before anything runs.
 
         Raises:
             TransactionError: the transaction is closed, or the SQL tries to end it.
@@ -144,7 +146,7 @@ class Transaction:
         conn = self._conn()
         if _CONTROL.match(sql):
             raise TransactionError(f"transaction control statements are not allowed in {what}")
-        guard = _Guard({r[0] for r in conn.execute("SELECT name FROM _minikafka_topics")})
+        guard = _Guard(set(topic_names(conn)))
         conn.set_authorizer(guard)
         try:
             # the whole statement runs (and its rows are fetched) under the guard
@@ -183,9 +185,9 @@ class Transaction:
 
 
 @contextmanager
-def open_transaction(source: Source) -> Iterator[Transaction]:
+def open_transaction(source: SourceHandle) -> Iterator[Transaction]:
     """Body of ``Source.transaction()``: refuses to nest instead of deadlocking."""
-    ledger = source._ledger
+    ledger = source.ledger
     ledger.conn  # noqa: B018 - raises SourceClosedError / WrongThreadError first
     if ledger.in_transaction:
         raise TransactionError(
@@ -201,7 +203,7 @@ def open_transaction(source: Source) -> Iterator[Transaction]:
 
 
 @contextmanager
-def joined(source: Source, tx: Transaction | None, *, savepoint: bool = True) -> Iterator[sqlite3.Connection]:
+def joined(source: SourceHandle, tx: Transaction | None, *, savepoint: bool = True) -> Iterator[sqlite3.Connection]:
     """The connection inside ``tx`` (a savepoint in it), or inside a new transaction when tx is None.
 
     ``savepoint=False`` skips the savepoint inside ``tx``: only for writes whose sole
@@ -220,7 +222,7 @@ def joined(source: Source, tx: Transaction | None, *, savepoint: bool = True) ->
         if not tx._open:
             raise TransactionError("this transaction is closed: use it only inside its `with` block")
         if not savepoint:
-            yield source._ledger.conn
+            yield source.ledger.conn
             return
-    with source._ledger.atomic() as conn:
+    with source.ledger.atomic() as conn:
         yield conn

@@ -23,10 +23,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..api.core.rows import TopicRows, rows_of
+from ..api.topic import Topic
 from ..errors import InvalidRecordError
+from ..ledger import quarantine as store
+from ..ledger.quarantine import Quarantined
 from ..util.clock import utc_now
 from ..util.dumpfiles import invalid_row_reason, parse_json_object, read_lines
-from .topic import Topic
 
 PAYLOAD_CHARS = 10_000  # the quarantine keeps this much of a line
 BATCH_ROWS = 5_000  # valid rows held in memory before they are inserted into the open transaction
@@ -67,7 +70,7 @@ class IngestResult:
                 f"{self.blank} blank")
 
 
-def ingest_jsonl(topic: Topic, path: str | Path, *, batch_rows: int = BATCH_ROWS) -> IngestResult:
+def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int = BATCH_ROWS) -> IngestResult:
     """Validate and append every line of ``path`` (plain or gzip, by content) to ``topic``.
 
     One transaction covers the whole file (all or nothing), and memory stays bounded:
@@ -85,33 +88,28 @@ def ingest_jsonl(topic: Topic, path: str | Path, *, batch_rows: int = BATCH_ROWS
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError(f"batch_rows must be a positive integer, got {batch_rows!r}")
     path = Path(path)
+    rows = rows_of(topic)
     result = IngestResult()
-    ignore_duplicates = bool(topic.dedup)
+    ignore_duplicates = bool(rows.dedup)
     valid: list = []  # at most batch_rows validated models, waiting for the next insert
     encoded: list[tuple] = []  # their storage values (encoding is the check of what the ledger can hold)
     seen_valid = 0
-    with topic.source._ledger.atomic() as conn:
+    with rows.ledger.atomic() as conn:
         now = utc_now()
         prefix = f"{path.name}:"
-        known = {
-            (origin, payload) for origin, payload in conn.execute(
-                "SELECT origin, payload FROM _minikafka_quarantine WHERE topic = ? AND substr(origin, 1, ?) = ?",
-                (topic.name, len(prefix), prefix))
-        }
+        known = store.known_origins(conn, rows.name, prefix)
 
         def quarantine(origin: str, text: str, reason: str) -> None:
             payload = text.strip()[:PAYLOAD_CHARS]
             if (origin, payload) in known:
                 result.already_quarantined += 1
                 return
-            conn.execute(
-                "INSERT INTO _minikafka_quarantine (topic, payload, reason, origin, created_at) VALUES (?, ?, ?, ?, ?)",
-                (topic.name, payload, reason, origin, now))
+            store.quarantine_in_current_transaction(conn, [Quarantined(rows.name, payload, reason, origin, now)])
             result.quarantined += 1
 
         def flush() -> None:
             if valid:
-                result.appended += topic._insert_encoded_in_current_transaction(
+                result.appended += rows.insert_encoded_in_current_transaction(
                     valid, encoded, ignore_duplicates=ignore_duplicates, now=now)
                 valid.clear()
                 encoded.clear()
@@ -129,8 +127,8 @@ def ingest_jsonl(topic: Topic, path: str | Path, *, batch_rows: int = BATCH_ROWS
                 quarantine(line.origin, line.payload, problem)
                 continue
             try:
-                model = topic._validate(data)
-                values = topic._encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
+                model = rows.validate(data)
+                values = rows.encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
             except (ValidationError, InvalidRecordError, TypeError, ValueError) as exc:
                 quarantine(line.origin, line.payload, invalid_row_reason(exc))
                 continue

@@ -1,0 +1,413 @@
+"""TopicRows: the rows of one topic table, the layer every mode works on.
+
+Validate and encode payloads, insert them (``*_in_current_transaction``: the caller owns
+the transaction), read rows in pages, turn rows into Records and models, count and ack.
+``Topic`` (the face) delegates to it; pipes, queues, groups, streaming and the connectors
+take a ``TopicRows`` and never a Topic's internals. ``StreamRows`` is the variant for
+schemaless streams (payloads are dicts, stored as JSON text).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, TypeAdapter
+
+from ...errors import InvalidRecordError, MinikafkaError, SchemaMismatchError, UnknownStatusError
+from ...ledger import acks
+from ...ledger.connection import Ledger
+from ...ledger.events import Event
+from ...ledger.layout import N_META, TopicLayout
+from ...util.clock import parse_timestamp, utc_now
+from .record import Record
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+STATUSES = ("new", "handled")
+PAGE = 1000
+
+
+class RecordNotFoundError(MinikafkaError, KeyError):
+    """No row with that id in the topic."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def check_status(status: str | None, *, allow_none: bool = True) -> str | None:
+    if status is None and allow_none:
+        return None
+    if status not in STATUSES:
+        raise UnknownStatusError(f"unknown status {status!r}: use 'new' or 'handled'")
+    return status
+
+
+def check_on_duplicate(value: str) -> bool:
+    if value not in ("raise", "ignore"):
+        raise ValueError(f"on_duplicate must be 'raise' or 'ignore', got {value!r}")
+    return value == "ignore"
+
+
+class TopicRows(Generic[ModelT]):
+    """The rows of one topic table on one ledger.
+
+    Args:
+        ledger: the Source's ledger.
+        layout: the topic's layout (its table, columns, partitions).
+        fingerprint: the layout's fingerprint when this object was made.
+        fingerprints: the Source's registry {topic: current fingerprint}; when the topic is
+            migrated, the registry moves on and this object refuses to be used.
+    """
+
+    is_stream = False
+
+    def __init__(self, ledger: Ledger, layout: TopicLayout, fingerprint: str, fingerprints: dict[str, str]):
+        self.ledger = ledger
+        self.layout = layout
+        self.fingerprint = fingerprint
+        self._fingerprints = fingerprints
+        self.encode = layout.encoder()
+        self.decode = layout.decoder()
+        self._adapter = TypeAdapter(list[layout.model])  # type: ignore[name-defined]
+
+    @property
+    def name(self) -> str:
+        return self.layout.name
+
+    @property
+    def model(self) -> type[ModelT]:
+        return self.layout.model  # type: ignore[return-value]
+
+    @property
+    def dedup(self) -> tuple[str, ...]:
+        return self.layout.dedup
+
+    def __repr__(self) -> str:
+        return f"TopicRows({self.name!r}, {self.model.__name__})"
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The ledger's connection, once this topic is known to be current (not migrated since)."""
+        conn = self.ledger.conn
+        if self._fingerprints.get(self.name) != self.fingerprint:
+            raise SchemaMismatchError(
+                f"topic {self.name!r} was migrated; use the Topic returned by migrate()"
+            )
+        return conn
+
+    # -- validating ------------------------------------------------------------------
+    def validate(self, payload: Any) -> ModelT:
+        """``payload`` (a model instance or a dict) as an instance of the topic's model.
+
+        Raises:
+            pydantic.ValidationError: it does not fit the model.
+        """
+        if isinstance(payload, self.model):
+            return payload
+        if isinstance(payload, BaseModel):
+            payload = payload.model_dump()
+        return self.model.model_validate(payload)
+
+    def validate_many(self, rows: list[Any]) -> list[ModelT]:
+        """Many payloads at once (the error's loc names the row index)."""
+        return self._adapter.validate_python(rows)
+
+    def model_of_row(self, row: tuple) -> ModelT:
+        """The model of a ``layout.select_sql()`` row."""
+        return self.model.model_validate(self.decode(row))
+
+    def value_of_row(self, row: tuple) -> Any:
+        """What plain iteration yields for a row (the model; a stream's dict)."""
+        return self.model_of_row(row)
+
+    # -- writing ---------------------------------------------------------------------
+    def insert_one_in_current_transaction(
+        self, model: ModelT, *, parent_id: int | None = None, parent_topic: str | None = None,
+        run_id: str | None = None, ignore_duplicates: bool = False, now: str | None = None,
+        partition: int | None = None,
+    ) -> int | None:
+        """Insert one validated model; returns its id (None when ignored as duplicate).
+
+        Emits:
+            message_appended (queued until the commit).
+        """
+        conn = self.conn
+        values = self.encode(model)
+        lineage = parent_id is not None or run_id is not None
+        params = (*values, now or utc_now(), "new") + ((parent_id, parent_topic, run_id) if lineage else ())
+        if self.layout.partitions > 1:
+            if partition is None:
+                partition = self.layout.route(values, 0 if self.layout.key else self.high_watermark() + 1)
+            params += (partition,)
+        try:
+            cur = conn.execute(self.layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
+        except (sqlite3.IntegrityError, OverflowError) as exc:
+            raise self.layout.explain_write_error(exc, [values], conn=conn) from None
+        if cur.rowcount == 0:
+            return None
+        row_id = cur.lastrowid
+        if self.ledger.on_event is not None:
+            self.ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
+        return row_id
+
+    def insert_many_in_current_transaction(
+        self, models: list[ModelT], *, status: str = "new", ignore_duplicates: bool = False,
+        now: str | None = None,
+    ) -> int:
+        """Encode and insert validated models; returns the number written.
+
+        Raises:
+            InvalidRecordError: a value the ledger cannot store (names the row); nothing written.
+        """
+        encode = self.encode
+        try:
+            encoded = [encode(m) for m in models]
+        except InvalidRecordError:  # nothing written yet: name the row, as pydantic's loc does
+            for i, m in enumerate(models):
+                try:
+                    encode(m)
+                except InvalidRecordError as exc:
+                    prefix = f"topic {self.name!r}, "
+                    text = str(exc).removeprefix(prefix)
+                    raise InvalidRecordError(f"{prefix}row {i}, {text}") from None
+            raise
+        return self.insert_encoded_in_current_transaction(models, encoded, status=status,
+                                                          ignore_duplicates=ignore_duplicates, now=now)
+
+    def insert_encoded_in_current_transaction(
+        self, models: list[ModelT], encoded: list[tuple], *, status: str = "new", ignore_duplicates: bool = False,
+        now: str | None = None,
+    ) -> int:
+        """Insert rows already encoded by ``self.encode`` (``encoded[i]`` is ``models[i]``'s)."""
+        conn = self.conn
+        stamp = (now or utc_now(), status)
+        values = [e + stamp for e in encoded]
+        before = self.high_watermark()
+        values = self.layout.with_partitions(values, before + 1)
+        changes = conn.total_changes
+        try:
+            conn.executemany(self.layout.insert_sql(ignore_duplicates=ignore_duplicates), values)
+        except (sqlite3.IntegrityError, OverflowError) as exc:
+            raise self.layout.explain_write_error(exc, values, conn=conn, existing_upto=before) from None
+        written = conn.total_changes - changes
+        if self.ledger.on_event and written:
+            self._emit_appended_in_current_transaction(models if written == len(models) else None, before)
+        return written
+
+    def _emit_appended_in_current_transaction(self, models: list[ModelT] | None, after: int) -> None:
+        """message_appended for each row above ``after`` (``models``: the rows, when all were written)."""
+        if models is None:
+            rows = self.conn.execute(f"{self.layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))
+            pairs = [(row[0], self.model_of_row(row)) for row in rows]
+        else:
+            ids = [r[0] for r in self.conn.execute(
+                f"SELECT \"_id\" FROM {self.layout.table} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))]
+            pairs = list(zip(ids, models))
+        for row_id, model in pairs:
+            self.ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
+
+    # -- reading ---------------------------------------------------------------------
+    def high_watermark(self) -> int:
+        """The largest id stored (0 for an empty topic)."""
+        row = self.conn.execute(f"SELECT max(\"_id\") FROM {self.layout.table}").fetchone()
+        return row[0] or 0
+
+    def consumer_id(self, consumer: str | None) -> int | None:
+        """The registered consumer's id (None for None).
+
+        Raises:
+            ConsumerNotFoundError: not registered on this topic.
+        """
+        if consumer is None:
+            return None
+        return acks.require_consumer(self.conn, self.name, consumer)
+
+    def status_filter(self, status: str | None, consumer_id: int | None) -> tuple[str, tuple]:
+        if status is None:
+            return "1", ()
+        if status == "new":
+            return acks.pending_filter(consumer_id, self.name)
+        return acks.done_filter(consumer_id, self.name)
+
+    def scan(self, status: str | None, consumer: str | None, *, upto: int | None = None) -> Iterator[tuple]:
+        """``layout.select_sql()`` rows in id order, read in pages so acks during iteration are safe."""
+        check_status(status)
+        consumer_id = self.consumer_id(consumer)
+        where, params = self.status_filter(status, consumer_id)
+        upto = self.high_watermark() if upto is None else upto
+        sql = (
+            f"{self.layout.select_sql()} WHERE {where} AND \"_id\" > ? AND \"_id\" <= ? "
+            f"ORDER BY \"_id\" LIMIT {PAGE}"
+        )
+        last = 0
+        while True:
+            page = self.conn.execute(sql, (*params, last, upto)).fetchall()
+            if not page:
+                return
+            yield from page
+            last = page[-1][0]
+
+    def record(self, row: tuple, consumer: str | None, status: str | None = None,
+               data: ModelT | None = None) -> Record[ModelT]:
+        """A Record from a ``select_sql`` row; ``status`` None reads the topic-wide status."""
+        if data is None:
+            data = self.model_of_row(row)
+        partition = row[self.layout.partition_index]
+        if status is None:
+            status = acks.status_of(row[2], row[0], partition, acks.handled_positions(self.conn, self.name))
+        return Record(
+            id=row[0], topic=self.name, created_at=parse_timestamp(row[1]),
+            handled_at=parse_timestamp(row[3]), status=status, data=data,
+            parent_id=row[4], parent_topic=row[5], run_id=row[6], consumer=consumer, partition=partition,
+            _topic=self,
+        )
+
+    def iterate(self, status: str, records: bool, as_dict: bool, consumer: str | None) -> Iterator[Any]:
+        """Rows of ``status`` as Records, dicts or models (``Topic.iter_new``/``iter_handled``)."""
+        if records and as_dict:
+            raise ValueError("records and as_dict cannot both be True")
+        for row in self.scan(status, consumer):
+            if as_dict:
+                yield self.decode(row)
+            elif records:
+                yield self.record(row, consumer, status)
+            else:
+                yield self.model_of_row(row)
+
+    def get(self, _id: int) -> Record[ModelT]:
+        """The record with id ``_id``.
+
+        Raises:
+            RecordNotFoundError: no such id.
+        """
+        row = self.conn.execute(f"{self.layout.select_sql()} WHERE \"_id\" = ?", (_id,)).fetchone()
+        if row is None:
+            raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
+        return self.record(row, None)
+
+    def load(self, ids: list[int]) -> dict[int, ModelT]:
+        """{id: model} of the rows with these ids (missing ids are left out)."""
+        marks = ", ".join("?" for _ in ids)
+        rows = self.conn.execute(f"{self.layout.select_sql()} WHERE \"_id\" IN ({marks})", ids).fetchall()
+        return {row[0]: self.model_of_row(row) for row in rows}
+
+    def read_since(self, offset: int, limit: int) -> list[tuple]:
+        """``select_sql`` rows with id > ``offset``, oldest first, at most ``limit``."""
+        return self.conn.execute(
+            f"{self.layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\" LIMIT ?", (offset, limit)
+        ).fetchall()
+
+    def count(self, status: str | None = None, *, consumer: str | None = None) -> int:
+        """Number of rows, optionally only 'new' or 'handled' (for ``consumer``).
+
+        Raises:
+            UnknownStatusError: status is not None, 'new' or 'handled'.
+        """
+        check_status(status)
+        where, params = self.status_filter(status, self.consumer_id(consumer))
+        sql = f"SELECT count(*) FROM {self.layout.table} WHERE {where}"
+        return self.conn.execute(sql, params).fetchone()[0]
+
+    # -- acking ------------------------------------------------------------------------
+    def set_handled(self, _id: int | None = None, *, record: Record | None = None, consumer: str | None = None) -> None:
+        """Ack one row (by id or record), for ``consumer`` or for every consumer; idempotent.
+
+        Raises:
+            ValueError: neither _id nor record given.
+            RecordNotFoundError: no such id in this topic.
+
+        Emits:
+            message_handled, after the commit, when the ack changed something.
+        """
+        if record is not None:
+            if record.topic != self.name:
+                raise ValueError(f"record {record.id} belongs to topic {record.topic!r}, not {self.name!r}")
+            _id = record.id
+            consumer = consumer if consumer is not None else record.consumer
+        if _id is None:
+            raise ValueError("set_handled requires _id or record")
+        now = utc_now()
+        with self.ledger.atomic() as conn:
+            exists = conn.execute(f"SELECT \"_status\" FROM {self.layout.table} WHERE \"_id\" = ?", (_id,)).fetchone()
+            if exists is None:
+                raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
+            self.ack_in_current_transaction(_id, consumer, now)
+        if record is not None and record.status != "handled":
+            record.status = "handled"
+            record.handled_at = parse_timestamp(now)
+
+    def ack_in_current_transaction(self, _id: int, consumer: str | None, now: str,
+                                   consumers: list[int] | None = None) -> bool:
+        """Ack row ``_id`` for ``consumer`` (registered if new) or for everyone; True when it is handled now.
+
+        Emits:
+            message_handled (queued until the commit) when the ack changed something.
+        """
+        conn = self.conn
+        consumer_id = None
+        if consumer is not None:
+            consumer_id = acks.register_consumer_in_current_transaction(conn, self.name, consumer, now)
+            if consumers is not None and consumer_id not in consumers:
+                consumers = None
+        before = conn.total_changes
+        handled = acks.ack_in_current_transaction(conn, self.name, _id, consumer_id, now, consumers)
+        if conn.total_changes != before:
+            self.ledger.emit(Event(
+                "message_handled", self.name, _id,
+                {"consumer": consumer, "status": "handled" if handled else "new"},
+            ))
+        return handled
+
+    def consumers(self) -> list[str]:
+        """Names of the consumers registered on this topic."""
+        return acks.consumer_names(self.conn, self.name)
+
+
+class StreamRows(TopicRows):
+    """The rows of a schemaless stream: payloads are JSON objects (dicts), read back as dicts."""
+
+    is_stream = True
+
+    def validate(self, payload: Any) -> Any:
+        if isinstance(payload, self.model):
+            return payload
+        if isinstance(payload, BaseModel):
+            payload = payload.model_dump(mode="json")
+        if not isinstance(payload, dict):
+            raise InvalidRecordError(
+                f"stream {self.name!r} takes JSON objects (dicts), got {type(payload).__name__}: {payload!r:.200}")
+        return self.model(data=payload)
+
+    def value_of_row(self, row: tuple) -> Any:
+        return stream_data(row)
+
+    def record(self, row: tuple, consumer: str | None, status: str | None = None, data: Any = None) -> Record:
+        return Record(id=row[0], topic=self.name, created_at=parse_timestamp(row[1]),
+                      handled_at=parse_timestamp(row[3]), status=status or row[2], data=stream_data(row),
+                      parent_id=row[4], parent_topic=row[5], run_id=row[6], consumer=consumer, _topic=self)
+
+    def iterate(self, status: str, records: bool, as_dict: bool, consumer: str | None) -> Iterator[Any]:
+        if records and as_dict:
+            raise ValueError("records and as_dict cannot both be True")
+        for row in self.scan(status, consumer):
+            if records:
+                yield self.record(row, consumer, status if consumer else None)
+            else:
+                yield stream_data(row)
+
+
+def stream_data(row: tuple) -> dict[str, Any]:
+    """The JSON object a stream row holds."""
+    return json.loads(row[N_META])
+
+
+def rows_of(topic: Any) -> TopicRows:
+    """The TopicRows of a Topic (its ``rows``), or ``topic`` itself when it is one."""
+    return topic if isinstance(topic, TopicRows) else topic.rows
+
+
+__all__ = ["PAGE", "STATUSES", "RecordNotFoundError", "StreamRows", "TopicRows", "check_on_duplicate",
+           "check_status", "rows_of", "stream_data"]
