@@ -41,12 +41,14 @@ STRATEGIES: tuple[Strategy, ...] = ("strict", "best_effort")
 class Pipeline(Generic[ModelT, OutT]):
     """One arm: ``fn`` applied to each new row of ``source_topic``, written to ``target``."""
 
-    def __init__(self, source_topic: Topic[ModelT], fn: Callable[[ModelT], OutT], *, consumer: str | None = None):
+    def __init__(self, source_topic: Topic[ModelT], fn: Callable[[ModelT], OutT], *, consumer: str | None = None,
+                 start: str = "earliest"):
         if not callable(fn):
             raise PipelineError(f"pipe() needs a callable, got {fn!r}")
         self.source_topic = source_topic
         self.fn = fn
         self.consumer = consumer
+        self.start = acks.check_start(start)  # where a new ``consumer`` starts
         self.target_topic: Topic | None = None
         self.last_result: RunResult | None = None
 
@@ -247,7 +249,7 @@ class _GroupRun:
         reader = self.consumer
         if reader is not None:
             if not self.dry_run:
-                self.topic.consumer(reader)
+                self.topic.consumer(reader, start=self.arms[0].start)
             elif reader not in self.topic.consumers():
                 reader = None  # a consumer registered now would see exactly the new rows
         batch: list[tuple[Record, list, list]] = []

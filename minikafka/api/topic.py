@@ -18,7 +18,7 @@ from ..errors import (
 from ..ledger import acks
 from ..ledger.events import Event
 from ..ledger.identifiers import quote_identifier
-from ..ledger.layout import META_SELECT, N_META, PARTITION, TopicLayout, canonical_json
+from ..ledger.layout import PARTITION, STORED_META, STORED_META_SELECT, TopicLayout, canonical_json, stored_meta
 from ..util.clock import parse_timestamp, utc_now
 from ..util.gcpause import gc_paused
 from . import engines
@@ -232,7 +232,8 @@ class Topic(Generic[ModelT]):
     ) -> int:
         """Insert rows already encoded by ``self._encode`` (``encoded[i]`` is ``models[i]``'s)."""
         conn = self._conn
-        stamp = (now or utc_now(), status)
+        now = now or utc_now()
+        stamp = (now, "new")  # rows appended as handled are marked below (a row's state is not a column)
         values = [e + stamp for e in encoded]
         ledger = self.source._ledger
         before = self.high_watermark()
@@ -243,6 +244,8 @@ class Topic(Generic[ModelT]):
         except (sqlite3.IntegrityError, OverflowError) as exc:
             raise self._layout.explain_write_error(exc, values, conn=conn, existing_upto=before) from None
         written = conn.total_changes - changes
+        if status == "handled" and written:
+            acks.mark_appended_handled_in_current_transaction(conn, self.name, before, now)
         if ledger.on_event and written:
             self._emit_appended_in_current_transaction(models if written == len(models) else None, before)
         return written
@@ -384,7 +387,7 @@ class Topic(Generic[ModelT]):
             raise ValueError("set_handled requires _id or record")
         now = utc_now()
         with self.source._ledger.atomic() as conn:
-            exists = conn.execute(f"SELECT \"_status\" FROM {self._layout.table} WHERE \"_id\" = ?", (_id,)).fetchone()
+            exists = conn.execute(f"SELECT 1 FROM {self._layout.table} WHERE \"_id\" = ?", (_id,)).fetchone()
             if exists is None:
                 raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
             self._ack_in_current_transaction(_id, consumer, now)
@@ -443,10 +446,15 @@ class Topic(Generic[ModelT]):
         return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
 
     # -- consumers --------------------------------------------------------------
-    def consumer(self, name: str) -> str:
-        """Register a named consumer (idempotent); it starts with every 'new' row pending."""
+    def consumer(self, name: str, *, start: str = "earliest") -> str:
+        """Register a named consumer (idempotent).
+
+        A new consumer starts at ``start``: "earliest" (every row is pending for it, except
+        rows handled for every consumer) or "latest" (only rows appended from now on). An
+        existing consumer keeps its position.
+        """
         with self.source._ledger.atomic() as conn:
-            acks.register_consumer_in_current_transaction(conn, self.name, name, utc_now())
+            acks.register_consumer_in_current_transaction(conn, self.name, name, utc_now(), start=start)
         return name
 
     def consumers(self) -> list[str]:
@@ -505,11 +513,14 @@ class Topic(Generic[ModelT]):
         return stored.windows(self._conn, cid, limit=limit)
 
     # -- composing ----------------------------------------------------------------
-    def pipe(self, fn: Callable[[ModelT], Any], *, consumer: str | None = None) -> Pipeline:
-        """Start a pipeline: ``fn`` applied to each new row; chain ``.to(target).run()``."""
+    def pipe(self, fn: Callable[[ModelT], Any], *, consumer: str | None = None, start: str = "earliest") -> Pipeline:
+        """Start a pipeline: ``fn`` applied to each new row; chain ``.to(target).run()``.
+
+        ``start``: where a new ``consumer`` starts ("earliest" or "latest", see ``consumer()``).
+        """
         from .pipes import Pipeline
 
-        return Pipeline(self, fn, consumer=consumer)
+        return Pipeline(self, fn, consumer=consumer, start=start)
 
     def migrate(self, new_model: type[NewModelT], fn: Callable[[ModelT], NewModelT | dict[str, Any]]) -> Topic[NewModelT]:
         """Rewrite every row under ``new_model`` in one transaction; ids, times, status kept.
@@ -531,9 +542,9 @@ class Topic(Generic[ModelT]):
         tmp = self.name + "__migrating"
         q_tmp = quote_identifier(tmp)
         encode = new_layout.encoder()
-        meta = META_SELECT
+        meta = STORED_META_SELECT
         cols = ", ".join([meta] + [quote_identifier(n) for n in new_layout.field_names] + [f'"{PARTITION}"'])
-        insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(N_META + len(new_layout.columns) + 1))})"
+        insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(len(STORED_META) + len(new_layout.columns) + 1))})"
         at_partition = self._layout.partition_index
         current = None
         ledger = self.source._ledger
@@ -546,8 +557,10 @@ class Topic(Generic[ModelT]):
                     if isinstance(out, BaseModel) and not isinstance(out, new_model):
                         out = out.model_dump()
                     migrated = new_model.model_validate(out)
-                    conn.execute(insert, (*row[:N_META], *encode(migrated), row[at_partition]))
+                    conn.execute(insert, (*stored_meta(row), *encode(migrated), row[at_partition]))
                 current = None
+                for statement in self._layout.drop_views_ddl():
+                    conn.execute(statement)
                 conn.execute(f"DROP TABLE {self._layout.table}")  # drops its trigger and indexes too
                 conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
                 for statement in new_layout.ddl()[1:]:

@@ -91,4 +91,4 @@ def test_pending_reads_start_at_the_lowest_offset_not_the_first_row(source):
     where, params = acks.pending_filter(cid, "orders")
     plan = source._ledger.conn.execute(
         f'EXPLAIN QUERY PLAN SELECT "_id" FROM "orders" WHERE {where} ORDER BY "_id"', params).fetchall()
-    assert any("_id>?" in str(row).replace(" ", "") for row in plan)
+    assert any("rowid>?" in str(row).replace(" ", "") for row in plan)  # _id is the rowid
