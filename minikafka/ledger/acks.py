@@ -169,6 +169,17 @@ def register_in_current_transaction(
     return Registration(topic, name, cur.lastrowid, True, start, offsets, skipped)
 
 
+def planned_registration(conn: sqlite3.Connection, topic: str, name: str, *, start: str = "earliest") -> Registration:
+    """What ``register_in_current_transaction`` would do now, without writing anything."""
+    check_start(start)
+    found = find_consumer(conn, topic, name)
+    if found is not None:
+        return Registration(topic, name, found, False, start, committed_offsets(conn, found))
+    offsets = start_offsets(conn, topic, start)
+    skipped = rows_skipped(conn, topic, offsets) if start == "latest" else 0
+    return Registration(topic, name, 0, True, start, offsets, skipped)
+
+
 def register_consumer_in_current_transaction(
     conn: sqlite3.Connection, topic: str, name: str, now: str, *, start: str = "earliest"
 ) -> int:
