@@ -468,6 +468,15 @@ def pending_sql(conn: sqlite3.Connection, topic: str, consumer_id: int | None,
             f"_minikafka_acks a WHERE a.consumer_id = {int(consumer_id)} AND a.row_id = \"_id\")")
 
 
+def pending_sql_for_new(conn: sqlite3.Connection, topic: str, start: str,
+                        partitions: Iterable[int] | None = None) -> str:
+    """``pending_sql`` for a consumer not registered yet that would start at ``start``."""
+    n = partition_count(conn, topic)
+    parts = list(range(n)) if partitions is None else list(partitions)
+    return (f"{_positions_sql(start_offsets(conn, topic, start), '>', parts)} AND NOT EXISTS (SELECT 1 FROM "
+            f"_minikafka_handled h WHERE h.topic = {status.topic_literal(topic)} AND h.row_id = \"_id\")")
+
+
 def done_sql(conn: sqlite3.Connection, topic: str, consumer_id: int | None,
              partitions: Iterable[int] | None = None) -> str:
     """``done_filter`` with every value inlined (see ``pending_sql``)."""

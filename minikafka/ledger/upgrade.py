@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from ..errors import LedgerError
 from . import status
 from .identifiers import quote_identifier
 from .layout import PARTITION, PARTITION_COLUMN_DDL, partition_index_ddl
@@ -138,6 +139,18 @@ def _fold_consumer(conn: sqlite3.Connection, table: str, topic: str, cid: int, p
 
 
 def _drop_status_columns(conn: sqlite3.Connection, topic: str) -> None:
+    """Drop the status columns (SQLite refuses while a view or trigger of the user's reads them).
+
+    Raises:
+        LedgerError: such a view or trigger; it is named, and the opening transaction rolls back.
+    """
     conn.execute(f"DROP INDEX IF EXISTS {quote_identifier(topic + '__new')}")
-    conn.execute(f'ALTER TABLE {quote_identifier(topic)} DROP COLUMN "_status"')
-    conn.execute(f'ALTER TABLE {quote_identifier(topic)} DROP COLUMN "_handled_at"')
+    for column in ("_status", "_handled_at"):
+        try:
+            conn.execute(f"ALTER TABLE {quote_identifier(topic)} DROP COLUMN {quote_identifier(column)}")
+        except sqlite3.OperationalError as exc:
+            raise LedgerError(
+                f"cannot upgrade to ledger format 3: it removes column {column} of topic {topic!r}, and SQLite "
+                f"refuses ({exc}); drop or change what reads it (its status is now in the view "
+                f"{status.status_view_name(topic)!r}), then open the ledger again. Nothing was changed."
+            ) from exc

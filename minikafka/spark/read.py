@@ -33,11 +33,14 @@ def jdbc_url(path: str) -> str:
 
 
 def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", consumer: str | None = None,
-                upto: int | None = None, partitions: list[int] | None = None) -> ReadBounds:
+                upto: int | None = None, partitions: list[int] | None = None,
+                start: str | None = None) -> ReadBounds:
     """Fix the set of rows a read returns (taken when a stage starts).
 
     ``partitions`` limits the read to those topic partitions. The WHERE clause only
-    holds integers the ledger produced (watermark, consumer id, offsets), never user text.
+    holds integers the ledger produced (watermark, consumer id, offsets) and the topic's
+    (validated) name, never user text. ``start`` with no ``consumer``: the rows pending for a
+    consumer not registered yet that would start there (a dry run of a new stage).
 
     Raises:
         PartitionOutOfRangeError: a partition the topic does not have.
@@ -51,7 +54,9 @@ def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", cons
         upto = conn.execute(f'SELECT max("_id") FROM {table}').fetchone()[0] or 0
     upto = int(upto)
     parts = None if partitions is None else tuple(sorted({layout.check_partition(p) for p in partitions}))
-    if which == "new":
+    if which == "new" and consumer_id is None and start is not None:
+        cond = acks.pending_sql_for_new(conn, layout.name, start, parts)
+    elif which == "new":
         cond = acks.pending_sql(conn, layout.name, consumer_id, parts)
     elif which == "handled":
         cond = acks.done_sql(conn, layout.name, consumer_id, parts)

@@ -278,10 +278,10 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
         register_consumers(source, [stage])
     in_layouts = {name: _layout(source, name) for name in stage.inputs}
     out_layouts = {name: _layout(source, name) for name in stage.outputs}
-    bounds = {
+    bounds = {  # a dry run of a stage whose consumer is not registered yet reads what it would start with
         name: read_bounds(source, layout, which="new",
                           consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None,
-                          upto=upto.get(name), partitions=stage.topic_partitions)
+                          upto=upto.get(name), partitions=stage.topic_partitions, start=stage.start)
         for name, layout in in_layouts.items()
     }
     run.watermarks = {name: b.upto for name, b in bounds.items()}
