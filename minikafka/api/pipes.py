@@ -251,7 +251,7 @@ class _GroupRun:
             if not self.dry_run:
                 self.topic.consumer(reader, start=self.arms[0].start)
             elif reader not in self.topic.consumers():
-                reader = None  # a consumer registered now would see exactly the new rows
+                reader = None  # not registered: read the topic-wide new rows (nothing is acked)
         batch: list[tuple[Record, list, list]] = []
         deadline = time.monotonic() + self.full.max_batch_seconds
         upto = self.result.watermarks[self.topic.name]
