@@ -441,6 +441,8 @@ def unhandled_sql(topic: str) -> str:
 
 
 def _positions_sql(positions: dict[int, int], op: str, partitions: Iterable[int]) -> str:
+    """``"_id" op position`` per partition of ``partitions`` (``positions`` holds every partition
+    of the topic: one key 0 means a topic with one partition)."""
     parts = sorted(set(partitions))
     if list(positions) == [0] and parts == [0]:
         return f"\"_id\" {op} {int(positions[0])}"
@@ -463,7 +465,7 @@ def pending_sql(conn: sqlite3.Connection, topic: str, consumer_id: int | None,
     if consumer_id is None:
         return f"{_positions_sql(handled, '>', parts)} AND {marked} AND NOT {status.render(status.ALL_PAST, topic)}"
     offsets = committed_offsets(conn, consumer_id)
-    above = {p: max(offsets.get(p, 0), handled.get(p, 0)) for p in parts}
+    above = {p: max(offsets.get(p, 0), handled.get(p, 0)) for p in range(n)}
     return (f"{_positions_sql(above, '>', parts)} AND {marked} AND NOT EXISTS (SELECT 1 FROM "
             f"_minikafka_acks a WHERE a.consumer_id = {int(consumer_id)} AND a.row_id = \"_id\")")
 
