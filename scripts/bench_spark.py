@@ -47,20 +47,25 @@ def make_topics(src: Source):
 
 def fill(src: Source, table: str, start: int, count: int, status: str) -> None:
     """Bulk rows straight in SQL (benchmark set-up only)."""
+    from minikafka.ledger import acks
+
     conn = src.ledger.conn
     with src.ledger.atomic():
+        before = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {table}').fetchone()[0]
         if table == "items":
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
-                "INSERT INTO items (url, title, n, _created_at, _status) "
-                "SELECT 'https://example.com/' || i, 'title ' || i, i, ?, ? FROM c",
-                (start, start + count - 1, utc_now(), status))
+                "INSERT INTO items (url, title, n, _created_at) "
+                "SELECT 'https://example.com/' || i, 'title ' || i, i, ? FROM c",
+                (start, start + count - 1, utc_now()))
         else:
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
-                "INSERT INTO scored (url, score, _created_at, _status) "
-                "SELECT 'https://example.com/' || i, i, ?, 'new' FROM c",
+                "INSERT INTO scored (url, score, _created_at) "
+                "SELECT 'https://example.com/' || i, i, ? FROM c",
                 (start, start + count - 1, utc_now()))
+        if status == "handled":  # history: handled for every consumer (a position, no per-row write)
+            acks.mark_appended_handled_in_current_transaction(conn, table, before, utc_now())
 
 
 def stage():

@@ -58,8 +58,8 @@ def count_windows(rows: int, size: int) -> None:
         with source.ledger.atomic() as conn:
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
-                "INSERT INTO \"bench.events\" (data, _created_at, _status) "
-                "SELECT json_object('i', i, 'sensor', 'kitchen'), ?, 'new' FROM c", (rows, utc_now()))
+                "INSERT INTO \"bench.events\" (data, _created_at) "
+                "SELECT json_object('i', i, 'sensor', 'kitchen'), ? FROM c", (rows, utc_now()))
         seen = [0]
 
         def trivial(window):
@@ -202,8 +202,8 @@ def chunked_peak(rows: int, window: int) -> dict:
         with src.ledger.atomic() as conn:
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
-                "INSERT INTO items (url, title, n, _created_at, _status) "
-                "SELECT 'https://example.com/' || i, 'title ' || i, i, ?, 'new' FROM c", (rows, utc_now()))
+                "INSERT INTO items (url, title, n, _created_at) "
+                "SELECT 'https://example.com/' || i, 'title ' || i, i, ? FROM c", (rows, utc_now()))
     out = subprocess.run([sys.executable, __file__, "--memory-child", path, str(window)],
                          capture_output=True, text=True)
     if out.returncode != 0:

@@ -59,7 +59,7 @@ def test_ten_line_tour_runs_as_written_and_the_file_survives(tmp_path):
     assert first.returncode == 0, first.stderr
     assert first.stdout == "Hello, homelab -> A long post about running things at home......\n"
     conn = sqlite3.connect(tmp_path / "homelab.sqlite")
-    assert conn.execute('SELECT "_status" FROM "rss.items"').fetchall() == [("handled",)]
+    assert conn.execute('SELECT "_status" FROM "rss.items:status"').fetchall() == [("handled",)]
     assert conn.execute('SELECT url, "_parent_id" FROM "rss.summaries"').fetchall() == [
         ("https://example.com/post-1", 1)
     ]

@@ -167,11 +167,17 @@ def test_use_from_another_thread_raises(videos):
     assert videos.count() == 0
 
 
-def test_new_row_reads_use_the_partial_index(source, videos):
-    plan = source._ledger.conn.execute(
-        'EXPLAIN QUERY PLAN SELECT "_id" FROM "videos" WHERE "_status" = \'new\' AND "_id" > 0 ORDER BY "_id"'
-    ).fetchall()
-    assert any("videos__new" in str(row) for row in plan)
+def test_new_row_reads_are_a_rowid_range_from_the_lowest_position_without_an_index_on_new_rows(source, videos):
+    from minikafka.ledger import acks
+
+    videos.consumer("a")
+    conn = source._ledger.conn
+    for consumer_id in (None, acks.find_consumer(conn, "videos", "a")):
+        where, params = acks.pending_filter(consumer_id, "videos")
+        plan = conn.execute(f'EXPLAIN QUERY PLAN SELECT "_id" FROM "videos" WHERE {where} ORDER BY "_id"',
+                            params).fetchall()
+        assert plan[0][3] == "SEARCH videos USING INTEGER PRIMARY KEY (rowid>?)"
+    assert conn.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'videos__new'").fetchone() == (0,)
 
 
 def test_file_ledger_uses_wal_and_full_sync(file_source):

@@ -290,8 +290,8 @@ class Source:
     def register_consumers(self, pairs) -> None:
         """Register (topic, consumer) pairs in one transaction, before any of them runs.
 
-        A consumer registered late starts from what is still new, so a DAG registers all
-        of its consumers first: two stages reading one topic then each see every row.
+        Each new consumer starts at the earliest row (every row except rows handled for every
+        consumer); existing ones keep their positions.
 
         Raises:
             TopicNotFoundError: a topic is not in the file.
@@ -361,13 +361,17 @@ class Source:
         return apply_retention(self.ledger)
 
 
-    def group(self, name: str) -> ConsumerGroup:
+    def group(self, name: str, *, start: str = "earliest") -> ConsumerGroup:
         """The consumer group ``name``: fetch, commit, seek, lag, follow (see api/modes/groups.py).
+
+        ``start``: where the group starts on a topic it has not read yet: "earliest" (every
+        row, except rows handled for every consumer) or "latest" (rows appended from then on).
 
         Raises:
             InvalidNameError: not a valid consumer name.
+            InvalidSettingError: ``start`` is not "earliest" or "latest".
         """
-        return ConsumerGroup(self, name)
+        return ConsumerGroup(self, name, start=start)
 
     def topics(self) -> list[str]:
         """Names of every topic stored in the file, sorted."""

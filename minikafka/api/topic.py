@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from ..errors import migration_failure
 from ..ledger import acks, catalog
 from ..ledger.identifiers import quote_identifier
-from ..ledger.layout import META_SELECT, N_META, PARTITION, TopicLayout
+from ..ledger.layout import PARTITION, STORED_META, STORED_META_SELECT, TopicLayout, stored_meta
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
 from .core import engines
@@ -226,10 +226,15 @@ class Topic(Generic[ModelT]):
         return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
 
     # -- consumers --------------------------------------------------------------
-    def consumer(self, name: str) -> str:
-        """Register a named consumer (idempotent); it starts with every 'new' row pending."""
+    def consumer(self, name: str, *, start: str = "earliest") -> str:
+        """Register a named consumer (idempotent).
+
+        A new consumer starts at ``start``: "earliest" (every row is pending for it, except
+        rows handled for every consumer) or "latest" (only rows appended from now on). An
+        existing consumer keeps its position.
+        """
         with self.source.ledger.atomic() as conn:
-            acks.register_consumer_in_current_transaction(conn, self.name, name, utc_now())
+            acks.register_consumer_in_current_transaction(conn, self.name, name, utc_now(), start=start)
         return name
 
     def consumers(self) -> list[str]:
@@ -288,11 +293,14 @@ class Topic(Generic[ModelT]):
         return stored.windows(self._conn, cid, limit=limit)
 
     # -- composing ----------------------------------------------------------------
-    def pipe(self, fn: Callable[[ModelT], Any], *, consumer: str | None = None) -> Pipeline:
-        """Start a pipeline: ``fn`` applied to each new row; chain ``.to(target).run()``."""
+    def pipe(self, fn: Callable[[ModelT], Any], *, consumer: str | None = None, start: str = "earliest") -> Pipeline:
+        """Start a pipeline: ``fn`` applied to each new row; chain ``.to(target).run()``.
+
+        ``start``: where a new ``consumer`` starts ("earliest" or "latest", see ``consumer()``).
+        """
         from .modes.pipes import Pipeline
 
-        return Pipeline(self, fn, consumer=consumer)
+        return Pipeline(self, fn, consumer=consumer, start=start)
 
     def migrate(self, new_model: type[NewModelT], fn: Callable[[ModelT], NewModelT | dict[str, Any]]) -> Topic[NewModelT]:
         """Rewrite every row under ``new_model`` in one transaction; ids, times, status kept.
@@ -314,9 +322,9 @@ class Topic(Generic[ModelT]):
         tmp = self.name + "__migrating"
         q_tmp = quote_identifier(tmp)
         encode = new_layout.encoder()
-        meta = META_SELECT
+        meta = STORED_META_SELECT
         cols = ", ".join([meta] + [quote_identifier(n) for n in new_layout.field_names] + [f'"{PARTITION}"'])
-        insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(N_META + len(new_layout.columns) + 1))})"
+        insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(len(STORED_META) + len(new_layout.columns) + 1))})"
         at_partition = self._layout.partition_index
         current = None
         ledger = self.source.ledger
@@ -329,8 +337,10 @@ class Topic(Generic[ModelT]):
                     if isinstance(out, BaseModel) and not isinstance(out, new_model):
                         out = out.model_dump()
                     migrated = new_model.model_validate(out)
-                    conn.execute(insert, (*row[:N_META], *encode(migrated), row[at_partition]))
+                    conn.execute(insert, (*stored_meta(row), *encode(migrated), row[at_partition]))
                 current = None
+                for statement in self._layout.drop_views_ddl():
+                    conn.execute(statement)
                 conn.execute(f"DROP TABLE {self._layout.table}")  # drops its trigger and indexes too
                 conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
                 for statement in new_layout.ddl()[1:]:

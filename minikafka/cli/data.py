@@ -123,7 +123,10 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 # the declared pipeline's own ledger may start here; an override only with --create
                 ensure_pipeline_ledger(defn, create=create_ledger or not explicit_source, parents=create_ledger,
                                        creates=True)
-                with open_source(defn) as source, heartbeat(_err, f"ingest {shown}"):
+                notes: list[str] = []
+                with open_source(defn, notes=notes) as source, heartbeat(_err, f"ingest {shown}"):
+                    for line in notes:  # a stage registered here that starts past rows that exist
+                        _err(line)
                     r = ingest_jsonl(source.opened(topic), path)
             else:
                 with open_ledger(source_path, create=create_ledger, parents=create_ledger,

@@ -1,7 +1,7 @@
-"""The one ack model under every way of consuming a topic: committed offsets plus out-of-order acks.
+"""The one ack model under every way of consuming a topic: positions plus out-of-order acks.
 
-For each consumer (a Spark stage, a row-level pipe, a consumer group: all are named
-consumers in ``_minikafka_consumers``) and each partition of its topic:
+For each consumer (a Spark stage, a row-level pipe, a consumer group, a queue, a stream:
+all are named consumers in ``_minikafka_consumers``) and each partition of its topic:
 
 - ``_minikafka_offsets.committed``: every row of the partition with ``_id <= committed``
   is done for that consumer. Moving it costs one row update whatever it covers.
@@ -10,17 +10,18 @@ consumers in ``_minikafka_consumers``) and each partition of its topic:
   ack rows are deleted, so contiguous progress never leaves a row per message
   (Pulsar's mark-delete position plus individual acks).
 
-Per topic partition, ``_minikafka_partitions.handled_upto`` is the position below which
-every registered consumer is done: the minimum of their offsets, never lowered except
-by an explicit replay or seek. A row is 'handled' (topic-wide) when ``_status`` says so
-or its id is at or below ``handled_upto``. The ``_status`` column is thus the
-materialised part of that state: per-row acks keep it exact (their cost already grows
-with the rows they ack), while an offset commit and a stage commit only move
-positions, so rows they cover may still read ``_status = 'new'`` in raw SQL. Every
-reader in this package (``pending_filter``/``done_filter`` with ``topic=``,
-``status_of``, ``pending_sql``) applies the positions, so the API, the CLI and Spark all
-see the same state. With zero or one consumer and per-row acks, the column alone is
-the state, as in minikafka.
+A topic-wide ack (``set_handled`` without a consumer, rows appended as handled) marks a
+row handled for every consumer, present and future, the same way: per topic partition a
+position, ``_minikafka_partitions.handled_upto``, and the rows above it in
+``_minikafka_handled``. That is the whole state: topic tables hold no status column, and
+every reader, inside the package or outside it (the topic's status views), derives the
+status from these tables with the expressions in status.py. Every commit therefore costs
+the same whatever it covers, and nothing a reader sees can lag behind it.
+
+A new consumer starts where its ``start`` says (Kafka's ``auto.offset.reset``): ``earliest``
+(the default: every row of the topic is pending for it, except rows handled for every
+consumer by a topic-wide ack) or ``latest`` (only rows appended after it registered).
+An existing consumer keeps its position whatever ``start`` says.
 
 All functions here run inside the caller's transaction (they never commit).
 """
@@ -30,13 +31,17 @@ from __future__ import annotations
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-from ..errors import ConsumerNotFoundError
+from ..errors import ConsumerNotFoundError, InvalidSettingError
+from . import status
 from .identifiers import quote_identifier, validate_consumer_name
 
 MAX_ID = 2**63 - 1
+STARTS = ("earliest", "latest")
 
-_NOT_ACKED = 'NOT EXISTS (SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.row_id = "_id")'
+_ACKED = 'EXISTS (SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.row_id = "_id")'
+_MARKED = 'EXISTS (SELECT 1 FROM _minikafka_handled h WHERE h.topic = ? AND h.row_id = "_id")'
 
 
 # -- consumers -------------------------------------------------------------------------
@@ -69,47 +74,131 @@ def require_consumer(conn: sqlite3.Connection, topic: str, name: str) -> int:
     return found
 
 
-def register_consumer_in_current_transaction(
-    conn: sqlite3.Connection, topic: str, name: str, now: str
-) -> int:
-    """Register ``name`` on ``topic`` (idempotent) and return its id.
+def check_start(start: object) -> str:
+    """``start`` if it is 'earliest' or 'latest'.
 
-    A new consumer starts from the topic's current state: rows already 'handled'
-    count as done for it (its offsets start at each partition's handled position),
-    rows still 'new' are pending for it.
+    Raises:
+        InvalidSettingError: anything else, named in the message.
+    """
+    if start not in STARTS:
+        raise InvalidSettingError(
+            f"start must be 'earliest' (every row of the topic) or 'latest' (only rows appended from now on), "
+            f"got {start!r}")
+    return start  # type: ignore[return-value]
+
+
+@dataclass
+class Registration:
+    """Where a consumer stands on a topic after registering it.
+
+    ``created``: registered just now (False: it existed, ``start`` did not apply).
+    ``offsets``: its committed offset per partition. ``skipped``: rows that existed when it
+    was created and that it will never see (``start='latest'``; 0 otherwise).
+    """
+
+    topic: str
+    name: str
+    consumer_id: int
+    created: bool
+    start: str
+    offsets: dict[int, int] = field(default_factory=dict)
+    skipped: int = 0
+
+    def note(self, who: str | None = None) -> str | None:
+        """A line saying that the consumer starts past rows that exist, or None."""
+        if not (self.created and self.skipped):
+            return None
+        at = (f"offset {self.offsets.get(0, 0)}" if list(self.offsets) == [0] else
+              "offsets " + ", ".join(f"{p}:{o}" for p, o in sorted(self.offsets.items())))
+        return (f"{who or 'consumer ' + repr(self.name)}: consumer starts at {at} of topic {self.topic!r}, "
+                f"{self.skipped} earlier row{'s are' if self.skipped != 1 else ' is'} skipped (start={self.start})")
+
+
+def start_offsets(conn: sqlite3.Connection, topic: str, start: str = "earliest") -> dict[int, int]:
+    """{partition: offset} where a consumer registered now with ``start`` begins.
+
+    earliest: the partition's handled position (rows below it are handled for every
+    consumer anyway). latest: the partition's last row.
+    """
+    check_start(start)
+    positions = handled_positions(conn, topic)
+    offsets = {p: positions.get(p, 0) for p in range(partition_count(conn, topic))}
+    if start == "latest":
+        table = quote_identifier(topic)
+        for p in offsets:
+            top = conn.execute(f'SELECT max("_id") FROM {table} WHERE "_partition" = ?', (p,)).fetchone()[0]
+            offsets[p] = max(offsets[p], top or 0)
+    return offsets
+
+
+def rows_skipped(conn: sqlite3.Connection, topic: str, offsets: dict[int, int]) -> int:
+    """Rows at or below ``offsets`` that are not handled for every consumer: what a consumer
+    starting there never sees. Cost grows with those rows (counted once, at registration)."""
+    table = quote_identifier(topic)
+    positions = handled_positions(conn, topic)
+    return sum(conn.execute(
+        f'SELECT count(*) FROM {table} WHERE "_partition" = ? AND "_id" > ? AND "_id" <= ? AND NOT {_MARKED}',
+        (p, positions.get(p, 0), offset, topic)).fetchone()[0]
+        for p, offset in offsets.items() if offset > positions.get(p, 0))
+
+
+def register_in_current_transaction(
+    conn: sqlite3.Connection, topic: str, name: str, now: str, *, start: str = "earliest"
+) -> Registration:
+    """Register ``name`` on ``topic`` (idempotent); say where it starts.
+
+    Raises:
+        InvalidNameError: a bad consumer name.
+        InvalidSettingError: ``start`` is not 'earliest' or 'latest'.
     """
     validate_consumer_name(name)
+    check_start(start)
     found = find_consumer(conn, topic, name)
     if found is not None:
-        return found
+        return Registration(topic, name, found, False, start, committed_offsets(conn, found))
+    ensure_partitions_in_current_transaction(conn, topic)
+    offsets = start_offsets(conn, topic, start)
     cur = conn.execute(
         "INSERT INTO _minikafka_consumers (topic, name, created_at) VALUES (?, ?, ?)", (topic, name, now)
     )
-    ensure_partitions_in_current_transaction(conn, topic)
-    conn.execute(
-        "INSERT OR IGNORE INTO _minikafka_offsets (consumer_id, partition, committed, updated_at) "
-        "SELECT ?, partition, handled_upto, ? FROM _minikafka_partitions WHERE topic = ?",
-        (cur.lastrowid, now, topic),
+    conn.executemany(
+        "INSERT OR IGNORE INTO _minikafka_offsets (consumer_id, partition, committed, updated_at) VALUES (?, ?, ?, ?)",
+        [(cur.lastrowid, p, offset, now) for p, offset in offsets.items()],
     )
-    return cur.lastrowid
+    skipped = rows_skipped(conn, topic, offsets) if start == "latest" else 0
+    return Registration(topic, name, cur.lastrowid, True, start, offsets, skipped)
 
 
-def register_group_in_current_transaction(conn: sqlite3.Connection, topic: str, name: str, now: str) -> int:
-    """Register ``name`` as a consumer group on ``topic`` (idempotent) and return its id.
-
-    A consumer group starts at the beginning of the log (offset 0 in every partition,
-    as klite's groups do): rows handled before it existed are pending for it, and stay
-    done for every other consumer. Registering costs a pass over the topic's handled
-    rows, once.
-    """
+def planned_registration(conn: sqlite3.Connection, topic: str, name: str, *, start: str = "earliest") -> Registration:
+    """What ``register_in_current_transaction`` would do now, without writing anything."""
+    check_start(start)
     found = find_consumer(conn, topic, name)
     if found is not None:
-        return found
-    cid = register_consumer_in_current_transaction(conn, topic, name, now)
-    for partition in range(partition_count(conn, topic)):
-        _reopen(conn, topic, cid, partition, 1, MAX_ID, now, count=False)
-        _set_committed(conn, cid, partition, 0, now)
-    return cid
+        return Registration(topic, name, found, False, start, committed_offsets(conn, found))
+    offsets = start_offsets(conn, topic, start)
+    skipped = rows_skipped(conn, topic, offsets) if start == "latest" else 0
+    return Registration(topic, name, 0, True, start, offsets, skipped)
+
+
+def register_consumer_in_current_transaction(
+    conn: sqlite3.Connection, topic: str, name: str, now: str, *, start: str = "earliest"
+) -> int:
+    """Register ``name`` on ``topic`` (idempotent) and return its id.
+
+    A new consumer starts at ``start``: 'earliest' (every row is pending for it except rows
+    handled for every consumer) or 'latest' (rows appended from now on). An existing one
+    keeps its position.
+    """
+    return register_in_current_transaction(conn, topic, name, now, start=start).consumer_id
+
+
+def register_group_in_current_transaction(conn: sqlite3.Connection, topic: str, name: str, now: str, *,
+                                          start: str = "earliest") -> int:
+    """Register ``name`` as a consumer group on ``topic`` (idempotent) and return its id.
+
+    A group is a consumer like any other: the same start rule applies.
+    """
+    return register_consumer_in_current_transaction(conn, topic, name, now, start=start)
 
 
 def ensure_partitions_in_current_transaction(conn: sqlite3.Connection, topic: str) -> None:
@@ -143,17 +232,21 @@ def committed_offsets(conn: sqlite3.Connection, consumer_id: int) -> dict[int, i
 
 
 def handled_positions(conn: sqlite3.Connection, topic: str) -> dict[int, int]:
-    """{partition: handled_upto}: rows at or below it are handled for every consumer."""
+    """{partition: handled_upto}: rows at or below it are handled for every consumer (topic-wide acks)."""
     return dict(conn.execute(
         "SELECT partition, handled_upto FROM _minikafka_partitions WHERE topic = ? ORDER BY partition", (topic,)
     ).fetchall())
 
 
-def status_of(stored_status: str, row_id: int, partition: int, handled: dict[int, int]) -> str:
-    """The topic-wide status of a row read raw: its column, or 'handled' below the partition's position."""
-    if stored_status == "new" and row_id <= handled.get(partition, 0):
-        return "handled"
-    return stored_status
+def status_of(stored_status: str | None, row_id: int, partition: int, handled: dict[int, int]) -> str:
+    """The topic-wide status of a row read with ``TopicLayout.select_sql`` (which computes it).
+
+    A status slot without a value (a read that does not compute it) falls back to the
+    partitions' handled positions.
+    """
+    if stored_status is not None:
+        return stored_status
+    return "handled" if row_id <= handled.get(partition, 0) else "new"
 
 
 def _set_committed(conn, consumer_id: int, partition: int, offset: int, now: str) -> None:
@@ -172,140 +265,184 @@ def _handled_upto(conn, topic: str, partition: int) -> int:
     return row[0] if row else 0
 
 
-def _set_handled_upto(conn, topic: str, partition: int, position: int) -> None:
+def _set_handled_upto(conn, topic: str, partition: int, position: int, now: str) -> None:
     conn.execute(
-        "INSERT INTO _minikafka_partitions (topic, partition, handled_upto) VALUES (?, ?, ?) "
-        "ON CONFLICT (topic, partition) DO UPDATE SET handled_upto = excluded.handled_upto",
-        (topic, partition, position),
+        "INSERT INTO _minikafka_partitions (topic, partition, handled_upto, updated_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (topic, partition) DO UPDATE SET handled_upto = excluded.handled_upto, "
+        "updated_at = excluded.updated_at",
+        (topic, partition, position, now),
     )
 
 
-def _mark_range_handled(conn, table: str, partition: int, lo: int, hi: int, now: str) -> int:
-    """Materialise 'handled' on rows ``lo < _id <= hi`` of a partition."""
-    return conn.execute(
-        f"UPDATE {table} SET \"_status\" = 'handled', \"_handled_at\" = ? "
-        f"WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_id\" <= ? AND \"_status\" = 'new'",
-        (now, partition, lo, hi),
-    ).rowcount
+def _is_marked(conn, topic: str, row_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM _minikafka_handled WHERE topic = ? AND row_id = ?",
+                        (topic, row_id)).fetchone() is not None
 
 
-def _settle(conn, topic: str, partition: int, now: str, *, materialise: bool) -> int:
-    """Raise the partition's handled position to the lowest consumer offset; return it.
+def _explicit(conn, topic: str, partition: int, row_id: int) -> bool:
+    """Whether the row is handled for every consumer by a topic-wide ack."""
+    return row_id <= _handled_upto(conn, topic, partition) or _is_marked(conn, topic, row_id)
 
-    ``materialise`` also writes 'handled' into the rows it passes (per-row and stage
-    paths); an offset commit leaves them, so its cost stays constant.
+
+def _all_past(conn, topic: str, partition: int, row_id: int) -> bool:
+    """Whether at least one consumer is registered and every one is past the row (status.ALL_PAST)."""
+    return bool(conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM _minikafka_consumers k WHERE k.topic = ?) AND NOT EXISTS (SELECT 1 FROM "
+        "_minikafka_consumers k WHERE k.topic = ? AND coalesce((SELECT o.committed FROM _minikafka_offsets o "
+        "WHERE o.consumer_id = k.id AND o.partition = ?), 0) < ? AND NOT EXISTS (SELECT 1 FROM _minikafka_acks a "
+        "WHERE a.consumer_id = k.id AND a.row_id = ?))",
+        (topic, topic, partition, row_id, row_id)).fetchone()[0])
+
+
+def _fold_handled(conn, topic: str, table: str, partition: int, now: str) -> int:
+    """Raise the partition's handled position over the rows above it handled out of order; return it.
+
+    Cost grows with the marked rows it passes, each passed once (their marks are deleted).
     """
     old = _handled_upto(conn, topic, partition)
-    low = conn.execute(
-        "SELECT min(coalesce(o.committed, 0)), count(*) FROM _minikafka_consumers c LEFT JOIN _minikafka_offsets o "
-        "ON o.consumer_id = c.id AND o.partition = ? WHERE c.topic = ?",
-        (partition, topic),
-    ).fetchone()
-    if not low[1] or low[0] is None or low[0] <= old:
-        return old
-    _set_handled_upto(conn, topic, partition, low[0])
-    if materialise:
-        _mark_range_handled(conn, quote_identifier(topic), partition, old, low[0], now)
-    return low[0]
+    nxt = conn.execute(
+        f'SELECT min("_id") FROM {table} WHERE "_partition" = ? AND "_id" > ? AND NOT {_MARKED}',
+        (partition, old, topic),
+    ).fetchone()[0]
+    if nxt is None:
+        top = conn.execute(f'SELECT max("_id") FROM {table} WHERE "_partition" = ?', (partition,)).fetchone()[0]
+        new = max(old, top or 0)
+    else:
+        new = nxt - 1
+    if new > old:
+        _set_handled_upto(conn, topic, partition, new, now)
+        conn.execute("DELETE FROM _minikafka_handled WHERE topic = ? AND row_id <= ? AND partition = ?",
+                     (topic, new, partition))
+    return new
 
 
-def _fold(conn, table: str, consumer_id: int, partition: int, start: int) -> int:
+def _mark_handled(conn, topic: str, table: str, partition: int, row_ids: list[int], now: str) -> None:
+    """Mark rows of one partition handled for every consumer; fold the position over them."""
+    position = _handled_upto(conn, topic, partition)
+    row_ids = sorted(i for i in row_ids if i > position)
+    if not row_ids:
+        return
+    first = conn.execute(
+        f'SELECT "_id" FROM {table} WHERE "_partition" = ? AND "_id" > ? AND NOT {_MARKED} ORDER BY "_id" LIMIT ?',
+        (partition, position, topic, len(row_ids)),
+    ).fetchall()
+    if [r[0] for r in first] == row_ids:  # exactly the oldest rows not yet handled: the position moves
+        _set_handled_upto(conn, topic, partition, row_ids[-1], now)
+    else:
+        conn.executemany(
+            f"INSERT OR IGNORE INTO _minikafka_handled (topic, row_id, partition, handled_at) "
+            f"SELECT ?, \"_id\", \"_partition\", ? FROM {table} WHERE \"_id\" = ?",
+            [(topic, now, i) for i in row_ids],
+        )
+    _fold_handled(conn, topic, table, partition, now)
+
+
+def mark_appended_handled_in_current_transaction(conn: sqlite3.Connection, topic: str, after: int, now: str) -> None:
+    """Mark every row with ``_id > after`` handled for every consumer (rows just appended as history).
+
+    When every row up to ``after`` is handled already (a backfill of history into a topic
+    that holds only history) this moves the positions: constant cost.
+    """
+    table = quote_identifier(topic)
+    for partition in range(partition_count(conn, topic)):
+        position = _fold_handled(conn, topic, table, partition, now)
+        gap = conn.execute(
+            f'SELECT 1 FROM {table} WHERE "_partition" = ? AND "_id" > ? AND "_id" <= ? AND NOT {_MARKED} LIMIT 1',
+            (partition, position, after, topic),
+        ).fetchone()
+        if gap is None:
+            top = conn.execute(f'SELECT max("_id") FROM {table} WHERE "_partition" = ?', (partition,)).fetchone()[0]
+            if (top or 0) > position:
+                _set_handled_upto(conn, topic, partition, top, now)
+                conn.execute("DELETE FROM _minikafka_handled WHERE topic = ? AND row_id <= ? AND partition = ?",
+                             (topic, top, partition))
+            continue
+        conn.execute(
+            f"INSERT OR IGNORE INTO _minikafka_handled (topic, row_id, partition, handled_at) "
+            f"SELECT ?, \"_id\", \"_partition\", ? FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ?",
+            (topic, now, partition, after),
+        )
+
+
+def _fold(conn, topic: str, table: str, consumer_id: int, partition: int, start: int) -> int:
     """The highest offset the consumer can commit once every row up to ``start`` is done for it.
 
-    Skips rows above ``start`` that are done anyway ('handled', or acked by it). Cost
-    grows with the rows skipped, each skipped once.
+    Skips rows above ``start`` that are done anyway (acked by it, or handled for everyone).
+    Cost grows with the rows skipped, each skipped once.
     """
+    low = max(start, _handled_upto(conn, topic, partition))
     nxt = conn.execute(
-        f"SELECT min(\"_id\") FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_status\" = 'new' "
-        f"AND {_NOT_ACKED}",
-        (partition, start, consumer_id),
+        f"SELECT min(\"_id\") FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND NOT {_ACKED} "
+        f"AND NOT {_MARKED}",
+        (partition, low, consumer_id, topic),
     ).fetchone()[0]
     if nxt is not None:
         return nxt - 1
     top = conn.execute(f"SELECT max(\"_id\") FROM {table} WHERE \"_partition\" = ?", (partition,)).fetchone()[0]
-    return max(start, top or 0)
+    return max(low, top or 0)
 
 
 def _advance(conn, topic: str, table: str, consumer_id: int, partition: int, upto: int, now: str, *,
-             materialise: bool, fold: bool = True) -> int:
-    """Set the consumer's offset to ``upto`` (folded over done rows above it); settle the partition."""
-    new = _fold(conn, table, consumer_id, partition, upto) if fold else upto
+             fold: bool = True) -> int:
+    """Set the consumer's offset to ``upto`` (folded over rows done for it above it); return it."""
+    new = _fold(conn, topic, table, consumer_id, partition, upto) if fold else upto
     _set_committed(conn, consumer_id, partition, new, now)
     conn.execute(
         "DELETE FROM _minikafka_acks WHERE consumer_id = ? AND row_id <= ? AND partition = ?",
         (consumer_id, new, partition),
     )
-    return _settle(conn, topic, partition, now, materialise=materialise)
+    return new
 
 
-def _all_past_sql(table_alias_id: str = '"_id"') -> str:
-    # every consumer of the topic (?) is past the row in partition (?): offset or ack
-    return (
-        "NOT EXISTS (SELECT 1 FROM _minikafka_consumers k WHERE k.topic = ? AND "
-        "coalesce((SELECT o.committed FROM _minikafka_offsets o WHERE o.consumer_id = k.id AND o.partition = ?), 0) "
-        f"< {table_alias_id} AND NOT EXISTS (SELECT 1 FROM _minikafka_acks a2 WHERE a2.consumer_id = k.id "
-        f"AND a2.row_id = {table_alias_id}))"
+def _forget_acks(conn, consumers: list[int], row_ids: list[int]) -> None:
+    """Drop the per-consumer acks of rows now handled for everyone (they say nothing more)."""
+    if not consumers or not row_ids:
+        return
+    marks = ", ".join("?" for _ in consumers)
+    conn.executemany(
+        f"DELETE FROM _minikafka_acks WHERE row_id = ? AND consumer_id IN ({marks})",
+        [(row_id, *consumers) for row_id in row_ids],
     )
-
-
-def _complete_rows(conn, topic: str, table: str, partition: int, row_ids: Iterable[int], now: str) -> int:
-    """Rows every consumer is past (by offset or ack) turn 'handled'; their ack rows go."""
-    done = 0
-    sql = (f"UPDATE {table} SET \"_status\" = 'handled', \"_handled_at\" = ? WHERE \"_id\" = ? "
-           f"AND \"_status\" = 'new' AND {_all_past_sql()}")
-    for row_id in row_ids:
-        if conn.execute(sql, (now, row_id, topic, partition)).rowcount:
-            conn.execute("DELETE FROM _minikafka_acks WHERE row_id = ? AND consumer_id IN "
-                         "(SELECT id FROM _minikafka_consumers WHERE topic = ?)", (row_id, topic))
-            done += 1
-    return done
 
 
 # -- filters ---------------------------------------------------------------------------
 def pending_filter(consumer_id: int | None, topic: str | None = None) -> tuple[str, tuple]:
     """SQL condition (on the alias-free topic table) for rows still to do for a consumer.
 
-    With ``consumer_id`` None: rows not yet handled for every consumer; pass ``topic`` so
-    that rows below the partitions' handled positions count as handled (without it only
-    the ``_status`` column is read). The uncorrelated lower bound lets SQLite start the
-    index scan at the lowest position instead of the topic's first row.
+    With ``consumer_id`` None: rows not handled topic-wide (``topic`` is then required).
+    The uncorrelated lower bound lets SQLite start its rowid range at the lowest position
+    instead of the topic's first row.
+
+    Raises:
+        ValueError: neither a consumer nor a topic.
     """
     if consumer_id is None:
         if topic is None:
-            return "\"_status\" = 'new'", ()
-        return (
-            "\"_status\" = 'new' AND \"_id\" > (SELECT coalesce(min(handled_upto), 0) FROM _minikafka_partitions "
-            "WHERE topic = ?) AND \"_id\" > coalesce((SELECT p.handled_upto FROM _minikafka_partitions p "
-            "WHERE p.topic = ? AND p.partition = \"_partition\"), 0)",
-            (topic, topic),
-        )
-    return (
-        "\"_status\" = 'new' AND \"_id\" > (SELECT coalesce(min(committed), 0) FROM _minikafka_offsets "
-        "WHERE consumer_id = ?) AND \"_id\" > coalesce((SELECT o.committed FROM _minikafka_offsets o "
-        f"WHERE o.consumer_id = ? AND o.partition = \"_partition\"), 0) AND {_NOT_ACKED}",
-        (consumer_id, consumer_id, consumer_id),
-    )
+            raise ValueError("pending_filter needs a consumer id or a topic")
+        return status.bind(f'"_id" > {status.LOWEST_PENDING} AND NOT {status.HANDLED}', topic)
+    return status.bind(f'"_id" > {status.LOWEST_PENDING_FOR} AND NOT {status.DONE_FOR}', topic, consumer_id)
 
 
 def done_filter(consumer_id: int | None, topic: str | None = None) -> tuple[str, tuple]:
     """SQL condition for rows a consumer (or, with None, every consumer) is done with (see pending_filter)."""
     if consumer_id is None:
         if topic is None:
-            return "\"_status\" = 'handled'", ()
-        return (
-            "(\"_status\" = 'handled' OR \"_id\" <= coalesce((SELECT p.handled_upto FROM _minikafka_partitions p "
-            "WHERE p.topic = ? AND p.partition = \"_partition\"), 0))",
-            (topic,),
-        )
-    return (
-        "(\"_status\" = 'handled' OR \"_id\" <= coalesce((SELECT o.committed FROM _minikafka_offsets o "
-        "WHERE o.consumer_id = ? AND o.partition = \"_partition\"), 0) OR EXISTS (SELECT 1 FROM _minikafka_acks a "
-        "WHERE a.consumer_id = ? AND a.row_id = \"_id\"))",
-        (consumer_id, consumer_id),
-    )
+            raise ValueError("done_filter needs a consumer id or a topic")
+        return status.bind(status.HANDLED, topic)
+    return status.bind(status.DONE_FOR, topic, consumer_id)
+
+
+def unhandled_sql(topic: str) -> str:
+    """SQL condition: the row is not handled for every consumer by a topic-wide ack (no parameters).
+
+    What a consumer reading above its committed offset skips besides its own acks.
+    """
+    return f"NOT {status.render(status.EXPLICIT, topic)}"
 
 
 def _positions_sql(positions: dict[int, int], op: str, partitions: Iterable[int]) -> str:
+    """``"_id" op position`` per partition of ``partitions`` (``positions`` holds every partition
+    of the topic: one key 0 means a topic with one partition)."""
     parts = sorted(set(partitions))
     if list(positions) == [0] and parts == [0]:
         return f"\"_id\" {op} {int(positions[0])}"
@@ -315,18 +452,31 @@ def _positions_sql(positions: dict[int, int], op: str, partitions: Iterable[int]
 
 def pending_sql(conn: sqlite3.Connection, topic: str, consumer_id: int | None,
                 partitions: Iterable[int] | None = None) -> str:
-    """``pending_filter`` with every value inlined: integers the ledger produced, for JDBC queries.
+    """``pending_filter`` with every value inlined (positions as of now), for JDBC queries.
 
+    Only integers the ledger produced and the (validated) topic name reach the SQL text.
     ``partitions`` limits the rows to those partitions (default: all).
     """
     n = partition_count(conn, topic)
     parts = list(range(n)) if partitions is None else list(partitions)
+    handled = handled_positions(conn, topic)
+    marked = f"NOT EXISTS (SELECT 1 FROM _minikafka_handled h WHERE h.topic = {status.topic_literal(topic)} " \
+             "AND h.row_id = \"_id\")"
     if consumer_id is None:
-        positions = handled_positions(conn, topic)
-        return f"\"_status\" = 'new' AND {_positions_sql(positions, '>', parts)}"
-    positions = committed_offsets(conn, consumer_id)
-    return (f"\"_status\" = 'new' AND {_positions_sql(positions, '>', parts)} AND NOT EXISTS (SELECT 1 FROM "
+        return f"{_positions_sql(handled, '>', parts)} AND {marked} AND NOT {status.render(status.ALL_PAST, topic)}"
+    offsets = committed_offsets(conn, consumer_id)
+    above = {p: max(offsets.get(p, 0), handled.get(p, 0)) for p in range(n)}
+    return (f"{_positions_sql(above, '>', parts)} AND {marked} AND NOT EXISTS (SELECT 1 FROM "
             f"_minikafka_acks a WHERE a.consumer_id = {int(consumer_id)} AND a.row_id = \"_id\")")
+
+
+def pending_sql_for_new(conn: sqlite3.Connection, topic: str, start: str,
+                        partitions: Iterable[int] | None = None) -> str:
+    """``pending_sql`` for a consumer not registered yet that would start at ``start``."""
+    n = partition_count(conn, topic)
+    parts = list(range(n)) if partitions is None else list(partitions)
+    return (f"{_positions_sql(start_offsets(conn, topic, start), '>', parts)} AND NOT EXISTS (SELECT 1 FROM "
+            f"_minikafka_handled h WHERE h.topic = {status.topic_literal(topic)} AND h.row_id = \"_id\")")
 
 
 def done_sql(conn: sqlite3.Connection, topic: str, consumer_id: int | None,
@@ -336,78 +486,74 @@ def done_sql(conn: sqlite3.Connection, topic: str, consumer_id: int | None,
     parts = list(range(n)) if partitions is None else list(partitions)
     limit = "" if partitions is None else f" AND \"_partition\" IN ({', '.join(str(int(p)) for p in parts) or 'NULL'})"
     if consumer_id is None:
-        below = _positions_sql(handled_positions(conn, topic), "<=", parts)
-        return f"(\"_status\" = 'handled' OR {below}){limit}"
-    below = _positions_sql(committed_offsets(conn, consumer_id), "<=", parts)
-    return (f"(\"_status\" = 'handled' OR {below} OR EXISTS (SELECT 1 FROM _minikafka_acks a "
-            f"WHERE a.consumer_id = {int(consumer_id)} AND a.row_id = \"_id\")){limit}")
+        return f"{status.render(status.HANDLED, topic)}{limit}"
+    return f"{status.render(status.DONE_FOR, topic, int(consumer_id))}{limit}"
 
 
 def status_sql(conn: sqlite3.Connection, topic: str) -> str:
-    """A SQL expression of the topic-wide status ('new'/'handled') with positions inlined."""
-    below = _positions_sql(handled_positions(conn, topic), "<=", range(partition_count(conn, topic)))
-    return f"CASE WHEN \"_status\" = 'handled' OR {below} THEN 'handled' ELSE 'new' END"
+    """A SQL expression of the topic-wide status ('new'/'handled') of a row of ``topic``."""
+    partition = "0" if partition_count(conn, topic) == 1 else '"_partition"'
+    return status.render(status.STATUS, topic, partition=partition)
 
 
 # -- acking ----------------------------------------------------------------------------
-def _mark_handled(conn, table: str, row_id: int, now: str) -> bool:
-    cur = conn.execute(
-        f"UPDATE {table} SET \"_status\" = 'handled', \"_handled_at\" = ? "
-        "WHERE \"_id\" = ? AND \"_status\" = 'new'",
-        (now, row_id),
-    )
-    return cur.rowcount > 0
-
-
-def _forget_acks(conn, consumers: list[int], row_id: int) -> None:
-    if not consumers:
-        return
-    marks = ", ".join("?" for _ in consumers)
-    conn.execute(
-        f"DELETE FROM _minikafka_acks WHERE row_id = ? AND consumer_id IN ({marks})", (row_id, *consumers)
-    )
-
-
 def ack_in_current_transaction(
     conn: sqlite3.Connection, topic: str, row_id: int, consumer_id: int | None, now: str,
     consumers: list[int] | None = None,
 ) -> bool:
-    """Ack one row for one consumer (None = for every consumer).
+    """Ack one row for one consumer (None = for every consumer, present and future).
 
     In offset order this moves the consumer's offset (no ack row); out of order it
     stores an ack row until the rows below are done.
 
-    Returns True if the row turned 'handled' by this ack.
+    Returns True if the row turned 'handled' (topic-wide) by this ack.
     """
     table = quote_identifier(topic)
-    row = conn.execute(f"SELECT \"_status\", \"_partition\" FROM {table} WHERE \"_id\" = ?", (row_id,)).fetchone()
-    if row is None or row[0] == "handled":
+    row = conn.execute(f"SELECT \"_partition\" FROM {table} WHERE \"_id\" = ?", (row_id,)).fetchone()
+    if row is None:
         return False
-    partition = row[1]
-    if row_id <= _handled_upto(conn, topic, partition):
+    partition = row[0]
+    if _explicit(conn, topic, partition, row_id):
         return False
     consumers = consumer_ids(conn, topic) if consumers is None else consumers
     if consumer_id is None:
-        changed = _mark_handled(conn, table, row_id, now)
-        if changed:
-            _forget_acks(conn, consumers, row_id)
-        return changed
+        if consumers and _all_past(conn, topic, partition, row_id):
+            return False
+        _mark_handled(conn, topic, table, partition, [row_id], now)
+        _forget_acks(conn, consumers, [row_id])
+        return True
     committed = committed_offset(conn, consumer_id, partition)
-    if row_id <= committed:
+    if row_id <= committed or conn.execute(
+            "SELECT 1 FROM _minikafka_acks WHERE consumer_id = ? AND row_id = ?", (consumer_id, row_id)).fetchone():
         return False
     gap = conn.execute(
-        f"SELECT 1 FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_id\" < ? AND \"_status\" = 'new' "
-        f"AND {_NOT_ACKED} LIMIT 1",
-        (partition, committed, row_id, consumer_id),
+        f"SELECT 1 FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_id\" < ? AND NOT {_ACKED} "
+        f"AND NOT {_MARKED} LIMIT 1",
+        (partition, max(committed, _handled_upto(conn, topic, partition)), row_id, consumer_id, topic),
     ).fetchone()
     if gap is None:  # the oldest row pending for this consumer: its offset moves
-        handled_upto = _advance(conn, topic, table, consumer_id, partition, row_id, now, materialise=True)
-        return row_id <= handled_upto
-    conn.execute(
-        "INSERT OR IGNORE INTO _minikafka_acks (consumer_id, row_id, acked_at, partition) VALUES (?, ?, ?, ?)",
-        (consumer_id, row_id, now, partition),
-    )
-    return _complete_rows(conn, topic, table, partition, [row_id], now) > 0
+        _advance(conn, topic, table, consumer_id, partition, row_id, now)
+    else:
+        conn.execute(
+            "INSERT OR IGNORE INTO _minikafka_acks (consumer_id, row_id, acked_at, partition) VALUES (?, ?, ?, ?)",
+            (consumer_id, row_id, now, partition),
+        )
+    return _all_past(conn, topic, partition, row_id)
+
+
+def _by_partition(conn, topic: str, table: str, row_ids: list[int]) -> dict[int, list[int]]:
+    by_partition: dict[int, list[int]] = defaultdict(list)
+    if partition_count(conn, topic) == 1:
+        by_partition[0] = sorted(row_ids)
+        return by_partition
+    for lo in range(0, len(row_ids), 500):
+        chunk = row_ids[lo:lo + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for rid, p in conn.execute(f"SELECT \"_id\", \"_partition\" FROM {table} WHERE \"_id\" IN ({marks})", chunk):
+            by_partition[p].append(rid)
+    for ids in by_partition.values():
+        ids.sort()
+    return by_partition
 
 
 def ack_many_in_current_transaction(
@@ -418,59 +564,36 @@ def ack_many_in_current_transaction(
     if not row_ids:
         return
     table = quote_identifier(topic)
+    by_partition = _by_partition(conn, topic, table, row_ids)
     if consumer_id is None:
-        conn.executemany(
-            f"UPDATE {table} SET \"_status\" = 'handled', \"_handled_at\" = ? "
-            "WHERE \"_id\" = ? AND \"_status\" = 'new'",
-            [(now, row_id) for row_id in row_ids],
-        )
-        if consumers:
-            marks = ", ".join("?" for _ in consumers)
-            conn.executemany(
-                f"DELETE FROM _minikafka_acks WHERE row_id = ? AND consumer_id IN ({marks})",
-                [(row_id, *consumers) for row_id in row_ids],
-            )
+        for partition, ids in by_partition.items():
+            _mark_handled(conn, topic, table, partition, ids, now)
+        _forget_acks(conn, consumers, row_ids)
         return
-    by_partition: dict[int, list[int]] = defaultdict(list)
-    if partition_count(conn, topic) == 1:
-        by_partition[0] = sorted(row_ids)
-    else:
-        for lo in range(0, len(row_ids), 500):
-            chunk = row_ids[lo:lo + 500]
-            marks = ", ".join("?" for _ in chunk)
-            for rid, p in conn.execute(
-                f"SELECT \"_id\", \"_partition\" FROM {table} WHERE \"_id\" IN ({marks})", chunk
-            ):
-                by_partition[p].append(rid)
     for partition, ids in by_partition.items():
-        ids.sort()
         committed = committed_offset(conn, consumer_id, partition)
         above = [i for i in ids if i > committed]
         if not above:
             continue
+        low = max(committed, _handled_upto(conn, topic, partition))
         pending = [r[0] for r in conn.execute(
             f"SELECT \"_id\" FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_id\" <= ? "
-            f"AND \"_status\" = 'new' AND {_NOT_ACKED} ORDER BY \"_id\" LIMIT ?",
-            (partition, committed, above[-1], consumer_id, len(above) + 1),
+            f"AND NOT {_ACKED} AND NOT {_MARKED} ORDER BY \"_id\" LIMIT ?",
+            (partition, low, above[-1], consumer_id, topic, len(above) + 1),
         )]
         if pending == above:  # exactly the oldest pending rows: the offset moves, no ack rows
-
-            _advance(conn, topic, table, consumer_id, partition, above[-1], now, materialise=True)
+            _advance(conn, topic, table, consumer_id, partition, above[-1], now)
             continue
         conn.executemany(
             f"INSERT OR IGNORE INTO _minikafka_acks (consumer_id, row_id, acked_at, partition) "
-            f"SELECT ?, \"_id\", ?, ? FROM {table} WHERE \"_id\" = ? AND \"_status\" = 'new'",
-            [(consumer_id, now, partition, i) for i in above],
+            f"SELECT ?, \"_id\", ?, ? FROM {table} WHERE \"_id\" = ? AND \"_id\" > ? AND NOT {_MARKED}",
+            [(consumer_id, now, partition, i, low, topic) for i in above],
         )
-        new = _fold(conn, table, consumer_id, partition, committed)
+        new = _fold(conn, topic, table, consumer_id, partition, committed)
         if new > committed:
             _set_committed(conn, consumer_id, partition, new, now)
             conn.execute("DELETE FROM _minikafka_acks WHERE consumer_id = ? AND row_id <= ? AND partition = ?",
                          (consumer_id, new, partition))
-            _settle(conn, topic, partition, now, materialise=True)
-        rest = [i for i in above if i > new]
-        if rest:
-            _complete_rows(conn, topic, table, partition, rest, now)
 
 
 def ack_upto_in_current_transaction(
@@ -479,9 +602,9 @@ def ack_upto_in_current_transaction(
 ) -> int:
     """Ack every row still pending for a consumer with ``_id <= upto``, set-based.
 
-    ``materialise=False`` (stage commits) moves positions only: rows the partition's
-    handled position passes keep ``_status = 'new'`` in raw SQL, as after an offset
-    commit, so the cost does not grow with the rows acked.
+    Moves the consumer's offset (one row per partition): the cost does not grow with the
+    rows acked. ``materialise`` is accepted for compatibility and changes nothing (no
+    status is written to rows any more).
 
     With ``exclude``, ids in ``temp.mk_exclude`` are left pending (rows that failed):
     the offset stops below the first of them and the rows acked above it are stored
@@ -489,9 +612,10 @@ def ack_upto_in_current_transaction(
     Returns the number of rows acked for this consumer (0 with ``count=False``, which
     saves a pass over the rows for callers that know the number already).
     """
+    del materialise
     table = quote_identifier(topic)
     parts = range(partition_count(conn, topic)) if partitions is None else partitions
-    where, params = pending_filter(consumer_id)
+    where, params = pending_filter(consumer_id, topic)
     acked = 0
     for partition in parts:
         committed = committed_offset(conn, consumer_id, partition)
@@ -510,7 +634,7 @@ def ack_upto_in_current_transaction(
                 (partition, committed, upto),
             ).fetchone()[0]
         if first_failed is None:
-            _advance(conn, topic, table, consumer_id, partition, upto, now, materialise=materialise)
+            _advance(conn, topic, table, consumer_id, partition, upto, now)
             continue
         conn.execute(
             f"INSERT OR IGNORE INTO _minikafka_acks (consumer_id, row_id, acked_at, partition) "
@@ -519,12 +643,7 @@ def ack_upto_in_current_transaction(
             (consumer_id, now, partition, *params, partition, first_failed, upto),
         )
         if first_failed - 1 > committed:
-            _advance(conn, topic, table, consumer_id, partition, first_failed - 1, now, materialise=materialise,
-                     fold=False)
-        rest = [r[0] for r in conn.execute(
-            "SELECT row_id FROM _minikafka_acks WHERE consumer_id = ? AND partition = ? AND row_id > ? "
-            "AND row_id <= ?", (consumer_id, partition, first_failed, upto))]
-        _complete_rows(conn, topic, table, partition, rest, now)
+            _advance(conn, topic, table, consumer_id, partition, first_failed - 1, now, fold=False)
     return acked
 
 
@@ -534,10 +653,9 @@ def commit_offset_in_current_transaction(
 ) -> bool:
     """Everything up to and including ``offset`` in ``partition`` is done for the consumer.
 
-    Constant cost, whatever the offset covers: one offset row, the partition's handled
-    position, and the consumer's out-of-order acks at or below it (none when it
-    consumes in order). Monotonic: an offset at or below the committed one changes
-    nothing and returns False.
+    Constant cost, whatever the offset covers: one offset row and the consumer's
+    out-of-order acks at or below it (none when it consumes in order). Monotonic: an
+    offset at or below the committed one changes nothing and returns False.
     """
     committed = committed_offset(conn, consumer_id, partition)
     if offset <= committed:
@@ -547,7 +665,7 @@ def commit_offset_in_current_transaction(
         "SELECT 1 FROM _minikafka_acks WHERE consumer_id = ? AND row_id > ? AND partition = ? LIMIT 1",
         (consumer_id, offset, partition),
     ).fetchone()
-    _advance(conn, topic, table, consumer_id, partition, offset, now, materialise=False, fold=acked_above is not None)
+    _advance(conn, topic, table, consumer_id, partition, offset, now, fold=acked_above is not None)
     return True
 
 
@@ -557,75 +675,86 @@ def seek_in_current_transaction(
     """Set the consumer's offset in ``partition`` to exactly ``offset``, backwards or forwards.
 
     Rows up to ``offset`` count as done for it; every row above is pending for it
-    again (its out-of-order acks there are dropped, rows handled topic-wide reopen for
-    it alone). Cost grows with the rows reopened.
+    again (its out-of-order acks there are dropped, rows handled for everyone reopen
+    for it alone). Cost grows with the rows reopened.
     """
     _reopen(conn, topic, consumer_id, partition, offset + 1, MAX_ID, now, count=False)
     if offset > committed_offset(conn, consumer_id, partition):
-        _advance(conn, topic, quote_identifier(topic), consumer_id, partition, offset, now,
-                 materialise=False, fold=False)
+        _advance(conn, topic, quote_identifier(topic), consumer_id, partition, offset, now, fold=False)
 
 
-def lag(conn: sqlite3.Connection, topic: str, consumer_id: int | None) -> dict[int, int]:
+def lag(conn: sqlite3.Connection, topic: str, consumer_id: int | None, *, start: str = "earliest") -> dict[int, int]:
     """{partition: rows pending for the consumer}; cost grows with the lag.
 
-    ``consumer_id`` None: for a group not registered yet (every row of the partition).
+    ``consumer_id`` None: for a consumer not registered yet, which would start at ``start``.
     """
     table = quote_identifier(topic)
-    if consumer_id is None:  # a group not registered yet: it would start at the log's beginning
-        offsets, extra, params = {}, "", ()
-    else:
-        offsets, extra, params = committed_offsets(conn, consumer_id), f" AND {_NOT_ACKED}", (consumer_id,)
     out = {}
+    if consumer_id is None:
+        offsets = start_offsets(conn, topic, start)
+        for partition, offset in offsets.items():
+            out[partition] = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND NOT {_MARKED}",
+                (partition, offset, topic)).fetchone()[0]
+        return out
+    offsets = committed_offsets(conn, consumer_id)
+    handled = handled_positions(conn, topic)
     for partition in range(partition_count(conn, topic)):
+        low = max(offsets.get(partition, 0), handled.get(partition, 0))
         out[partition] = conn.execute(
-            f"SELECT count(*) FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ?"
-            + (f" AND \"_status\" = 'new'{extra}" if consumer_id is not None else ""),
-            (partition, offsets.get(partition, 0), *params),
+            f"SELECT count(*) FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND NOT {_ACKED} "
+            f"AND NOT {_MARKED}",
+            (partition, low, consumer_id, topic),
         ).fetchone()[0]
     return out
 
 
 # -- replay and drop -------------------------------------------------------------------
 def _reopen(conn, topic: str, consumer_id: int, partition: int, lo: int, hi: int, now: str, *, count: bool) -> int:
-    """Make rows ``lo <= _id <= hi`` of one partition pending again for one consumer."""
+    """Make rows ``lo <= _id <= hi`` of one partition pending again for one consumer.
+
+    Rows there handled for everyone stay done for every other consumer (as their acks)
+    and stop being handled for everyone; rows above the range that were handled for
+    everyone stay so.
+    """
     table = quote_identifier(topic)
     committed = committed_offset(conn, consumer_id, partition)
-    handled_upto = _handled_upto(conn, topic, partition)
+    position = _handled_upto(conn, topic, partition)
     reopened = 0
     if count:
         reopened = conn.execute(
             f"SELECT count(*) FROM {table} WHERE \"_partition\" = ? AND \"_id\" BETWEEN ? AND ? AND "
-            f"(\"_id\" <= ? OR \"_status\" = 'handled' OR NOT {_NOT_ACKED})",
-            (partition, lo, hi, committed, consumer_id),
+            f"(\"_id\" <= ? OR \"_id\" <= ? OR {_ACKED} OR {_MARKED})",
+            (partition, lo, hi, committed, position, consumer_id, topic),
         ).fetchone()[0]
-    others = [c for c in consumer_ids(conn, topic) if c != consumer_id]
-    for other in others:  # rows handled for everyone stay done for the others, as acks
+    explicit = f"(\"_id\" <= ? OR {_MARKED})"
+    for other in (c for c in consumer_ids(conn, topic) if c != consumer_id):
         conn.execute(
             f"INSERT OR IGNORE INTO _minikafka_acks (consumer_id, row_id, acked_at, partition) "
-            f"SELECT ?, \"_id\", ?, ? FROM {table} WHERE \"_partition\" = ? AND \"_status\" = 'handled' "
-            f"AND \"_id\" BETWEEN ? AND ? AND \"_id\" > ?",
-            (other, now, partition, partition, max(lo, handled_upto + 1), hi, committed_offset(conn, other, partition)),
+            f"SELECT ?, \"_id\", ?, ? FROM {table} WHERE \"_partition\" = ? AND \"_id\" BETWEEN ? AND ? "
+            f"AND {explicit}",
+            (other, now, partition, partition, max(lo, committed_offset(conn, other, partition) + 1), hi,
+             position, topic),
         )
-    new_position = max(0, lo - 1)
+    if position >= lo:
+        if hi < position:  # handled for everyone above the range: it stays so, as marks
+            conn.execute(
+                f"INSERT OR IGNORE INTO _minikafka_handled (topic, row_id, partition, handled_at) "
+                f"SELECT ?, \"_id\", \"_partition\", ? FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? "
+                "AND \"_id\" <= ?",
+                (topic, now, partition, hi, position),
+            )
+        _set_handled_upto(conn, topic, partition, max(0, lo - 1), now)
+    conn.execute("DELETE FROM _minikafka_handled WHERE topic = ? AND partition = ? AND row_id BETWEEN ? AND ?",
+                 (topic, partition, lo, hi))
     if committed >= lo:
-        if hi < handled_upto:  # done for everyone above the range: keep it so once the position drops
-            _mark_range_handled(conn, table, partition, hi, handled_upto, now)
-        if hi < committed:  # done for this consumer above the range: keep it as acks
+        if hi < committed:  # done for this consumer above the range: it stays so, as acks
             conn.execute(
                 f"INSERT OR IGNORE INTO _minikafka_acks (consumer_id, row_id, acked_at, partition) "
-                f"SELECT ?, \"_id\", ?, ? FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_id\" <= ? "
-                "AND \"_status\" = 'new'",
-                (consumer_id, now, partition, partition, max(hi, handled_upto), committed),
+                f"SELECT ?, \"_id\", ?, ? FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_id\" <= ?",
+                (consumer_id, now, partition, partition, hi, committed),
             )
-        _set_committed(conn, consumer_id, partition, new_position, now)
-    if handled_upto >= lo:
-        _set_handled_upto(conn, topic, partition, new_position)
-    conn.execute(
-        f"UPDATE {table} SET \"_status\" = 'new', \"_handled_at\" = NULL "
-        f"WHERE \"_partition\" = ? AND \"_status\" = 'handled' AND \"_id\" BETWEEN ? AND ?",
-        (partition, lo, hi),
-    )
+        _set_committed(conn, consumer_id, partition, max(0, lo - 1), now)
     conn.execute(
         "DELETE FROM _minikafka_acks WHERE consumer_id = ? AND row_id BETWEEN ? AND ? AND partition = ?",
         (consumer_id, lo, hi, partition),
@@ -654,24 +783,17 @@ def replay_in_current_transaction(
 def drop_consumer_in_current_transaction(conn: sqlite3.Connection, topic: str, consumer_id: int, now: str) -> int:
     """Unregister a consumer; rows now done for every remaining consumer turn 'handled'.
 
-    Returns the number of rows that turned handled.
+    Returns the number of rows that turned handled (counted over the rows the dropped
+    consumer still had pending).
     """
-    conn.execute("DELETE FROM _minikafka_consumers WHERE id = ?", (consumer_id,))
-    remaining = consumer_ids(conn, topic)
-    if not remaining:
-        return 0
+    del now
     table = quote_identifier(topic)
     done = 0
-    for partition in range(partition_count(conn, topic)):
-        old = _handled_upto(conn, topic, partition)
-        new = _settle(conn, topic, partition, now, materialise=False)
-        if new > old:
-            done += conn.execute(
-                f"SELECT count(*) FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND \"_id\" <= ? "
-                "AND \"_status\" = 'new'", (partition, old, new)).fetchone()[0]
-        marks = ", ".join("?" for _ in remaining)
-        candidates = [r[0] for r in conn.execute(
-            f"SELECT DISTINCT row_id FROM _minikafka_acks WHERE consumer_id IN ({marks}) AND partition = ? "
-            "AND row_id > ? ORDER BY row_id", (*remaining, partition, new))]
-        done += _complete_rows(conn, topic, table, partition, candidates, now)
+    if [c for c in consumer_ids(conn, topic) if c != consumer_id]:
+        pending, params = pending_filter(consumer_id, topic)
+        others = (f"NOT EXISTS (SELECT 1 FROM _minikafka_consumers k WHERE k.topic = ? AND k.id != ? "
+                  f"AND NOT {status.render(status.PAST, topic, 'k.id')})")
+        done = conn.execute(f"SELECT count(*) FROM {table} WHERE {pending} AND {others}",
+                            (*params, topic, consumer_id)).fetchone()[0]
+    conn.execute("DELETE FROM _minikafka_consumers WHERE id = ?", (consumer_id,))
     return done

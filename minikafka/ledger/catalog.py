@@ -11,6 +11,7 @@ from ..errors import InvalidNameError, SchemaMismatchError, TopicNotFoundError
 from ..util.clock import utc_now
 from .identifiers import validate_topic_name
 from .layout import TopicLayout, canonical_json
+from .status import consumers_view_name, status_view_name
 
 CATALOG_SELECT = (
     "SELECT name, json_schema, columns, dedup, fingerprint, partitions, key FROM _minikafka_topics WHERE name = ?"
@@ -103,7 +104,8 @@ def create_topic_in_current_transaction(conn: sqlite3.Connection, layout: TopicL
         "SELECT name FROM sqlite_schema WHERE lower(name) IN (lower(?), lower(?), lower(?), lower(?))",
         (layout.name, layout.name + "__new", layout.name + "__dedup", layout.name + "__append_only"),
     ).fetchone() or conn.execute(
-        "SELECT name FROM sqlite_schema WHERE lower(name) = lower(?)", (layout.name + "__partition",)).fetchone()
+        "SELECT name FROM sqlite_schema WHERE lower(name) IN (lower(?), lower(?), lower(?))",
+        (layout.name + "__partition", status_view_name(layout.name), consumers_view_name(layout.name))).fetchone()
     if clash:
         raise InvalidNameError(f"topic {layout.name!r} clashes with existing table {clash[0]!r}")
     conn.execute(

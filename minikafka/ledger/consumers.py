@@ -34,13 +34,10 @@ def consumer_info(conn: sqlite3.Connection, topic: str | None = None) -> list[Co
     rows = conn.execute(
         f"SELECT id, topic, name, created_at FROM _minikafka_consumers {where} ORDER BY topic, id", params
     ).fetchall()
-    counts: dict[str, int] = {}
-    for _, t, _, _ in rows:
-        counts[t] = counts.get(t, 0) + 1
     out = []
     for cid, t, name, created in rows:
         table = quote_identifier(t)
-        pending, pparams = acks.pending_filter(cid)
+        pending, pparams = acks.pending_filter(cid, t)
         lag = conn.execute(f"SELECT count(*) FROM {table} WHERE {pending}", pparams).fetchone()[0]
         times = [conn.execute("SELECT max(acked_at) FROM _minikafka_acks WHERE consumer_id = ?", (cid,)).fetchone()[0],
                  # offsets moved after registration (in-order acks and commits move the offset, no ack row)
@@ -48,9 +45,6 @@ def consumer_info(conn: sqlite3.Connection, topic: str | None = None) -> list[Co
                               (cid, created)).fetchone()[0],
                  conn.execute("SELECT max(updated_at) FROM _minikafka_attempts WHERE consumer_id = ?",
                               (cid,)).fetchone()[0]]
-        if counts[t] == 1:
-            # a sole consumer's acks are the rows' status: its last ack is the last handled row
-            times.append(conn.execute(f'SELECT max("_handled_at") FROM {table}').fetchone()[0])
         run = conn.execute(
             "SELECT run_id, coalesce(finished_at, started_at) FROM _minikafka_runs r WHERE consumer = ? AND "
             "EXISTS (SELECT 1 FROM json_each(r.inputs) WHERE value = ?) ORDER BY started_at DESC LIMIT 1",

@@ -15,8 +15,8 @@ Values are converted to the form the ledger stores, so SQLite's comparison is ri
 - date: ``YYYY-MM-DD``; time: pydantic's ``HH:MM:SS[.ffffff]``; UUID: its lowercase form.
 - int (64-bit), float (not NaN), ``true``/``false``, an enum's values, a Decimal (``=``/``!=``
   only, compared by value: ``1.5`` matches a stored ``1.50``).
-- ``_status``: ``new`` or ``handled`` (``=``/``!=``), as ``show`` prints it: rows below the
-  partitions' handled positions count as handled.
+- ``_status``: ``new`` or ``handled`` (``=``/``!=``), as ``show`` prints it; ``_status`` and
+  ``_handled_at`` are computed from positions and acks (ledger/status.py), as every reader does.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Condition:
     """One parsed filter. ``value`` is what the ledger stores (None: ``= null``).
 
     ``kind`` picks the SQL: ``decimal`` compares by value, ``status`` reads the status
-    as ``show`` prints it (``topic``: whose handled positions count).
+    as ``show`` prints it (``topic``: whose positions and acks count).
     """
 
     field: str
@@ -77,6 +77,10 @@ class Condition:
 
     def sql(self) -> tuple[str, tuple]:
         col = quote_identifier(self.field)
+        if self.field == "_handled_at":  # no column: computed from positions and acks
+            from . import status
+
+            col = f"({status.render(status.HANDLED_AT, self.topic)})"
         if self.value is None:
             return (f"{col} IS NULL" if self.op == "=" else f"{col} IS NOT NULL"), ()
         if self.op == "~":
@@ -129,7 +133,7 @@ def parse_condition(layout: TopicLayout, text: str) -> Condition:
     if not quoted and raw.lower() == "null":
         if op not in ("=", "!="):
             raise InvalidFilterError(f"filter {text!r}: only = and != compare with null")
-        return Condition(name, op, None)
+        return Condition(name, op, None, topic=layout.name)
     if op == "~":
         if kind not in ("str", "text", "json", "datetime", "date", "time", "uuid", "enum", "decimal"):
             raise InvalidFilterError(f"filter {text!r}: ~ (contains) needs a text column; {name!r} is {kind}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from . import acks
 from .identifiers import quote_identifier
 from .layout import TopicLayout
 
@@ -22,7 +23,7 @@ def _acked_above(conn: sqlite3.Connection, consumer_id: int, partition: int, sta
 
 def pending_rows(conn: sqlite3.Connection, layout: TopicLayout, consumer_id: int, partition: int, start: int,
                  limit: int, cache: dict) -> list[tuple]:
-    """Rows (``FETCH_META`` then the fields) of ``partition`` above ``start``, new, not acked by the group.
+    """Rows (``FETCH_META`` then the fields) of ``partition`` above ``start``, not handled for every consumer, not acked by the group.
 
     ``cache`` keeps the statements built for a layout (the caller owns it).
     """
@@ -33,7 +34,7 @@ def pending_rows(conn: sqlite3.Connection, layout: TopicLayout, consumer_id: int
             ' AND NOT EXISTS (SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.row_id = "_id")')
         sql = cache[(layout.name, not acked)] = (
             f'SELECT {FETCH_META}, {", ".join(quote_identifier(n) for n in layout.field_names)} '
-            f'FROM {layout.table} WHERE "_partition" = ? AND "_id" > ? AND "_status" = \'new\'{unacked} '
+            f'FROM {layout.table} WHERE "_partition" = ? AND "_id" > ? AND {acks.unhandled_sql(layout.name)}{unacked} '
             'ORDER BY "_id" LIMIT ?')
     params = (partition, start, limit) if not acked else (partition, start, consumer_id, limit)
     return conn.execute(sql, params).fetchall()

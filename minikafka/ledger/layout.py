@@ -12,11 +12,23 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import DedupFieldError, DuplicateMessageError, InvalidRecordError, PartitionOutOfRangeError
+from . import status
 from .columns import META_COLUMNS, ColumnSpec, check_int_range, column_from_description, columns_for_model
 from .identifiers import quote_identifier, validate_topic_name
 
-META_SELECT = ", ".join(quote_identifier(c) for c in META_COLUMNS)
 N_META = len(META_COLUMNS)
+# Rows keep their shape (META_COLUMNS, the fields, then "_partition") although a topic table
+# stores no status: ``_status`` and ``_handled_at`` are computed from positions and acks
+# (status.py). The table's own metadata columns:
+STORED_META = ("_id", "_created_at", "_parent_id", "_parent_topic", "_run_id")
+STORED_META_SELECT = ", ".join(quote_identifier(c) for c in STORED_META)
+_STORED_AT = tuple(META_COLUMNS.index(c) for c in STORED_META)
+# The metadata of rows read as pending for a consumer: their status is 'new' by definition
+# and they have no handled time (no per-row lookup). Every other read uses
+# ``TopicLayout.meta_select()``, which computes both.
+META_SELECT = ", ".join(
+    "'new' AS \"_status\"" if c == "_status" else "NULL AS \"_handled_at\"" if c == "_handled_at"
+    else quote_identifier(c) for c in META_COLUMNS)
 # The partition column is not in META_COLUMNS (rows keep their shape): select_sql()
 # returns it after the fields, inserts into a partitioned topic end with it.
 PARTITION = "_partition"
@@ -125,32 +137,28 @@ class TopicLayout:
         raise KeyError(name)
 
     def ddl(self, table_name: str | None = None) -> list[str]:
-        """CREATE TABLE and its indexes (optionally under another table name)."""
+        """CREATE TABLE, its indexes, trigger and status views (optionally under another table
+        name: the views are always the topic's, over that table)."""
         base = table_name or self.name
         t = quote_identifier(base)
         cols = [
             '"_id" INTEGER PRIMARY KEY',
             '"_created_at" TEXT NOT NULL',
-            "\"_status\" TEXT NOT NULL DEFAULT 'new' CHECK (\"_status\" IN ('new', 'handled'))",
-            '"_handled_at" TEXT',
             '"_parent_id" INTEGER',
             '"_parent_topic" TEXT',
             '"_run_id" TEXT',
         ] + [c.ddl() for c in self.columns] + [PARTITION_COLUMN_DDL]
         statements = [f"CREATE TABLE {t} (\n  " + ",\n  ".join(cols) + "\n) STRICT"]
-        statements.append(self.new_index_ddl(base))
         statements.append(partition_index_ddl(base))
         statements.append(self.append_only_ddl(base))
         if self.dedup:
             statements.append(self.dedup_index_ddl(base))
+        statements.extend(status.view_ddl(self.name, base))
         return statements
 
-    def new_index_ddl(self, base: str) -> str:
-        # keeps "read what is new" proportional to the new rows, not to history
-        return (
-            f"CREATE INDEX {quote_identifier(base + '__new')} ON {quote_identifier(base)} (\"_id\") "
-            "WHERE \"_status\" = 'new'"
-        )
+    def drop_views_ddl(self) -> list[str]:
+        """DROP VIEW of the topic's status views: run before its table is dropped or replaced."""
+        return status.drop_view_ddl(self.name)
 
     def append_only_ddl(self, base: str) -> str:
         # Ids are offsets and must never be reused. SQLite only reuses a rowid after the
@@ -180,20 +188,60 @@ class TopicLayout:
         return cache[key]
 
     def _build_insert_sql(self, lineage: bool, ignore_duplicates: bool) -> str:
-        names = self.field_names + ["_created_at", "_status"]
+        """Parameters: the fields, ``_created_at``, a status, [lineage: ``_parent_id``,
+        ``_parent_topic``, ``_run_id``], [``_partition`` when partitioned].
+
+        The status must be 'new': a row's state lives in positions and acks, so rows
+        appended as handled are inserted new and then marked
+        (``acks.mark_appended_handled_in_current_transaction``). Any other status leaves
+        ``_created_at`` NULL, which the table refuses: nothing is stored.
+        """
+        n = len(self.field_names)
+        names = [*self.field_names, "_created_at"]
+        values = [f"?{i}" for i in range(1, n + 1)] + [f"CASE ?{n + 2} WHEN 'new' THEN ?{n + 1} END"]
+        nxt = n + 3
         if lineage:
             names += ["_parent_id", "_parent_topic", "_run_id"]
+            values += [f"?{nxt}", f"?{nxt + 1}", f"?{nxt + 2}"]
+            nxt += 3
         if self.partitions > 1:
             names.append(PARTITION)  # see with_partitions()
-        cols = ", ".join(quote_identifier(n) for n in names)
-        marks = ", ".join("?" for _ in names)
+            values.append(f"?{nxt}")
+        cols = ", ".join(quote_identifier(name) for name in names)
         tail = " ON CONFLICT DO NOTHING" if ignore_duplicates else ""
-        return f"INSERT INTO {self.table} ({cols}) VALUES ({marks}){tail}"
+        return f"INSERT INTO {self.table} ({cols}) VALUES ({', '.join(values)}){tail}"
 
     def select_sql(self) -> str:
-        """SELECT of the metadata columns, the fields, then ``_partition`` (index ``partition_index``)."""
-        fields = ", ".join(quote_identifier(n) for n in self.field_names)
-        return f"SELECT {META_SELECT}, {fields}, \"{PARTITION}\" FROM {self.table}"
+        """SELECT of the metadata columns, the fields, then ``_partition`` (index ``partition_index``).
+
+        ``_status`` is the topic-wide status and ``_handled_at`` when the row became handled,
+        both computed from positions and acks (``meta_select``).
+        """
+        cache = self.__dict__.setdefault("_select_cache", {})
+        if "select" not in cache:
+            fields = ", ".join(quote_identifier(n) for n in self.field_names)
+            cache["select"] = f"SELECT {self.meta_select()}, {fields}, \"{PARTITION}\" FROM {self.table}"
+        return cache["select"]
+
+    @property
+    def partition_sql(self) -> str:
+        """The row's partition in the status expressions: a constant for a topic with one partition."""
+        return "0" if self.partitions == 1 else f'"{PARTITION}"'
+
+    def status_sql(self) -> str:
+        """The topic-wide status of a row of this topic ('new'/'handled'), as an SQL expression."""
+        return status.render(status.STATUS, self.name, partition=self.partition_sql)
+
+    def handled_at_sql(self) -> str:
+        """When a row of this topic became handled (NULL while it is new), as an SQL expression."""
+        return status.render(status.HANDLED_AT, self.name, partition=self.partition_sql)
+
+    def meta_select(self) -> str:
+        """The metadata columns (META_COLUMNS) with the true status and handled time."""
+        return ", ".join(
+            f'{self.status_sql()} AS "_status"' if c == "_status" else
+            f'{self.handled_at_sql()} AS "_handled_at"' if c == "_handled_at" else quote_identifier(c)
+            for c in META_COLUMNS)
 
     @property
     def partition_index(self) -> int:
@@ -347,6 +395,11 @@ class TopicLayout:
 
 
 PARTITION_COLUMN_DDL = f'"{PARTITION}" INTEGER NOT NULL DEFAULT 0'
+
+
+def stored_meta(row: tuple) -> tuple:
+    """The stored metadata (STORED_META) of a row read with ``select_sql``."""
+    return tuple(row[i] for i in _STORED_AT)
 
 
 def partition_index_ddl(base: str) -> str:

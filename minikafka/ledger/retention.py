@@ -36,7 +36,7 @@ def delete_expired_in_current_transaction(conn: sqlite3.Connection, layout: Topi
     its id out again; offsets are never reused). The append-only trigger is lifted for
     this one statement, inside the transaction.
     """
-    done, params = acks.done_filter(None)
+    done, params = acks.done_filter(None, layout.name)
     table = quote_identifier(layout.name)
     conn.execute(f"DROP TRIGGER IF EXISTS {quote_identifier(layout.name + '__append_only')}")
     deleted = conn.execute(

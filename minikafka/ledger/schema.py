@@ -13,8 +13,10 @@ import re
 import sqlite3
 
 # 1: first release. 2: partitions (catalog partitions/key, "_partition" on topic tables,
-# partition on acks), committed offsets; format-1 files are upgraded on open (upgrade.py).
-LEDGER_FORMAT = 2
+# partition on acks), committed offsets. 3: positions and acks are the only ack state (no
+# "_status"/"_handled_at" columns; rows handled for everyone in _minikafka_handled), and
+# each topic has its status views (status.py). Older files are upgraded on open (upgrade.py).
+LEDGER_FORMAT = 3
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
 
 CORE = """
@@ -143,9 +145,10 @@ CREATE TABLE IF NOT EXISTS _minikafka_positions (
 """
 
 
-# Offsets (see acks.py): a consumer's committed position per partition, and per topic
-# partition the position below which every consumer is done ("handled" without a
-# per-row write). A group commit moves one row here, whatever it covers.
+# Offsets (see status.py, acks.py): a consumer's committed position per partition, and per
+# topic partition the position below which rows were handled for every consumer by a
+# topic-wide ack, plus such rows above it. A group commit moves one row here, whatever it
+# covers; a topic-wide ack in order moves handled_upto, out of order it adds one row.
 OFFSETS = """
 CREATE TABLE IF NOT EXISTS _minikafka_offsets (
     consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
@@ -159,7 +162,18 @@ CREATE TABLE IF NOT EXISTS _minikafka_partitions (
     topic TEXT NOT NULL REFERENCES _minikafka_topics(name) ON DELETE CASCADE,
     partition INTEGER NOT NULL,
     handled_upto INTEGER NOT NULL DEFAULT 0,
+    updated_at TEXT,
     PRIMARY KEY (topic, partition)
+) STRICT, WITHOUT ROWID;
+
+-- Rows handled for every consumer above their partition's handled_upto (acked out of
+-- order). They fold into handled_upto as soon as the rows below them are handled too.
+CREATE TABLE IF NOT EXISTS _minikafka_handled (
+    topic TEXT NOT NULL REFERENCES _minikafka_topics(name) ON DELETE CASCADE,
+    row_id INTEGER NOT NULL,
+    partition INTEGER NOT NULL DEFAULT 0,
+    handled_at TEXT NOT NULL,
+    PRIMARY KEY (topic, row_id)
 ) STRICT, WITHOUT ROWID;
 
 -- The batch an HTTP delivery has in flight per (group, partition): written before the

@@ -74,6 +74,7 @@ class StageDefinition:
     outputs: list[str]
     consumer: str
     strategy: str = "strict"
+    start: str = "earliest"  # where the stage's consumer starts when it is new (earliest | latest)
     max_attempts: int = 3
     expectations: list[str] = field(default_factory=list)
     spark: dict[str, str] = field(default_factory=dict)
@@ -248,9 +249,13 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
             validate_consumer_name(consumer)
         except InvalidNameError as exc:
             raise _fail(path, f"{where}.consumer", str(exc)) from exc
+        start = spec.get("start", "earliest")
+        if start not in ("earliest", "latest"):
+            raise _fail(path, f"{where}.start", f"must be 'earliest' (a new consumer sees every row) or 'latest' "
+                                                f"(only rows appended from then on), got {start!r}")
         stage = StageDefinition(
             name=stage_name, job=spec["job"], inputs=inputs, outputs=outputs,
-            consumer=consumer, strategy=strategy, max_attempts=attempts,
+            consumer=consumer, strategy=strategy, start=start, max_attempts=attempts,
             expectations=[str((path.parent / e).resolve()) for e in spec.get("expectations") or []],
             spark=_settings(spec.get("spark")),
             **_stage_partitions(path, where, spec.get("partitions"), inputs, topics),

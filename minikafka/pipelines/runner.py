@@ -67,25 +67,52 @@ class PipelineRun:
         return "\n".join(lines)
 
 
-def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool = True) -> Source:
+def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool = True,
+                notes: list[str] | None = None) -> Source:
     """Open the pipeline's ledger with every topic created/checked and every consumer registered.
 
-    Consumers are registered before any stage runs, so two stages reading one topic
-    each see every row. ``create=False``: a missing file is a LedgerNotFoundError; a
-    missing directory is never created (``minikafka run --create`` does that).
-    ``register=False`` (dry runs, ``check``, ``plot``): nothing is registered, a run
-    that commits nothing leaves no consumer behind.
+    Consumers are registered before any stage runs, each new one at its stage's ``start``
+    (earliest: every row of its inputs). ``create=False``: a missing file is a
+    LedgerNotFoundError; a missing directory is never created (``minikafka run --create``
+    does that). ``register=False`` (dry runs, ``check``, ``plot``): nothing is registered,
+    a run that commits nothing leaves no consumer behind. ``notes`` receives a line for
+    each consumer registered now that starts past rows that exist (``start_notes``).
     """
     source = Source(str(defn.source), create=create)
     try:
         for t in defn.topics.values():
             source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key)
         if register:
-            source.register_consumers((name, s.consumer) for s in defn.stages for name in s.inputs)
+            lines = register_stage_consumers(source, defn)
+            if notes is not None:
+                notes.extend(lines)
     except BaseException:
         source.close()
         raise
     return source
+
+
+def register_stage_consumers(source: Source, defn: PipelineDefinition, *, dry_run: bool = False) -> list[str]:
+    """Register every stage's consumer on its inputs in one transaction (``dry_run``: only say
+    what registering would do); return a line for each new one that starts past existing rows:
+    ``stage X: consumer starts at offset N of topic 'T', M earlier rows are skipped (start=latest)``.
+    """
+    from ..ledger import acks
+    from ..util.clock import utc_now
+
+    now = utc_now()
+    lines = []
+    with source.ledger.atomic() as conn:
+        for sd in defn.stages:
+            for name in sd.inputs:
+                if dry_run:
+                    reg = acks.planned_registration(conn, name, sd.consumer, start=sd.start)
+                else:
+                    reg = acks.register_in_current_transaction(conn, name, sd.consumer, now, start=sd.start)
+                note = reg.note(f"stage {sd.name}")
+                if note:
+                    lines.append(note + (" (dry run: nothing registered)" if dry_run else ""))
+    return lines
 
 
 def require_ledger(defn: PipelineDefinition) -> None:
@@ -122,7 +149,7 @@ def build_stage(defn: PipelineDefinition, sd: StageDefinition):
     return Stage(sd.name, sd.inputs, sd.outputs, transform=getattr(module, "transform", None),
                  row_fn=getattr(module, "row_fn", None), consumer=sd.consumer, strategy=sd.strategy,
                  max_attempts=sd.max_attempts, partitions=sd.partitions, topic_partitions=sd.topic_partitions,
-                 suites=[copy.copy(suite) for suite in sd.suites])
+                 suites=[copy.copy(suite) for suite in sd.suites], start=sd.start)
 
 
 def spark_submit() -> str:
@@ -228,7 +255,12 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     t0 = time.perf_counter()
     from .retired import retired_messages
 
-    with open_source(defn, register=not dry_run) as source:
+    notes: list[str] = []
+    with open_source(defn, register=not dry_run, notes=notes) as source:
+        if dry_run:
+            notes = register_stage_consumers(source, defn, dry_run=True)
+        for line in notes:  # a new stage that starts past rows that exist says so
+            echo(line)
         for line in retired_messages(defn, source.ledger.conn):
             echo(line)
     try:
@@ -322,14 +354,16 @@ def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: Sta
 
 
 def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
-    from ..ledger.acks import consumer_names
+    from ..ledger.acks import consumer_names, lag
 
     with Source(str(defn.source)) as source:
         for name in sd.inputs:
             t = source.topic(name, defn.topics[name].model, dedup=defn.topics[name].dedup or None)
-            # a consumer not registered yet (a dry run registers none) starts from what is new
-            consumer = sd.consumer if sd.consumer in consumer_names(source.ledger.conn, name) else None
-            if t.count("new", consumer=consumer):
+            if sd.consumer in consumer_names(source.ledger.conn, name):
+                if t.count("new", consumer=sd.consumer):
+                    return True
+            # a consumer not registered yet (a dry run registers none) would start at its stage's start
+            elif any(lag(source.ledger.conn, name, None, start=sd.start).values()):
                 return True
     return False
 

@@ -57,6 +57,7 @@ class StageSpec(_Table):
     inputs: NamesOrName
     outputs: NamesOrName
     consumer: StrictStr | None = None
+    start: StrictStr | None = None
     strategy: StrictStr | None = None
     max_attempts: StrictInt | None = None
     expectations: list[StrictStr] | None = None
@@ -105,6 +106,7 @@ EXPECTED = {
     ("stage", "inputs"): 'a list of topic names, e.g. ["rss.items"]',
     ("stage", "outputs"): 'a list of topic names, e.g. ["rss.scored"]',
     ("stage", "consumer"): "a consumer name (a string)",
+    ("stage", "start"): "'earliest' (a new consumer sees every row) or 'latest' (only rows appended from then on)",
     ("stage", "strategy"): "'strict' or 'best_effort'",
     ("stage", "max_attempts"): "an integer >= 1",
     ("stage", "expectations"): 'a list of suite files, e.g. ["quality/scored.toml"]',

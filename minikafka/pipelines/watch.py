@@ -118,7 +118,10 @@ class Watch:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 handlers[sig] = signal.signal(sig, lambda *_: self._on_signal())
         try:
-            with open_source(self.defn) as source:
+            notes: list[str] = []
+            with open_source(self.defn, notes=notes) as source:
+                for line in notes:  # a new stage that starts past rows that exist says so
+                    self.echo(line)
                 for st in self.states.values():
                     last = source.runs(stage=st.sd.name, limit=1)
                     if last and last[0]["finished_at"]:

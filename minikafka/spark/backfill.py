@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
+from ..ledger import acks
 from ..ledger.layout import TopicLayout
 from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
@@ -635,7 +636,7 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
 
     sql = layout.insert_sql(lineage=True, ignore_duplicates=bool(layout.dedup))
     names = layout.field_names
-    status = "handled" if as_handled else "new"
+    status = "new"  # rows loaded as history are marked handled after their insert (as_handled)
     t0 = time.perf_counter()
     for i, dump in enumerate(todo):
         already = done.get(dump.sha256, (0, "partial"))[0]
@@ -666,14 +667,16 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
             bad_lines = failed.column("_mk_line").to_pylist()
             with gc_paused(), source._ledger.atomic() as conn:
                 before = conn.total_changes
+                top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
                 if layout.partitions > 1:  # routed by key (or spread by expected id)
-                    top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
                     rows = layout.with_partitions(rows, top + 1)
                 try:
                     conn.executemany(sql, rows)
                 except Exception as exc:
                     raise layout.explain_write_error(exc, [r[: len(names)] for r in rows]) from None
                 inserted = conn.total_changes - before
+                if as_handled and inserted:
+                    acks.mark_appended_handled_in_current_transaction(conn, layout.name, top, now)
                 quarantine_in_current_transaction(conn, (
                     Quarantined(layout.name, payload, error, f"{dump.path.name}:{line}", now, run_id=run.run_id)
                     for payload, error, line in zip(payloads, errors, bad_lines)))

@@ -25,6 +25,7 @@ class ReadBounds:
     rows: int
     where: str
     partitions: tuple[int, ...] | None = None  # topic partitions read (None: all)
+    consumer_pending: bool = False  # the rows pending for a consumer (all 'new' by definition)
 
 
 def jdbc_url(path: str) -> str:
@@ -32,11 +33,14 @@ def jdbc_url(path: str) -> str:
 
 
 def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", consumer: str | None = None,
-                upto: int | None = None, partitions: list[int] | None = None) -> ReadBounds:
+                upto: int | None = None, partitions: list[int] | None = None,
+                start: str | None = None) -> ReadBounds:
     """Fix the set of rows a read returns (taken when a stage starts).
 
     ``partitions`` limits the read to those topic partitions. The WHERE clause only
-    holds integers the ledger produced (watermark, consumer id, offsets), never user text.
+    holds integers the ledger produced (watermark, consumer id, offsets) and the topic's
+    (validated) name, never user text. ``start`` with no ``consumer``: the rows pending for a
+    consumer not registered yet that would start there (a dry run of a new stage).
 
     Raises:
         PartitionOutOfRangeError: a partition the topic does not have.
@@ -50,7 +54,9 @@ def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", cons
         upto = conn.execute(f'SELECT max("_id") FROM {table}').fetchone()[0] or 0
     upto = int(upto)
     parts = None if partitions is None else tuple(sorted({layout.check_partition(p) for p in partitions}))
-    if which == "new":
+    if which == "new" and consumer_id is None and start is not None:
+        cond = acks.pending_sql_for_new(conn, layout.name, start, parts)
+    elif which == "new":
         cond = acks.pending_sql(conn, layout.name, consumer_id, parts)
     elif which == "handled":
         cond = acks.done_sql(conn, layout.name, consumer_id, parts)
@@ -59,7 +65,8 @@ def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", cons
     lowest, rows = conn.execute(
         f'SELECT min("_id"), count(*) FROM {table} WHERE {cond} AND "_id" <= ?', (upto,)
     ).fetchone()
-    return ReadBounds(layout.name, upto, int(lowest or 0), int(rows), f'{cond} AND "_id" <= {upto}', parts)
+    return ReadBounds(layout.name, upto, int(lowest or 0), int(rows), f'{cond} AND "_id" <= {upto}', parts,
+                      consumer_pending=which == "new" and consumer_id is not None)
 
 
 def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = "new",
@@ -90,8 +97,9 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
     fields = ", ".join(quote_identifier(n) for n in layout.field_names)
     parts = list(bounds.partitions) if bounds.partitions is not None else list(range(layout.partitions))
     by_partition = partitions is None and len(parts) > 1 and bounds.rows > 1
-    # rows committed by offset read as 'handled', as everywhere else
-    meta = META_SELECT.replace('"_status"', f'{acks.status_sql(source._ledger.conn, layout.name)} AS "_status"', 1)
+    # rows pending for a consumer are 'new' and not handled by definition (no per-row lookup);
+    # any other read computes each row's status from positions and acks, as everywhere else
+    meta = META_SELECT if bounds.consumer_pending else layout.meta_select()
     extra = ', "_partition"' if by_partition else ""
     query = f"(SELECT {meta}, {fields}{extra} FROM {quote_identifier(layout.name)} WHERE {bounds.where}) AS q"
     reader = (

@@ -70,6 +70,8 @@ class Stage:
             rows stay new with their error; after ``max_attempts`` they are quarantined).
         topic_partitions: consume only these partitions of the input topics, so runs
             (or hosts) given disjoint partitions split a topic without overlap.
+        start: where the stage's consumer starts when it is new: "earliest" (every row of
+            its inputs) or "latest" (only rows appended from then on).
     """
 
     name: str
@@ -83,6 +85,7 @@ class Stage:
     partitions: int | None = None
     suites: list[Any] = field(default_factory=list)
     topic_partitions: list[int] | None = None  # consume only these partitions of the inputs
+    start: str = "earliest"
 
     def __post_init__(self) -> None:
         validate_consumer_name(self.name)
@@ -99,6 +102,8 @@ class Stage:
         if self.max_attempts < 1:
             raise PipelineError(f"stage {self.name!r}: max_attempts must be >= 1")
         validate_consumer_name(self.consumer_name)
+        if self.start not in ("earliest", "latest"):
+            raise PipelineError(f"stage {self.name!r}: start must be 'earliest' or 'latest', got {self.start!r}")
         for suite in self.suites:
             if suite.topic is None and len(self.outputs) == 1:
                 suite.topic = self.outputs[0]
@@ -134,9 +139,24 @@ def _model(source: Source, name: str, stage: str):
     return topic.model
 
 
-def register_consumers(source: Source, stages: list[Stage]) -> None:
-    """Register every stage's consumer on its inputs before any stage runs (see Source.register_consumers)."""
-    source.register_consumers((name, stage.consumer_name) for stage in stages for name in stage.inputs)
+def register_consumers(source: Source, stages: list[Stage]) -> list:
+    """Register every stage's consumer on its inputs, in one transaction, before any stage runs.
+
+    A new consumer starts at its stage's ``start``; existing ones keep their positions.
+    Returns the ``acks.Registration`` of each (stage, input).
+
+    Raises:
+        TopicNotFoundError: an input topic is not in the file.
+    """
+    from ..util.clock import utc_now
+
+    now = utc_now()
+    with source._ledger.atomic() as conn:
+        for stage in stages:
+            for name in stage.inputs:
+                source.layout(name)
+        return [acks.register_in_current_transaction(conn, name, stage.consumer_name, now, start=stage.start)
+                for stage in stages for name in stage.inputs]
 
 
 def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 50_000,
@@ -259,10 +279,10 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
         register_consumers(source, [stage])
     in_layouts = {name: _layout(source, name) for name in stage.inputs}
     out_layouts = {name: _layout(source, name) for name in stage.outputs}
-    bounds = {
+    bounds = {  # a dry run of a stage whose consumer is not registered yet reads what it would start with
         name: read_bounds(source, layout, which="new",
                           consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None,
-                          upto=upto.get(name), partitions=stage.topic_partitions)
+                          upto=upto.get(name), partitions=stage.topic_partitions, start=stage.start)
         for name, layout in in_layouts.items()
     }
     run.watermarks = {name: b.upto for name, b in bounds.items()}

@@ -91,4 +91,15 @@ def test_pending_reads_start_at_the_lowest_offset_not_the_first_row(source):
     where, params = acks.pending_filter(cid, "orders")
     plan = source._ledger.conn.execute(
         f'EXPLAIN QUERY PLAN SELECT "_id" FROM "orders" WHERE {where} ORDER BY "_id"', params).fetchall()
-    assert any("_id>?" in str(row).replace(" ", "") for row in plan)
+    assert any("rowid>?" in str(row).replace(" ", "") for row in plan)  # _id is the rowid
+
+
+def test_the_inlined_pending_read_of_some_partitions_reads_only_those_partitions(source):
+    fill(source, 9, partitions=3)
+    conn = source._ledger.conn
+    cid = source.group("g")._consumer_id("orders", register=True)
+    for parts in ([0], [1, 2], None):
+        for consumer in (cid, None):
+            where = acks.pending_sql(conn, "orders", consumer, parts)
+            seen = {p for (p,) in conn.execute(f'SELECT "_partition" FROM "orders" WHERE {where}')}
+            assert seen == set(parts or [0, 1, 2]), (parts, consumer)

@@ -86,8 +86,8 @@ def test_opening_does_not_wait_behind_a_writer(tmp_path):
     path = _ledger(tmp_path / "ledger.sqlite")
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")
-    writer.execute('INSERT INTO "videos" ("_created_at", "_status", creator, url, length_seconds) '
-                   "VALUES ('2026-01-01T00:00:00Z', 'new', 'w', 'uncommitted', 1)")
+    writer.execute('INSERT INTO "videos" ("_created_at", creator, url, length_seconds) '
+                   "VALUES ('2026-01-01T00:00:00Z', 'w', 'uncommitted', 1)")
     try:
         for kwargs in ({}, {"read_only": True}):
             t0 = time.monotonic()

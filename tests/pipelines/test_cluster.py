@@ -33,10 +33,10 @@ def snapshot(path) -> dict:
     try:
         out = {}
         for topic in TOPICS:
-            cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{topic}")')
+            cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{topic}:status")')  # the true status view
                     if not r[1].startswith("_") or r[1] == "_status"]
-            out[topic] = sorted(conn.execute(f'SELECT {", ".join(f"{c!r}" for c in cols)} FROM "{topic}"').fetchall(),
-                                key=repr)
+            out[topic] = sorted(conn.execute(f'SELECT {", ".join(f"{c!r}" for c in cols)} FROM "{topic}:status"')
+                                .fetchall(), key=repr)
         out["quarantine"] = sorted(conn.execute("SELECT topic, reason FROM _minikafka_quarantine").fetchall())
         return out
     finally:

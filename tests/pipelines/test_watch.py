@@ -34,7 +34,8 @@ def ledger_state(defn) -> dict:
         for name in defn.topics:
             layout = source.layout(name)
             cols = ", ".join(quote_identifier(c) for c in [*layout.field_names, "_status"])
-            state[name] = sorted(conn.execute(f"SELECT {cols} FROM {layout.table}").fetchall())
+            view = quote_identifier(name + ":status")  # the true status of every row
+            state[name] = sorted(conn.execute(f"SELECT {cols} FROM {view}").fetchall())
         state["quarantine"] = sorted(conn.execute(
             "SELECT topic, consumer, payload, reason FROM _minikafka_quarantine").fetchall())
     return state

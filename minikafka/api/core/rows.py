@@ -183,7 +183,8 @@ class TopicRows(Generic[ModelT]):
     ) -> int:
         """Insert rows already encoded by ``self.encode`` (``encoded[i]`` is ``models[i]``'s)."""
         conn = self.conn
-        stamp = (now or utc_now(), status)
+        now = now or utc_now()
+        stamp = (now, "new")  # rows appended as handled are marked below (a row's state is not a column)
         values = [e + stamp for e in encoded]
         before = self.high_watermark()
         values = self.layout.with_partitions(values, before + 1)
@@ -193,6 +194,8 @@ class TopicRows(Generic[ModelT]):
         except (sqlite3.IntegrityError, OverflowError) as exc:
             raise self.layout.explain_write_error(exc, values, conn=conn, existing_upto=before) from None
         written = conn.total_changes - changes
+        if status == "handled" and written:
+            acks.mark_appended_handled_in_current_transaction(conn, self.name, before, now)
         if self.ledger.on_event and written:
             self._emit_appended_in_current_transaction(models if written == len(models) else None, before)
         return written
@@ -331,7 +334,7 @@ class TopicRows(Generic[ModelT]):
             raise ValueError("set_handled requires _id or record")
         now = utc_now()
         with self.ledger.atomic() as conn:
-            exists = conn.execute(f"SELECT \"_status\" FROM {self.layout.table} WHERE \"_id\" = ?", (_id,)).fetchone()
+            exists = conn.execute(f"SELECT 1 FROM {self.layout.table} WHERE \"_id\" = ?", (_id,)).fetchone()
             if exists is None:
                 raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
             self.ack_in_current_transaction(_id, consumer, now)

@@ -87,10 +87,11 @@ class ConsumerGroup:
     resumes every group from its last commit.
     """
 
-    def __init__(self, source: SourceHandle, name: str):
+    def __init__(self, source: SourceHandle, name: str, *, start: str = "earliest"):
         validate_consumer_name(name)
         self.source = source
         self.name = name
+        self.start = acks.check_start(start)  # where it starts on a topic it has not read yet
 
     def __repr__(self) -> str:
         return f"ConsumerGroup({self.name!r})"
@@ -133,7 +134,7 @@ class ConsumerGroup:
         if found is not None or not register:
             return found
         with ledger.atomic() as conn:
-            return acks.register_group_in_current_transaction(conn, topic, self.name, utc_now())
+            return acks.register_group_in_current_transaction(conn, topic, self.name, utc_now(), start=self.start)
 
     def _check_offset_exists(self, layout: TopicLayout, partition: int, offset: int) -> None:
         if offset == 0:
@@ -150,7 +151,7 @@ class ConsumerGroup:
 
         Fetching never advances anything: without a commit, the next fetch returns the
         same rows. The group is registered on the topic at its first fetch or commit,
-        starting at the beginning of the log (offset 0).
+        starting at its ``start`` ("earliest": the beginning of the log, offset 0).
 
         Args:
             topic: a Topic or a topic name (its model is imported from the catalog).
@@ -224,7 +225,7 @@ class ConsumerGroup:
         if layout is None:
             return {}
         cid = self._consumer_id(layout.name, register=False)
-        return acks.lag(self.source.ledger.conn, layout.name, cid)
+        return acks.lag(self.source.ledger.conn, layout.name, cid, start=self.start)
 
     # -- moving ---------------------------------------------------------------------------
     def commit(self, topic: TopicHandle | str, partition: int, offset: int, tx: Transaction | None = None) -> bool:
@@ -258,7 +259,7 @@ class ConsumerGroup:
         ledger = self.source.ledger
         with ledger.relaxed_sync(), joined(self.source, tx) as conn:
             now = utc_now()
-            cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
+            cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now, start=self.start)
             return acks.commit_offset_in_current_transaction(conn, layout.name, cid, partition, offset, now)
 
     def seek(self, topic: TopicHandle | str, partition: int, offset: int) -> None:
@@ -275,7 +276,7 @@ class ConsumerGroup:
         self._check_offset_exists(layout, partition, offset)
         with self.source.ledger.atomic() as conn:
             now = utc_now()
-            cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now)
+            cid = acks.register_group_in_current_transaction(conn, layout.name, self.name, now, start=self.start)
             acks.seek_in_current_transaction(conn, layout.name, cid, partition, offset, now)
 
     # -- following ------------------------------------------------------------------------

@@ -47,12 +47,14 @@ STRATEGIES: tuple[Strategy, ...] = ("strict", "best_effort")
 class Pipeline(Generic[ModelT, OutT]):
     """One arm: ``fn`` applied to each new row of ``source_topic``, written to ``target``."""
 
-    def __init__(self, source_topic: TopicHandle, fn: Callable[[ModelT], OutT], *, consumer: str | None = None):
+    def __init__(self, source_topic: TopicHandle, fn: Callable[[ModelT], OutT], *, consumer: str | None = None,
+                 start: str = "earliest"):
         if not callable(fn):
             raise PipelineError(f"pipe() needs a callable, got {fn!r}")
         self.source_topic = source_topic
         self.fn = fn
         self.consumer = consumer
+        self.start = acks.check_start(start)  # where a new ``consumer`` starts
         self.target_topic: TopicHandle | None = None
         self.last_result: RunResult | None = None
 
@@ -256,9 +258,9 @@ class _GroupRun:
         reader = self.consumer
         if reader is not None:
             if not self.dry_run:
-                self.topic.consumer(reader)
+                self.topic.consumer(reader, start=self.arms[0].start)
             elif reader not in self.topic.consumers():
-                reader = None  # a consumer registered now would see exactly the new rows
+                reader = None  # not registered: read the topic-wide new rows (nothing is acked)
         batch: list[tuple[Record, list, list]] = []
         deadline = time.monotonic() + self.full.max_batch_seconds
         upto = self.result.watermarks[self.topic.name]
