@@ -294,3 +294,15 @@ class HandlerError(MinikafkaError):
 class InvalidSettingError(MinikafkaError, ValueError):
     """An option of the library has a value it cannot use (e.g. ``busy_timeout="abc"``); the
     message names the option, the value and what is accepted."""
+
+
+class InvalidDurationError(InvalidSettingError):
+    """A duration (an interval, a timeout, an age) that is not a finite number of seconds in
+    range or text like ``500ms``, ``10s``, ``5m``, ``2h``, ``7d``; the message names the key
+    and the value."""
+
+
+class LedgerReplacedError(LedgerError):
+    """The ledger file was replaced (renamed over) or removed while a Source had it open: the
+    open connection still reads the old file, so waiting on it would never wake again. The
+    message names the file; open a new Source on it."""

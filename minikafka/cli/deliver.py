@@ -7,7 +7,7 @@ import signal
 import click
 
 from ..connectors.delivery import DeliveryWorker, load_deliveries
-from ..errors import MinikafkaError
+from ..errors import DeliveryConfigError, MinikafkaError
 from .app import main
 from .common import DefinitionProblem, require_ledger
 
@@ -44,6 +44,8 @@ def deliver(file: str, once: bool, source_path: str | None) -> None:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         summary = worker.run()
+    except DeliveryConfigError as exc:  # a header's variable unset or unsendable: the file's problem
+        raise DefinitionProblem(str(exc)) from exc
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

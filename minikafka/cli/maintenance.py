@@ -7,7 +7,9 @@ from datetime import datetime, timezone
 import click
 
 from ..api.source import Source
+from ..errors import InvalidDurationError
 from ..ledger import runlog_retention
+from ..util.duration import parse_timedelta
 from .app import main
 from .common import echo_json, json_option, with_source
 
@@ -16,8 +18,8 @@ def _age(ctx, param, value):
     if value is None:
         return None
     try:
-        return runlog_retention.parse_age(value)
-    except runlog_retention.InvalidAgeError as exc:
+        return parse_timedelta(value, what="AGE")
+    except InvalidDurationError as exc:
         raise click.BadParameter(str(exc)) from exc
 
 

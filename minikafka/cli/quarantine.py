@@ -39,8 +39,9 @@ def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], ev
     \b
     minikafka quarantine TOPIC               list (newest first): id, origin, reason
     minikafka quarantine TOPIC ID            show one row in full (also: show ID)
-    minikafka quarantine TOPIC requeue ID... put rows back (or --all): a row a stage gave
-                                             up on becomes pending for its consumer again;
+    minikafka quarantine TOPIC requeue ID... put rows back (or --all): a row a stage or
+                                             a delivery gave up on becomes pending for its
+                                             consumer (or delivery group) again;
                                              a file line or failed output is validated
                                              again and appended. Rows that still fail stay;
                                              exit 1 when every row still fails.
@@ -107,13 +108,15 @@ def _pretty(payload: str | None) -> str:
 
 
 def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | None, as_json: bool) -> None:
-    from ..ledger.runlog_retention import InvalidAgeError, cutoff, parse_age
+    from ..errors import InvalidDurationError
+    from ..ledger.runlog_retention import cutoff
+    from ..util.duration import parse_timedelta
 
     before = None
     if older_than:
         try:
-            before = cutoff(parse_age(older_than))
-        except InvalidAgeError as exc:
+            before = cutoff(parse_timedelta(older_than, what="AGE"))
+        except InvalidDurationError as exc:
             raise click.BadParameter(str(exc), param_hint="--older-than") from exc
     with source.ledger.atomic() as conn:
         if ids is not None:

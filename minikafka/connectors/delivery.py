@@ -10,22 +10,34 @@ A deliveries file (or the ``[[deliveries]]`` tables of a pipeline file)::
     partitions = [0, 1]                    # default: every partition of the topic
     endpoint = "https://api.example.com/process-orders"
     batch_size = 50                        # rows per POST
-    interval = "5s"                        # poll when idle, first retry delay (ms, s, m)
+    interval = "5s"                        # poll when idle, first retry delay (ms, s, m, h, d)
     timeout = "10s"                        # per request
     max_attempts = 0                       # 0: retry forever; N: then quarantine the batch
     max_backoff = "1m"                     # cap of the exponential backoff
     headers = { Authorization = "Bearer ${ORDERS_TOKEN}" }   # ${VAR} from the environment
 
 Each (group, partition) runs in its own thread with its own connection, in offset
-order: fetch a batch, record it as in flight (``_minikafka_inflight``), POST
+order: take the partition's lease, fetch a batch, record it as in flight, POST
 ``{"topic", "partition", "messages": [{"offset", "data", "created"}]}`` with an
 ``Idempotency-Key`` of group, topic, partition and first-last offsets; a 2xx commits the
-batch's last offset and clears the in-flight row in one transaction. Anything else
-(non-2xx, timeout, refused) retries the same batch with exponential backoff and jitter,
-capped; with ``max_attempts`` N the batch's rows go to the quarantine with the last
-status and body excerpt after N failed attempts, and delivery moves on. A worker that
-was killed re-sends exactly the batch in flight (same key) before taking new rows.
-Header values are resolved once and never printed or logged.
+batch and clears the in-flight row in one transaction. Anything else (non-2xx, timeout,
+refused) retries the same batch with exponential backoff and jitter, capped; with
+``max_attempts`` N the batch's rows go to the quarantine with the last status and body
+excerpt after N failed attempts, and delivery moves on (``minikafka quarantine TOPIC
+requeue`` makes them pending for the group again). A worker that was killed re-sends
+exactly the batch in flight (same key) before taking new rows. The state (batch in
+flight, leases) lives in ``ledger/deliveries.py``.
+
+One worker delivers a partition at a time: a second ``deliver`` on the same group (a
+cron overlap, one started by mistake) waits for the partition's lease, or with
+``--once`` skips the partition and says so; the lease of a worker that died is taken
+over (at once when it ran on this host, else when it expires). A repeat after a crash
+or a takeover re-sends the batch in flight, so it always carries the same key.
+
+Header values are resolved once and never printed, logged or stored: a value HTTP
+cannot carry (a stray CR or LF) is refused before anything is sent, naming the header
+only, and any error text or answer body quoting a value has it masked. Endpoints are
+shown without user info or query.
 
 ``once=True`` delivers what is pending and returns. A batch that keeps failing with
 ``max_attempts = 0`` gets at least three tries and more until its backoff has grown to
@@ -35,11 +47,14 @@ Header values are resolved once and never printed or logged.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import re
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,19 +62,31 @@ from typing import Any
 
 from ..api.modes.groups import _field_dicts
 from ..api.source import Source
-from ..errors import DeliveryConfigError, DeliveryError, MinikafkaError, TopicNotFoundError
+from ..errors import DeliveryConfigError, DeliveryError, InvalidDurationError, MinikafkaError, TopicNotFoundError
 from ..ledger import acks
+from ..ledger import deliveries as state
 from ..ledger.layout import TopicLayout
-from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..util import clock
 from ..util.clock import utc_now
+from ..util.duration import parse_duration
+from ..util.redact import redact_text
 from ..util.tomlfile import read_toml
-from .http import Backoff, HttpPoster, PostOutcome, idempotency_key, redact_url, to_json_bytes
+from .http import (
+    Backoff,
+    HttpPoster,
+    check_endpoint,
+    check_header,
+    idempotency_key,
+    redact_url,
+    to_json_bytes,
+)
+
+log = logging.getLogger("minikafka.connectors")
 
 DELIVERY_KEYS = {"name", "topic", "partitions", "endpoint", "batch_size", "interval", "timeout", "max_attempts",
                  "max_backoff", "headers", "description"}
 TOP_KEYS = {"source", "deliveries", "pipeline", "spark", "topics", "stages"}
-DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)\s*$")
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # --once with max_attempts = 0 (retry forever) must still end: a failing batch gets at
 # least this many tries in the run, and more until its backoff has grown to max_backoff;
@@ -67,25 +94,15 @@ ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ONCE_MIN_ATTEMPTS = 3
 
 
-def parse_duration(value: Any, where: str) -> float:
-    """Seconds from ``"250ms"``, ``"5s"``, ``"2m"`` or a number of seconds.
+LEASE_SECONDS = 15.0  # a partition's lease; renewed every third of it while the worker runs
+STANDBY_POLL = 0.5  # how often a worker waiting for a partition's lease asks for it
 
-    Raises:
-        DeliveryConfigError: anything else, or a value that is not positive.
-    """
-    if isinstance(value, bool):
-        raise DeliveryConfigError(f"{where}: expected a duration like '500ms', '5s' or '1m', got {value!r}")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        match = DURATION.match(str(value))
-        if not match:
-            raise DeliveryConfigError(f"{where}: expected a duration like '500ms', '5s' or '1m', got {value!r}")
-        number, unit = float(match.group(1)), match.group(2)
-        seconds = number / 1000 if unit == "ms" else number * 60 if unit == "m" else number
-    if seconds <= 0:
-        raise DeliveryConfigError(f"{where}: the duration must be positive, got {value!r}")
-    return seconds
+
+def _duration(path: Path, where: str, key: str, value: Any) -> float:
+    try:
+        return parse_duration(value, what=f"key {key!r}")
+    except InvalidDurationError as exc:
+        raise _fail(path, where, str(exc)) from None
 
 
 @dataclass
@@ -163,7 +180,12 @@ def parse_delivery(path: Path, index: int, spec: Any) -> DeliverySpec:
         raise _fail(path, where, str(exc)) from exc
     endpoint = spec["endpoint"]
     if not isinstance(endpoint, str) or not re.match(r"^https?://[^/\s]+", endpoint):
-        raise _fail(path, f"{where}, key 'endpoint'", f"must be an http:// or https:// URL, got {endpoint!r}")
+        shown = redact_url(endpoint) if isinstance(endpoint, str) else endpoint
+        raise _fail(path, f"{where}, key 'endpoint'", f"must be an http:// or https:// URL, got {shown!r}")
+    try:
+        check_endpoint(endpoint)
+    except ValueError as exc:
+        raise _fail(path, f"{where}, key 'endpoint'", str(exc)) from None
     partitions = spec.get("partitions")
     if partitions is not None:
         if not isinstance(partitions, list) or not partitions or not all(
@@ -173,13 +195,18 @@ def parse_delivery(path: Path, index: int, spec: Any) -> DeliverySpec:
     headers = spec.get("headers", {})
     if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
         raise _fail(path, f"{where}, key 'headers'", "must be a table of header names to text values")
+    for name, value in headers.items():
+        try:  # the value as written (a ${VAR} is checked once resolved, before delivery starts)
+            check_header(name, ENV_REF.sub("x", value))
+        except ValueError as exc:
+            raise _fail(path, f"{where}, key 'headers'", str(exc)) from None
     return DeliverySpec(
         name=spec["name"], topic=spec["topic"], endpoint=endpoint, partitions=partitions,
         batch_size=_positive_int(path, f"{where}, key 'batch_size'", spec.get("batch_size", 100)),
-        interval=parse_duration(spec.get("interval", "1s"), f"{path}: {where}, key 'interval'"),
-        timeout=parse_duration(spec.get("timeout", "10s"), f"{path}: {where}, key 'timeout'"),
+        interval=_duration(path, where, "interval", spec.get("interval", "1s")),
+        timeout=_duration(path, where, "timeout", spec.get("timeout", "10s")),
         max_attempts=_positive_int(path, f"{where}, key 'max_attempts'", spec.get("max_attempts", 0), zero=True),
-        max_backoff=parse_duration(spec.get("max_backoff", "1m"), f"{path}: {where}, key 'max_backoff'"),
+        max_backoff=_duration(path, where, "max_backoff", spec.get("max_backoff", "1m")),
         headers=dict(headers),
     )
 
@@ -188,15 +215,21 @@ def load_deliveries(path: str | Path) -> DeliveryFile:
     """Parse a deliveries file or the ``[[deliveries]]`` of a pipeline file.
 
     Raises:
-        DeliveryConfigError: unreadable TOML, unknown keys, a bad interval, a missing
-            endpoint, duplicate deliveries of one group and topic, no deliveries.
+        DeliveryConfigError: unreadable TOML, unknown keys, a bad interval (NaN, infinite,
+            negative, unreadable), a missing or malformed endpoint (a port out of range),
+            a header that cannot be sent, a source that is not a path, duplicate
+            deliveries of one group and topic, no deliveries. One line, naming the key.
     """
     path = Path(path)
     raw = read_toml(path, DeliveryConfigError, "deliveries file")
     unknown = sorted(set(raw) - TOP_KEYS)
     if unknown:
         raise _fail(path, "top level", f"unknown key(s) {unknown}; expected {sorted(TOP_KEYS)}")
-    source = raw.get("source", (raw.get("pipeline") or {}).get("source"))
+    pipeline = raw.get("pipeline") or {}
+    source = raw.get("source", pipeline.get("source") if isinstance(pipeline, dict) else None)
+    if source is not None and (not isinstance(source, str) or not source.strip()):
+        key = "source" if "source" in raw else "[pipeline].source"
+        raise _fail(path, f"key {key!r}", f"must be the ledger's path as text, got {source!r}")
     specs = raw.get("deliveries")
     if not isinstance(specs, list) or not specs:
         raise _fail(path, "[[deliveries]]", "no deliveries defined")
@@ -223,11 +256,17 @@ class PartitionStats:
     committed: int = 0
     lag: int = 0
     error: str | None = None
+    held_by: str | None = None  # --once found another worker delivering the partition
+    leases_lost: int = 0  # batches another worker took over (this one committed nothing of them)
 
     def line(self) -> str:
         text = (f"group {self.group} topic {self.topic} partition {self.partition}: delivered {self.delivered} "
                 f"in {self.batches} batch(es), {self.failed_attempts} failed attempt(s), "
                 f"{self.quarantined} quarantined, committed offset {self.committed}, lag {self.lag}")
+        if self.held_by:
+            text += f"; skipped: another worker delivers it ({self.held_by})"
+        if self.leases_lost:
+            text += f"; {self.leases_lost} batch(es) left to the worker that took the partition over"
         return text + (f"; stopped: {self.error}" if self.error else "")
 
 
@@ -262,24 +301,39 @@ class DeliverySummary:
 class DeliveryWorker:
     """Deliver the given specs from the ledger at ``source_path`` (see the module docstring).
 
+    One worker at a time delivers a group's partition: the worker takes the partition's
+    lease in the ledger (``ledger/deliveries.py``) before it fetches, a background thread
+    renews its leases every third of ``lease_seconds``, and it gives them up when it
+    stops. A second worker on the same group waits for the lease (with ``once``: skips
+    the partition and says so). A lease whose holder died is taken over at once when the
+    holder was a process on this host, else when it expires.
+
     Args:
         once: deliver what is pending and return (for cron); otherwise run until ``stop()``.
         progress: called with a progress line every ``progress_every`` seconds (None: quiet).
         rng: the jitter's random source (tests pass a seeded one).
+        lease_seconds: how long a partition's lease lasts without renewal.
     """
 
     def __init__(self, source_path: str, specs: list[DeliverySpec], *, once: bool = False,
                  progress: Callable[[str], None] | None = None, progress_every: float = 2.0,
-                 rng: random.Random | None = None, environ: dict[str, str] | None = None):
+                 rng: random.Random | None = None, environ: dict[str, str] | None = None,
+                 lease_seconds: float = LEASE_SECONDS):
         self.source_path = str(source_path)
         self.specs = list(specs)
         self.once = once
         self.progress = progress
-        self.progress_every = progress_every
+        self.progress_every = parse_duration(progress_every, what="progress_every")
         self.rng = rng or random.Random()
         self.environ = environ
+        self.lease_ms = int(parse_duration(lease_seconds, what="lease_seconds") * 1000)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._secrets: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"DeliveryWorker({self.source_path!r}, {self.specs!r}, once={self.once})"
 
     def stop(self) -> None:
         """Finish the batch in flight in every partition, commit it, and return from ``run()``."""
@@ -304,22 +358,30 @@ class DeliveryWorker:
                 except MinikafkaError as exc:
                     raise DeliveryError(f"delivery {spec.name!r}: {exc}") from exc
             headers = spec.resolved_headers(self.environ)
-            HttpPoster(spec.endpoint, timeout=spec.timeout).close()  # checks the URL before any thread starts
+            self._secrets += list(headers.values())
+            try:  # checks the URL, the timeout and the resolved headers before any thread starts
+                HttpPoster(spec.endpoint, headers=headers, timeout=spec.timeout).close()
+            except ValueError as exc:
+                raise DeliveryConfigError(f"delivery {spec.name!r}: {self._redact(str(exc))}") from None
             plan.append((spec, headers, layout, parts))
         return plan
+
+    def _redact(self, text: str) -> str:
+        return redact_text(text, self._secrets)
 
     def run(self) -> DeliverySummary:
         """Deliver; returns the summary (also written to the run log, one row per delivery).
 
         Raises:
             DeliveryError: a topic or partition does not exist (nothing is delivered).
-            DeliveryConfigError: a header's environment variable is not set.
+            DeliveryConfigError: a header's environment variable is not set, or its value
+                cannot be sent (the message names the header, never its value).
         """
         t0 = time.perf_counter()
         with Source(self.source_path) as source:
             plan = self._plan(source)
             runs = {}
-            with source._ledger.atomic() as conn:
+            with source.ledger.atomic() as conn:
                 for spec, _h, _layout, parts in plan:
                     run = RunResult(new_run_id("deliver"), "delivery", stage=f"deliver:{spec.name}", consumer=spec.name,
                                     inputs=[spec.topic], outputs=[redact_url(spec.endpoint)],
@@ -331,40 +393,67 @@ class DeliveryWorker:
         stats = [PartitionStats(spec.name, spec.topic, p) for spec, _h, _l, parts in plan for p in parts]
         threads = []
         it = iter(stats)
-        for spec, headers, layout, parts in plan:
-            for p in parts:
-                st = next(it)
-                t = threading.Thread(target=self._guarded, args=(spec, headers, layout, p, st),
-                                     name=f"deliver-{spec.name}-{p}", daemon=True)
-                threads.append(t)
-                t.start()
-        next_report = time.monotonic() + self.progress_every
-        while True:
-            alive = [t for t in threads if t.is_alive()]
-            if not alive:
-                break
-            alive[0].join(timeout=0.1)  # short waits: signal handlers run on this thread
-            if self.progress and time.monotonic() >= next_report:
-                next_report = time.monotonic() + self.progress_every
-                with self._lock:
-                    done = sum(s.delivered for s in stats)
-                    failed = sum(s.failed_attempts for s in stats)
-                    quarantined = sum(s.quarantined for s in stats)
-                self.progress(f"deliver: {done} delivered, {failed} failed attempt(s), {quarantined} quarantined"
-                              + (" (stopping after the batches in flight)" if self.stopping else ""))
+        done = threading.Event()
+        heartbeat = threading.Thread(target=self._heartbeat, args=(done,), name="deliver-leases", daemon=True)
+        heartbeat.start()
+        try:
+            for spec, headers, layout, parts in plan:
+                for p in parts:
+                    st = next(it)
+                    t = threading.Thread(target=self._guarded, args=(spec, headers, layout, p, st),
+                                         name=f"deliver-{spec.name}-{p}", daemon=True)
+                    threads.append(t)
+                    t.start()
+            next_report = time.monotonic() + self.progress_every
+            while True:
+                alive = [t for t in threads if t.is_alive()]
+                if not alive:
+                    break
+                alive[0].join(timeout=0.1)  # short waits: signal handlers run on this thread
+                if self.progress and time.monotonic() >= next_report:
+                    next_report = time.monotonic() + self.progress_every
+                    with self._lock:
+                        delivered = sum(s.delivered for s in stats)
+                        failed = sum(s.failed_attempts for s in stats)
+                        quarantined = sum(s.quarantined for s in stats)
+                    self.progress(f"deliver: {delivered} delivered, {failed} failed attempt(s), "
+                                  f"{quarantined} quarantined"
+                                  + (" (stopping after the batches in flight)" if self.stopping else ""))
+        finally:
+            done.set()
+            heartbeat.join(timeout=10)
         summary = DeliverySummary(stats, [r.run_id for r in runs.values()], time.perf_counter() - t0)
         self._finish(runs, stats)
         return summary
 
+    def _now_ms(self) -> int:
+        return int(clock.now().timestamp() * 1000)
+
+    def _heartbeat(self, done: threading.Event) -> None:
+        """Renew this worker's leases every third of their length; give them up at the end."""
+        with Source(self.source_path) as source:
+            ledger = source.ledger
+            while not done.wait(self.lease_ms / 3000):
+                try:
+                    with ledger.relaxed_sync(), ledger.atomic() as conn:
+                        state.renew_leases_in_current_transaction(conn, self.owner, self._now_ms(), self.lease_ms)
+                except MinikafkaError as exc:  # a busy ledger: the next beat tries again
+                    log.warning("deliver: could not renew the partition leases: %s", exc)
+            try:
+                with ledger.atomic() as conn:
+                    state.release_leases_in_current_transaction(conn, self.owner)
+            except MinikafkaError as exc:  # they expire by themselves
+                log.warning("deliver: could not release the partition leases: %s", exc)
+
     def _finish(self, runs: dict, stats: list[PartitionStats]) -> None:
         with Source(self.source_path) as source:
-            conn = source._ledger.conn
+            conn = source.ledger.conn
             for st in stats:
                 cid = acks.find_consumer(conn, st.topic, st.group)
                 if cid is not None:
                     st.committed = acks.committed_offset(conn, cid, st.partition)
                     st.lag = acks.lag(conn, st.topic, cid).get(st.partition, 0)
-            with source._ledger.atomic() as conn:
+            with source.ledger.atomic() as conn:
                 for (group, topic), run in runs.items():
                     mine = [s for s in stats if s.group == group and s.topic == topic]
                     run.rows_in = sum(s.delivered + s.quarantined for s in mine)
@@ -373,12 +462,13 @@ class DeliveryWorker:
                     run.rows_failed = sum(s.failed_attempts for s in mine)
                     run.details["by_partition"] = {
                         s.partition: {"delivered": s.delivered, "batches": s.batches, "failed_attempts": s.failed_attempts,
-                                      "quarantined": s.quarantined, "committed": s.committed, "lag": s.lag}
+                                      "quarantined": s.quarantined, "committed": s.committed, "lag": s.lag,
+                                      **({"held_by": s.held_by} if s.held_by else {})}
                         for s in mine}
                     run.details["stopped_by_signal"] = self.stopping
                     errors = [f"partition {s.partition}: {s.error}" for s in mine if s.error]
                     if errors:
-                        run.finish("failed", "; ".join(errors)[:2000])
+                        run.finish("failed", self._redact("; ".join(errors))[:2000])
                     elif run.rows_quarantined:
                         run.finish("partial", f"{run.rows_quarantined} row(s) quarantined after max_attempts")
                     else:
@@ -390,9 +480,15 @@ class DeliveryWorker:
         try:
             self._deliver_partition(spec, headers, layout, partition, stats)
         except Exception as exc:  # one partition's trouble must not take the others down
-            stats.error = f"{type(exc).__name__}: {exc}"
+            stats.error = self._redact(f"{type(exc).__name__}: {exc}")
 
     # -- one partition --------------------------------------------------------------------
+    def _take_lease(self, ledger, cid: int, partition: int) -> str | None:
+        """None when this worker holds the partition's lease now, else its holder."""
+        with ledger.relaxed_sync(), ledger.atomic() as conn:
+            return state.acquire_lease_in_current_transaction(conn, cid, partition, self.owner, self._now_ms(),
+                                                              self.lease_ms, gone=process_gone)
+
     def _deliver_partition(self, spec: DeliverySpec, headers: dict, layout: TopicLayout, partition: int,
                            stats: PartitionStats) -> None:
         backoff = Backoff(spec.interval, max(spec.interval, spec.max_backoff))
@@ -400,15 +496,30 @@ class DeliveryWorker:
                                                            timeout=spec.timeout) as http:
             group = source.group(spec.name)
             cid = group._consumer_id(spec.topic, register=True)
-            ledger = source._ledger
+            ledger = source.ledger
+            leased = False
             while not self.stopping:
+                if not leased:
+                    holder = self._take_lease(ledger, cid, partition)
+                    if holder is not None:
+                        if self.once:
+                            stats.held_by = holder
+                            return
+                        # a standby: ask again soon, without taking the write lock every few ms
+                        self._stop.wait(min(max(spec.interval, STANDBY_POLL), self.lease_ms / 1000))
+                        continue
+                    leased = True
                 batch = self._next_batch(source, group, cid, layout, partition, spec.batch_size)
                 if batch is None:
                     if self.once:
                         return
                     self._stop.wait(spec.interval)
                     continue
+                if batch is _LOST:
+                    leased = False
+                    continue
                 rows, first, last, attempts = batch
+                row_ids = [r[0] for r in rows]
                 key = idempotency_key(spec.name, spec.topic, partition, first, last)
                 body = to_json_bytes({"topic": spec.topic, "partition": partition, "messages": [
                     {"offset": r[0], "data": d, "created": r[1]} for r, d in zip(rows, _field_dicts(layout, rows))]})
@@ -417,69 +528,95 @@ class DeliveryWorker:
                     outcome = http.post_json(body=body, idempotency_key=key)
                     if outcome.ok:
                         with ledger.relaxed_sync(), ledger.atomic() as conn:
-                            acks.commit_offset_in_current_transaction(conn, spec.topic, cid, partition, last, utc_now())
-                            conn.execute("DELETE FROM _minikafka_inflight WHERE consumer_id = ? AND partition = ?",
-                                         (cid, partition))
+                            kept = state.settle_batch_in_current_transaction(conn, spec.topic, cid, partition, row_ids,
+                                                                             utc_now(), owner=self.owner)
                         with self._lock:
-                            stats.delivered += len(rows)
-                            stats.batches += 1
+                            if kept:
+                                stats.delivered += len(rows)
+                                stats.batches += 1
+                            else:
+                                stats.leases_lost += 1
+                        leased = leased and kept
                         break
                     attempts += 1
                     tries_this_run += 1
                     with self._lock:
                         stats.failed_attempts += 1
+                    described = self._redact(outcome.describe())
                     if spec.max_attempts and attempts >= spec.max_attempts:
-                        self._quarantine(ledger, spec, cid, layout, partition, rows, last, attempts, outcome)
+                        kept = self._quarantine(ledger, spec, cid, layout, partition, rows, attempts, described)
                         with self._lock:
-                            stats.quarantined += len(rows)
+                            if kept:
+                                stats.quarantined += len(rows)
+                            else:
+                                stats.leases_lost += 1
+                        leased = leased and kept
                         break
                     with ledger.relaxed_sync(), ledger.atomic() as conn:
-                        conn.execute("UPDATE _minikafka_inflight SET attempts = ?, last_error = ?, updated_at = ? "
-                                     "WHERE consumer_id = ? AND partition = ?",
-                                     (attempts, outcome.describe()[:500], utc_now(), cid, partition))
+                        state.note_failed_attempt_in_current_transaction(conn, cid, partition, attempts,
+                                                                         described[:500], utc_now())
                     if (self.once and not spec.max_attempts and tries_this_run >= ONCE_MIN_ATTEMPTS
                             and spec.interval * 2 ** (tries_this_run - 1) >= backoff.cap):
                         stats.error = (f"{redact_url(spec.endpoint)} failed {tries_this_run} time(s) this run "
-                                       f"(last: {outcome.describe()[:300]}); offsets {first}-{last} stay pending")
+                                       f"(last: {described[:300]}); offsets {first}-{last} stay pending")
                         return
                     if self._stop.wait(backoff.delay(attempts, self.rng)):
                         return
 
     def _next_batch(self, source: Source, group, cid: int, layout: TopicLayout, partition: int,
-                    batch_size: int) -> tuple[list[tuple], int, int, int] | None:
-        """The batch in flight (after a crash: the same offsets again), else the next one, recorded in flight."""
-        ledger = source._ledger
-        conn = ledger.conn
-        inflight = conn.execute(
-            "SELECT first_offset, last_offset, attempts FROM _minikafka_inflight WHERE consumer_id = ? AND partition = ?",
-            (cid, partition)).fetchone()
+                    batch_size: int) -> tuple[list[tuple], int, int, int] | object | None:
+        """The batch in flight (after a crash: the same offsets again), else the next one,
+        recorded in flight; None when nothing is pending, ``_LOST`` when the lease is gone."""
+        ledger = source.ledger
+        inflight = state.inflight_batch(ledger.conn, cid, partition)
         if inflight is not None:
             first, last, attempts = inflight
             rows, _ = group._fetch_rows(layout, partition, batch_size + (last - first) + 1)
             rows = [r for r in rows if first <= r[0] <= last]
             if rows:
                 return rows, first, last, attempts
-            with ledger.atomic() as c:
-                c.execute("DELETE FROM _minikafka_inflight WHERE consumer_id = ? AND partition = ?", (cid, partition))
+            with ledger.atomic() as conn:
+                state.clear_inflight_in_current_transaction(conn, cid, partition)
         rows, _ = group._fetch_rows(layout, partition, batch_size)
         if not rows:
             return None
         first, last = rows[0][0], rows[-1][0]
-        with ledger.relaxed_sync(), ledger.atomic() as c:
-            c.execute("INSERT OR REPLACE INTO _minikafka_inflight (consumer_id, partition, first_offset, last_offset, "
-                      "rows, attempts, updated_at) VALUES (?, ?, ?, ?, ?, 0, ?)",
-                      (cid, partition, first, last, len(rows), utc_now()))
+        with ledger.relaxed_sync(), ledger.atomic() as conn:
+            if not state.record_inflight_in_current_transaction(conn, cid, partition, first, last, len(rows),
+                                                                utc_now(), owner=self.owner):
+                return _LOST
         return rows, first, last, 0
 
     def _quarantine(self, ledger, spec: DeliverySpec, cid: int, layout: TopicLayout, partition: int,
-                    rows: list[tuple], last: int, attempts: int, outcome: PostOutcome) -> None:
-        reason = (f"delivery to {redact_url(spec.endpoint)} failed {attempts} time(s); last: "
-                  f"{outcome.describe()[:500]}")
-        now = utc_now()
+                    rows: list[tuple], attempts: int, described: str) -> bool:
+        reason = f"delivery to {redact_url(spec.endpoint)} failed {attempts} time(s); last: {described[:500]}"
         payloads = [json.dumps(d, default=str, ensure_ascii=False) for d in _field_dicts(layout, rows)]
         with ledger.atomic() as conn:
-            quarantine_in_current_transaction(conn, [
-                Quarantined(spec.topic, payload, reason, "delivery", now, consumer=spec.name, row_id=r[0],
-                            attempts=attempts) for r, payload in zip(rows, payloads)])
-            acks.commit_offset_in_current_transaction(conn, spec.topic, cid, partition, last, now)
-            conn.execute("DELETE FROM _minikafka_inflight WHERE consumer_id = ? AND partition = ?", (cid, partition))
+            return state.quarantine_batch_in_current_transaction(
+                conn, spec.topic, spec.name, cid, partition, [(r[0], p) for r, p in zip(rows, payloads)], reason,
+                attempts, utc_now(), owner=self.owner)
+
+
+_LOST = object()  # _next_batch: the partition's lease went to another worker
+
+
+def process_gone(owner: str) -> bool:
+    """The lease holder ``host:pid:nonce`` was a process on this host that no longer runs."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:  # a killed process its parent has not reaped yet still answers kill(0)
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False

@@ -30,16 +30,23 @@ from __future__ import annotations
 import base64
 import enum
 import json
+import math
 import random
+import re
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
+
+from ..util.redact import redact_text, redact_url, url_secrets
+
+__all__ = ["Backoff", "HttpPoster", "PostOutcome", "check_endpoint", "check_header", "idempotency_key",
+           "json_default", "redact_url", "to_json_bytes"]
 
 EXCERPT_CHARS = 500
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -71,13 +78,53 @@ class PostOutcome:
         return f"HTTP {self.status}" + (f": {text}" if text else "")
 
 
-def redact_url(url: str) -> str:
-    """``url`` without user info, query or fragment (where tokens tend to hide)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+_TCHAR = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def check_header(name: object, value: object) -> None:
+    """Refuse a header HTTP cannot carry, naming the header and never its value.
+
+    A value with a line break (``"Bearer x\\r"`` read from a file with CRLF endings),
+    another control character, or leading/trailing whitespace would make the HTTP
+    library raise an error quoting the value: the secret would reach logs and the ledger.
+
+    Raises:
+        ValueError: a name that is not an HTTP token, or such a value.
+    """
+    if not isinstance(name, str) or not _TCHAR.match(name):
+        raise ValueError(f"header name {name!r} is not a valid HTTP header name")
+    if not isinstance(value, str):
+        raise ValueError(f"header {name!r}: the value must be text, got {type(value).__name__} (value not shown)")
+    if _BAD_VALUE.search(value):
+        raise ValueError(f"header {name!r}: the value holds a line break (CR/LF) or another control character; "
+                         "fix the value (not shown here)")
+    if value != value.strip(" \t"):
+        raise ValueError(f"header {name!r}: the value starts or ends with whitespace; fix the value (not shown here)")
+
+
+def check_endpoint(endpoint: object) -> str:
+    """``endpoint`` if it is an http(s) URL with a host and a valid port.
+
+    Raises:
+        ValueError: anything else (the message shows the URL redacted).
+    """
+    if not isinstance(endpoint, str):
+        raise ValueError(f"endpoint must be an http:// or https:// URL, got {endpoint!r}")
+    try:
+        parts = urlsplit(endpoint)
+    except ValueError:
+        raise ValueError(f"endpoint {redact_url(endpoint)!r} is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"endpoint must be an http:// or https:// URL with a host, got {redact_url(endpoint)!r}")
+    try:
+        parts.port  # noqa: B018 (urllib checks the range only when asked)
+    except ValueError:
+        raise ValueError(f"endpoint {redact_url(endpoint)!r} has an invalid port "
+                         f"(a number from 1 to 65535)") from None
+    if parts.port == 0:
+        raise ValueError(f"endpoint {redact_url(endpoint)!r} has an invalid port (a number from 1 to 65535)")
+    return endpoint
 
 
 class HttpPoster:
@@ -86,25 +133,31 @@ class HttpPoster:
     Args:
         endpoint: an http(s) URL.
         headers: extra headers sent with every request (values may be secrets: they
-            never appear in ``repr``, logs or outcomes).
+            never appear in ``repr``, logs or outcomes; an error text or answer body
+            quoting one has it masked).
         timeout: seconds allowed for each of connecting, sending, reading the answer
             and waiting for a pooled connection.
         client: an ``httpx.Client`` to use instead of a new one (not closed by ``close()``).
 
     Raises:
-        ValueError: the endpoint is not an http(s) URL with a host.
+        ValueError: the endpoint is not an http(s) URL with a host and a valid port, the
+            timeout is not a positive finite number, or a header cannot be sent (the
+            message names the header, never its value).
     """
 
     def __init__(self, endpoint: str, *, headers: dict[str, str] | None = None, timeout: float = 10.0,
                  client: httpx.Client | None = None):
-        parts = urlsplit(endpoint)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"endpoint must be an http:// or https:// URL with a host, got {redact_url(endpoint)!r}")
-        if not timeout or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        check_endpoint(endpoint)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+                or timeout <= 0:
+            raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
+        for name, value in (headers or {}).items():
+            check_header(name, value)
         self.endpoint = endpoint
         self.timeout = float(timeout)
         self._headers = {"Content-Type": "application/json", **(headers or {})}
+        # what an error text or an answer body must never show: header values, URL password/query
+        self._secrets = [v for k, v in (headers or {}).items() if k.lower() != "content-type"] + url_secrets(endpoint)
         self._own_client = client is None
         self._client = client or httpx.Client(timeout=httpx.Timeout(self.timeout), follow_redirects=False)
 
@@ -139,10 +192,13 @@ class HttpPoster:
         except httpx.TimeoutException as exc:
             return PostOutcome(False, None, "", f"timeout after {self.timeout:g}s ({type(exc).__name__})",
                                time.perf_counter() - t0)
-        except httpx.HTTPError as exc:
-            return PostOutcome(False, None, "", f"{type(exc).__name__}: {_first_line(exc)}", time.perf_counter() - t0)
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            error = redact_text(f"{type(exc).__name__}: {_first_line(exc)}", self._secrets)
+            return PostOutcome(False, None, "", error, time.perf_counter() - t0)
         elapsed = time.perf_counter() - t0
-        excerpt = "" if 200 <= response.status_code < 300 else response.text[:EXCERPT_CHARS]
+        # an answer may echo the request's headers back: never keep a secret from it
+        excerpt = "" if 200 <= response.status_code < 300 else redact_text(response.text[:EXCERPT_CHARS],
+                                                                             self._secrets)
         return PostOutcome(200 <= response.status_code < 300, response.status_code, excerpt, None, elapsed)
 
 

@@ -1,10 +1,16 @@
 """MQTTSource and MQTTSink (paho-mqtt 2.x; ``pip install minikafka[mqtt]``).
 
 The source subscribes to a topic filter and appends each message's JSON payload to a
-topic. Messages are acknowledged to the broker (QoS 1) only after the transaction that
-stored them committed, so a crash re-delivers instead of losing (at-least-once; a dedup
-key on the topic drops the repeats). A payload that is not valid JSON or does not fit
-the topic goes to the quarantine with the MQTT topic it came on. An unreachable broker
+topic. It keeps a persistent session (``clean_session=False``) under a stable client id
+(derived from the ledger file, the topic and the filter; ``client_id=`` overrides it),
+subscribes with QoS 1, and acknowledges each message to the broker only after the
+transaction that stored it committed (paho's manual acks). A process killed between
+receiving and committing gets the unacknowledged messages again from the broker when it
+reconnects under the same id: at-least-once, and a dedup key on the topic drops the
+repeats. A payload that is not valid JSON, does not fit the topic, or holds a value the
+ledger refuses (NaN, infinity) goes to the quarantine with the MQTT topic it came on,
+and the source goes on. The URL's password never appears in ``repr``, logs or errors.
+An unreachable broker
 is a ``ConnectorError`` naming it; in follow mode the source retries with exponential
 backoff (capped), and reconnects the same way after a lost connection.
 
@@ -14,6 +20,7 @@ a failed publish fails the window (which is offered again).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -23,19 +30,28 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import ConnectorError
+from ..util.duration import parse_duration
 from ..util.optional import require
-from .intake import parse_message, store_in_current_transaction
+from ..util.redact import redact_url
+from .batches import Incoming, loads_strict, parse_json_message, store_batch
+from .intake import validate_payload
 
 log = logging.getLogger("minikafka.connectors")
 SCHEMES = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
 
 
 def _parse_url(url: str) -> tuple[str, int, str | None, str | None, bool]:
-    parsed = urlparse(url if "://" in url else f"mqtt://{url}")
-    if parsed.scheme not in SCHEMES or not parsed.hostname:
-        raise ConnectorError(f"MQTT url must look like mqtt://host[:port] (or mqtts://), got {url!r}")
-    port = parsed.port or SCHEMES[parsed.scheme]
-    return parsed.hostname, port, parsed.username, parsed.password, parsed.scheme in ("mqtts", "ssl")
+    if not isinstance(url, str):
+        raise ConnectorError(f"MQTT url must be text like mqtt://host[:port], got {type(url).__name__}")
+    try:
+        parsed = urlparse(url if "://" in url else f"mqtt://{url}")
+        port = parsed.port
+    except ValueError:
+        parsed, port = None, None
+    if parsed is None or parsed.scheme not in SCHEMES or not parsed.hostname:
+        raise ConnectorError(f"MQTT url must look like mqtt://host[:port] (or mqtts://), got {redact_url(url)!r}")
+    return parsed.hostname, port or SCHEMES[parsed.scheme], parsed.username, parsed.password, \
+        parsed.scheme in ("mqtts", "ssl")
 
 
 def _client(client_id: str, clean_session: bool, user, password, tls: bool, manual_ack: bool = False):
@@ -60,13 +76,15 @@ class _Node:
             raise ConnectorError(f"qos must be 0, 1 or 2, got {qos!r}")
         if not isinstance(topic, str) or not topic:
             raise ConnectorError(f"MQTT topic must be a non-empty string, got {topic!r}")
-        self.url = url
+        if client_id is not None and (not isinstance(client_id, str) or not client_id):
+            raise ConnectorError(f"client_id must be a non-empty string, got {client_id!r}")
         self.host, self.port, self._user, self._password, self._tls = _parse_url(url)
+        self.url = redact_url(url if "://" in url else f"mqtt://{url}")  # the password stays in _password only
         self.topic = topic
         self.qos = qos
-        self.client_id = client_id or f"minikafka-{self.kind}-{uuid.uuid4().hex[:12]}"
+        self.client_id = client_id
         self.clean_session = clean_session
-        self.connect_timeout = connect_timeout
+        self.connect_timeout = parse_duration(connect_timeout, what="connect_timeout")
 
     @property
     def where(self) -> str:
@@ -95,6 +113,11 @@ class MQTTSource(_Node):
         max_backoff: the longest wait between reconnection attempts, in seconds.
         batch, flush_interval: messages are stored in transactions of up to ``batch``
             messages, at least every ``flush_interval`` seconds.
+        client_id: the MQTT client id of the persistent session (default: derived from the
+            ledger file, the topic and the filter, the same at every restart). Two sources
+            must not share one: the broker disconnects the older.
+        clean_session: True drops the session at every disconnect (messages not yet
+            committed when the process dies are then lost); default False.
 
     Attributes:
         ready: an Event set once subscribed. received, appended, quarantined: counts.
@@ -103,13 +126,16 @@ class MQTTSource(_Node):
     kind = "source"
 
     def __init__(self, url: str, topic: str, *, qos: int = 1, follow: bool = True, envelope: bool = False,
-                 max_backoff: float = 30.0, batch: int = 500, flush_interval: float = 0.05, **kwargs: Any):
-        super().__init__(url, topic, qos=qos, **kwargs)
+                 max_backoff: float = 30.0, batch: int = 500, flush_interval: float = 0.05,
+                 clean_session: bool = False, **kwargs: Any):
+        super().__init__(url, topic, qos=qos, clean_session=clean_session, **kwargs)
         self.follow = follow
         self.envelope = envelope
-        self.max_backoff = max_backoff
+        self.max_backoff = parse_duration(max_backoff, what="max_backoff")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConnectorError(f"batch must be a positive integer, got {batch!r}")
         self.batch = batch
-        self.flush_interval = flush_interval
+        self.flush_interval = parse_duration(flush_interval, what="flush_interval")
         self.ready = threading.Event()
         self.received = self.appended = self.quarantined = 0
         self._cancel = threading.Event()
@@ -124,7 +150,8 @@ class MQTTSource(_Node):
         Raises:
             ConnectorError: the broker cannot be reached and ``follow`` is False.
         """
-        client = _client(self.client_id, self.clean_session, self._user, self._password, self._tls,
+        client_id = self.client_id or self.session_id(topic)
+        client = _client(client_id, self.clean_session, self._user, self._password, self._tls,
                          manual_ack=self.qos > 0)
         client.on_connect = self._on_connect
         client.on_subscribe = lambda *a, **k: self.ready.set()
@@ -145,6 +172,16 @@ class MQTTSource(_Node):
                     self._flush(topic, client)
             finally:
                 client.disconnect()
+
+    def session_id(self, topic: Any) -> str:
+        """The client id of this source's persistent session: stable for one ledger file,
+        topic and filter (``minikafka-`` and 12 hex digits, within MQTT 3.1's 23 bytes)."""
+        from pathlib import Path
+
+        path = topic.source.path
+        where = path if path == ":memory:" else str(Path(path).resolve())
+        digest = hashlib.sha256(f"{where}\0{topic.name}\0{self.topic}".encode()).hexdigest()
+        return f"minikafka-{digest[:12]}"
 
     def _reach(self, client, *, first: bool) -> None:
         delay = 0.5
@@ -175,26 +212,21 @@ class MQTTSource(_Node):
 
     def _flush(self, topic: Any, client) -> None:
         messages, self._buffer = self._buffer, []
-        valid, bad = [], []
+        incoming = []
         for m in messages:
             if self.envelope:
-                from .intake import validate_payload
-
                 try:
-                    payload = json.loads(m.payload)
+                    payload = loads_strict(m.payload)
                 except ValueError:
                     payload = m.payload.decode("utf-8", "replace")
                 model, reason = validate_payload(
                     topic, {"topic": m.topic, "payload": payload, "qos": m.qos, "retain": bool(m.retain)})
             else:
-                model, reason = parse_message(topic, m.payload)
-            if model is None:
-                bad.append((m.payload.decode("utf-8", "replace"), reason, f"mqtt:{m.topic}"))
-            else:
-                valid.append(model)
-        with topic.source._ledger.atomic():
-            self.appended += store_in_current_transaction(topic, valid, bad)
-        self.quarantined += len(bad)
+                model, reason = parse_json_message(topic, m.payload)
+            incoming.append(Incoming(model, m.payload.decode("utf-8", "replace"), reason, f"mqtt:{m.topic}"))
+        appended, quarantined = store_batch(topic, incoming)
+        self.appended += appended
+        self.quarantined += quarantined
         if self.qos > 0:
             for m in messages:  # acknowledged only now: a crash before this re-delivers
                 client.ack(m.mid, m.qos)
@@ -212,7 +244,8 @@ class MQTTSink(_Node):
     def __init__(self, url: str, topic: str, *, qos: int = 1, timeout: float = 10.0, retain: bool = False,
                  **kwargs: Any):
         super().__init__(url, topic, qos=qos, **kwargs)
-        self.timeout = timeout
+        self.client_id = self.client_id or f"minikafka-sink-{uuid.uuid4().hex[:12]}"
+        self.timeout = parse_duration(timeout, what="timeout")
         self.retain = retain
         self._client = None
         self._lock = threading.Lock()

@@ -8,6 +8,8 @@ Rows come from three places, told apart by ``origin``:
   output topic, ``payload`` the row as JSON, ``row_id`` its parent's id.
 - ``FILE:LINE``: a line of an ingested or backfilled file that did not validate;
   ``payload`` is the raw line.
+- ``delivery``: a row an HTTP delivery gave up on after ``max_attempts``; ``consumer``
+  is the group, ``row_id`` the row (requeueing makes it pending for the group again).
 
 Requeueing needs the topic's model and lives in ``api.core.requeue``.
 """

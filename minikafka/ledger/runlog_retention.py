@@ -1,38 +1,19 @@
 """Retention of the run log and of the quality reports written beside the ledger.
 
 Topics are append-only and never pruned here; only the bookkeeping that grows with
-every run is: old rows of ``_minikafka_runs`` and old HTML reports.
+every run is: old rows of ``_minikafka_runs`` and old HTML reports. Ages are read with
+``util.duration.parse_timedelta`` (the one duration grammar: 30d, 12h, 2w, 90m, ...).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from ..errors import MinikafkaError
 from ..util.clock import format_timestamp
 
-_AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 REPORT_DIR = "quality-reports"
-
-
-class InvalidAgeError(MinikafkaError, ValueError):
-    """An age that is not a whole number followed by s, m, h, d or w."""
-
-
-def parse_age(text: str) -> timedelta:
-    """``30d`` -> 30 days; units s, m, h, d, w.
-
-    Raises:
-        InvalidAgeError: anything else.
-    """
-    m = _AGE.match(text or "")
-    if not m:
-        raise InvalidAgeError(f"invalid age {text!r}: write a number and a unit, e.g. 30d, 12h, 2w (s, m, h, d, w)")
-    return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
 
 
 def cutoff(age: timedelta, now: datetime | None = None) -> str:

@@ -241,8 +241,23 @@ CREATE TABLE IF NOT EXISTS _minikafka_notifications (
 CREATE INDEX IF NOT EXISTS _minikafka_notifications_by_channel ON _minikafka_notifications (channel, id);
 """
 
+# HTTP delivery (ledger/deliveries.py): which worker delivers a group's partition now. A
+# worker takes the lease before it fetches and renews it while it delivers; every write
+# of a batch checks it, so two workers never deliver one partition at once. Times are
+# milliseconds since the Unix epoch (UTC).
+DELIVERIES = """
+CREATE TABLE IF NOT EXISTS _minikafka_delivery_leases (
+    consumer_id INTEGER NOT NULL REFERENCES _minikafka_consumers(id) ON DELETE CASCADE,
+    partition INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (consumer_id, partition)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS _minikafka_delivery_leases_by_owner ON _minikafka_delivery_leases (owner);
+"""
+
 # every block, in creation order
-PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS]
+PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES]
 
 
 def schema_statements() -> list[str]:

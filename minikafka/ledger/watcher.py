@@ -32,7 +32,16 @@ streams)::
 
 ``wait`` returns the new change count (equal to ``mark`` on timeout). A spare
 wake is harmless (the caller re-reads); a missed one cannot happen as long as
-``mark()`` was taken before the read. ``wait_until`` wraps the loop.
+``mark()`` was taken before the read. ``wait_until`` wraps the loop. A timeout is
+None (no limit) or a finite number of seconds; NaN or infinity is an error (a NaN
+deadline never passes, and the wait would spin).
+
+When the ledger file is replaced under a running watcher (another file renamed over
+its path, or the path deleted and created again), every connection already open
+keeps reading the old file and no commit would ever wake a waiter again. The thread
+compares the path's device and inode with the ones it started with about every
+``IDENTITY_CHECK`` seconds (at once on a file event), and then every ``wait`` and
+``mark`` raises ``LedgerReplacedError`` naming the file.
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from ..errors import InvalidDurationError, InvalidSettingError, LedgerReplacedError
 from .connection import file_uri
 
 log = logging.getLogger("minikafka")
@@ -58,6 +68,8 @@ POLL_INTERVAL = 0.001
 POLL_BACKOFF = 0.01
 HOT_WINDOW = 0.25
 IDLE_CHECK = 0.25
+IDENTITY_CHECK = 0.5
+BACKENDS = ("inotify", "poll")
 
 T = TypeVar("T")
 
@@ -88,11 +100,43 @@ def _open_inotify(directory: str) -> int | None:
 
 
 def default_backend() -> str:
-    """``MINIKAFKA_WATCHER`` (``poll`` or ``inotify``), else inotify on Linux, poll elsewhere."""
-    chosen = os.environ.get("MINIKAFKA_WATCHER", "").strip().lower()
-    if chosen in ("poll", "inotify"):
+    """``MINIKAFKA_WATCHER`` (``poll`` or ``inotify``), else inotify on Linux, poll elsewhere.
+
+    Raises:
+        InvalidSettingError: ``MINIKAFKA_WATCHER`` holds anything else (empty means unset).
+    """
+    raw = os.environ.get("MINIKAFKA_WATCHER", "")
+    chosen = raw.strip().lower()
+    if chosen in BACKENDS:
         return chosen
+    if chosen:
+        raise InvalidSettingError(
+            f"MINIKAFKA_WATCHER={raw!r} is not a watcher backend: use 'inotify' or 'poll' (or leave it unset)")
     return "inotify" if sys.platform.startswith("linux") else "poll"
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, or None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """``timeout`` if it is None or a finite number (negative counts as 0).
+
+    Raises:
+        InvalidDurationError: NaN, infinity, or not a number.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout \
+            or timeout in (float("inf"), float("-inf")):
+        raise InvalidDurationError(
+            f"timeout must be None or a finite number of seconds >= 0, got {timeout!r}")
+    return max(0.0, float(timeout))
 
 
 class Watcher:
@@ -104,11 +148,19 @@ class Watcher:
         backend: "inotify", "poll" or None for ``default_backend()``.
 
     The thread starts on the first ``mark()`` and stops on ``close()``.
+
+    Raises:
+        InvalidSettingError: an unknown backend (or ``MINIKAFKA_WATCHER`` value).
     """
 
     def __init__(self, path: str, *, backend: str | None = None):
         self.path = str(path)
+        if backend is not None and backend not in BACKENDS:
+            raise InvalidSettingError(f"watcher backend must be 'inotify' or 'poll', got {backend!r}")
         self.backend = backend or default_backend()
+        # the file this Source opened: a different one at the path later means it was replaced
+        self._identity = None if self.path == ":memory:" else _identity(self.path)
+        self.error: LedgerReplacedError | None = None
         self._cond = threading.Condition()
         self._changes = 0
         self._waiting = 0
@@ -120,10 +172,16 @@ class Watcher:
 
     # -- the waiter's side ------------------------------------------------------
     def mark(self) -> int:
-        """Start the thread if needed and return the change count. Call BEFORE reading state."""
+        """Start the thread if needed and return the change count. Call BEFORE reading state.
+
+        Raises:
+            LedgerReplacedError: the ledger file was replaced since the Source opened it.
+        """
         if self._thread is None and self.path != ":memory:":
             self._start()
         with self._cond:
+            if self.error is not None:
+                raise self.error
             return self._changes
 
     def wait(self, mark: int, timeout: float | None = None) -> int:
@@ -131,22 +189,31 @@ class Watcher:
 
         Returns:
             The current change count (``mark`` itself when it timed out).
+
+        Raises:
+            LedgerReplacedError: the ledger file was replaced (before or during the wait).
+            InvalidDurationError: a NaN or infinite timeout.
         """
-        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        timeout = check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            if self.error is not None:
+                raise self.error
             if self._changes != mark or self._closed:
                 return self._changes
             self._waiting += 1
             if self._waiting == 1:
                 self._poke()
             try:
-                while self._changes == mark and not self._closed:
+                while self._changes == mark and not self._closed and self.error is None:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         break
                     self._cond.wait(remaining)
             finally:
                 self._waiting -= 1
+            if self.error is not None:
+                raise self.error
             return self._changes
 
     def close(self) -> None:
@@ -192,6 +259,20 @@ class Watcher:
             self._changes += 1
             self._cond.notify_all()
 
+    def _replaced(self) -> bool:
+        """Whether the path no longer names the file this watcher started on; if so, every
+        waiter is released with ``LedgerReplacedError``."""
+        now = _identity(self.path)
+        if self._identity is None or now == self._identity:
+            return False
+        how = "removed" if now is None else "replaced by another file (renamed over it, or deleted and created again)"
+        with self._cond:
+            self.error = LedgerReplacedError(
+                f"the ledger file {self.path} was {how} while this Source had it open: its connections still "
+                f"read the old file and would never see a commit again; open a new Source on {self.path}")
+            self._cond.notify_all()
+        return True
+
     def _connect(self) -> sqlite3.Connection | None:
         try:
             # read-only: the watcher only reads PRAGMA data_version, and never creates a file
@@ -212,6 +293,7 @@ class Watcher:
         wake_r = self._wake_r
         self._started.set()
         hot_until = 0.0
+        next_identity_check = 0.0
         try:
             while not self._closed:
                 now = time.monotonic()
@@ -228,10 +310,16 @@ class Watcher:
                     return  # closed under us
                 if self._closed:
                     return
+                file_event = False
                 for fd in ready:
                     _drain(fd)
                     if fd == inotify or inotify is None:  # a file event, or (polling) a new waiter
                         hot_until = time.monotonic() + HOT_WINDOW
+                        file_event = file_event or fd == inotify
+                if file_event or time.monotonic() >= next_identity_check:
+                    next_identity_check = time.monotonic() + IDENTITY_CHECK
+                    if self._replaced():
+                        return
                 if conn is None:
                     conn = self._connect()
                     last = None
@@ -285,7 +373,12 @@ def wait_until(watcher: Watcher, ready: Callable[[], T], timeout: float | None =
 
     Returns:
         The first truthy value of ``ready()``, or None on timeout.
+
+    Raises:
+        LedgerReplacedError: the ledger file was replaced while waiting.
+        InvalidDurationError: a NaN or infinite timeout.
     """
+    timeout = check_timeout(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         mark = watcher.mark()

@@ -2,8 +2,10 @@
 
 Each POST takes the next step of ``script`` (the last one repeats): an int is a status
 to answer, ``"hang"`` sleeps past the client's timeout before answering 200 (the
-client gives up first), ``"close"`` drops the connection without an answer. Every
-request is recorded (headers, JSON body, the step it got).
+client gives up first), ``"close"`` drops the connection without an answer, ``"echo"``
+answers 500 with the request's headers in the body (a careless server quoting the
+credentials back). ``delay`` seconds pass before every answer. Every request is
+recorded (headers, JSON body, the step it got).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ class Received:
 
 
 class ScriptedServer:
-    def __init__(self, script=(200,), *, hang_seconds: float = 1.0):
+    def __init__(self, script=(200,), *, hang_seconds: float = 1.0, delay: float = 0.0):
         self.script = list(script) or [200]
         self.hang_seconds = hang_seconds
+        self.delay = delay
         self.requests: list[Received] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -48,14 +51,20 @@ class ScriptedServer:
                     except ValueError:
                         body = {"_raw": raw.decode("utf-8", "replace")}
                     outer.requests.append(Received(dict(self.headers), body, step))
+                if outer.delay:
+                    outer._stop.wait(outer.delay)
                 if step == "hang":
                     outer._stop.wait(outer.hang_seconds)
                     step = 200
+                if step == "echo":
+                    step, echoed = 500, json.dumps(dict(self.headers)).encode()
+                else:
+                    echoed = None
                 if step == "close":
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
-                payload = b'{"ok": true}' if step < 300 else f"server error {step}: try later".encode()
+                payload = echoed or (b'{"ok": true}' if step < 300 else f"server error {step}: try later".encode())
                 try:
                     self.send_response(int(step))
                     self.send_header("Content-Type", "application/json")

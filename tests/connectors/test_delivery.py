@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.connectors.delivery import DeliverySpec, DeliveryWorker, load_deliveries, parse_duration
+from minikafka.connectors.delivery import DeliverySpec, DeliveryWorker, load_deliveries
 from minikafka.errors import DeliveryConfigError, DeliveryError
 
 from .scripted_server import ScriptedServer
@@ -158,7 +158,7 @@ def test_a_deliveries_file_is_parsed_with_its_defaults(tmp_path):
 @pytest.mark.parametrize("body, message", [
     ('[[deliveries]]\nname = "g"\ntopic = "t"\nendpoint = "http://x/y"\nbatch = 5\n', r"unknown key\(s\) \['batch'\]"),
     ('[[deliveries]]\nname = "g"\ntopic = "t"\nendpoint = "http://x/y"\ninterval = "5 hours"\n',
-     "key 'interval': expected a duration like"),
+     "key 'interval' must be a positive duration"),
     ('[[deliveries]]\nname = "g"\ntopic = "t"\n', "delivery 'g': missing key 'endpoint'"),
     ('[[deliveries]]\nname = "g"\ntopic = "t"\nendpoint = "ftp://x"\n', "key 'endpoint': must be an http"),
     ('[[deliveries]]\nname = "g"\ntopic = "t"\nendpoint = "http://x/y"\nmax_attempts = -1\n', "max_attempts"),
@@ -171,10 +171,12 @@ def test_a_malformed_deliveries_file_names_the_problem(tmp_path, body, message):
         load_deliveries(write(tmp_path, body))
 
 
-def test_durations_take_ms_s_and_m():
-    assert [parse_duration(v, "x") for v in ("500ms", "5s", "2m", 3, 0.5)] == [0.5, 5.0, 120.0, 3.0, 0.5]
+def test_durations_in_a_deliveries_file_take_the_one_grammar_including_hours(tmp_path):
+    body = '[[deliveries]]\nname = "g"\ntopic = "t"\nendpoint = "http://x/y"\n'
+    d = load_deliveries(write(tmp_path, body + 'interval = "500ms"\ntimeout = 3\nmax_backoff = "1h"\n')).deliveries[0]
+    assert (d.interval, d.timeout, d.max_backoff) == (0.5, 3.0, 3600.0)
     with pytest.raises(DeliveryConfigError, match="positive"):
-        parse_duration("0s", "x")
+        load_deliveries(write(tmp_path, body + 'interval = "0s"\n'))
 
 
 def cli(*args, **kw):

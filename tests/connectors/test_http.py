@@ -78,3 +78,18 @@ def test_ledger_values_encode_to_json():
     when = datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc)
     assert to_json_bytes({"t": when, "d": Decimal("1.10"), "b": b"\x00"}) == (
         b'{"t":"2024-01-02T03:04:05.000006Z","d":"1.10","b":"AA=="}')
+
+
+def test_outcomes_mask_header_values_and_url_secrets_quoted_by_errors_or_answers():
+    from minikafka.util.redact import redact_text, redact_url
+
+    assert redact_url("http://u:pw@127.0.0.1:99999/x?t=1") == "http://127.0.0.1:99999/x"  # never raises
+    assert redact_text("b'Bearer tok-123456\\r' and tok-123456", ["Bearer tok-123456\r"]) == "b'***' and ***"
+    with pytest.raises(ValueError, match="header 'X-Key'") as err:
+        HttpPoster("http://127.0.0.1:9/x", headers={"X-Key": "tok-123456\n"})
+    assert "tok-123456" not in str(err.value)
+    with pytest.raises(ValueError, match=r"invalid port") as err:
+        HttpPoster("http://u:tok-123456@127.0.0.1:99999/x")
+    assert "tok-123456" not in str(err.value)
+    with pytest.raises(ValueError, match="timeout"):
+        HttpPoster("http://127.0.0.1:9/x", timeout=float("nan"))

@@ -81,3 +81,30 @@ def test_an_endpoint_that_keeps_failing_fails_the_window_which_stays_open(source
 def test_a_bad_endpoint_is_refused():
     with pytest.raises(ConnectorError, match="http:// or https://"):
         HTTPSink("ftp://example.com/x")
+
+
+SECRET = "SECRET-51d0e2"
+
+
+def test_a_header_value_an_http_library_cannot_send_is_refused_without_showing_it():
+    for value in (f"Bearer {SECRET}\r", f"Bearer {SECRET}\n", f" Bearer {SECRET}", f"Bearer\x00{SECRET}"):
+        with pytest.raises(ConnectorError, match="header 'Authorization'") as err:
+            HTTPSink("http://127.0.0.1:9/x", headers={"Authorization": value})
+        assert SECRET not in str(err.value)
+
+
+def test_an_endpoint_quoting_the_credentials_back_never_gets_them_into_errors_windows_or_logs(file_source, caplog):
+    from tests.connectors.scripted_server import ScriptedServer
+
+    file_source.stream("events").extend([{"i": 0}])
+    with ScriptedServer(["echo"]) as server, caplog.at_level("DEBUG"):
+        sink = HTTPSink(server.url, headers={"Authorization": f"Bearer {SECRET}"}, max_attempts=2,
+                        backoff_base=0.01)
+        with pytest.raises(WindowFailedError) as err:
+            file_source.streaming("events", lambda w: w.data, consumer="web", size=1, sink=sink, until_idle=True,
+                                  max_attempts=1)
+        sink.close()
+    assert server.requests[0].headers["Authorization"] == f"Bearer {SECRET}"
+    assert "HTTP 500" in str(err.value) and SECRET not in str(err.value) and SECRET not in repr(sink)
+    windows = file_source._ledger.conn.execute("SELECT * FROM _minikafka_windows").fetchall()
+    assert windows and SECRET not in str(windows) and SECRET not in caplog.text

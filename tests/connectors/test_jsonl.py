@@ -103,3 +103,63 @@ def test_followed_lines_feed_a_streaming_consumer(file_source, tmp_path):
     Source.streaming(file_source, "events", lambda w: sums.append(sum(d["i"] for d in w.data)), consumer="sum",
                      size=3, until_idle=True)
     assert sums == [3, 12]
+
+
+def test_a_final_line_without_a_newline_is_stored_when_not_following(file_source, tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"i": 0}\n{"i": 1}')
+    stream = file_source.stream("events")
+    src = JSONLSource(path, follow=False)
+    stream.attach(src, background=False)
+    assert [d["i"] for d in stream.iter_new()] == [0, 1] and src.appended == 2
+    with open(path, "a") as fh:  # the writer ends that line later: nothing twice, line numbers right
+        fh.write('\n{"i": 2}\n{oops\n')
+    stream.attach(JSONLSource(path, follow=False), background=False)
+    assert [d["i"] for d in stream.iter_new()] == [0, 1, 2]
+    assert [q["origin"] for q in file_source.quarantined("events")] == [f"{path}:4"]
+
+
+def test_a_nan_or_infinity_line_is_quarantined_with_its_origin_and_the_lines_around_it_are_stored(file_source,
+                                                                                                 tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"sensor": "a", "value": 1}\n{"sensor": "b", "value": NaN}\n{"sensor": "c", "value": 3}\n'
+                    '{"sensor": "d", "value": Infinity}\n')
+    readings = file_source.topic("readings", Reading, dedup=None)
+    src = JSONLSource(path, follow=False)
+    readings.attach(src, background=False)
+    assert [r.sensor for r in readings.iter_new()] == ["a", "c"] and (src.appended, src.quarantined) == (2, 2)
+    bad = sorted(file_source.quarantined("readings"), key=lambda q: q["origin"])
+    assert [q["origin"] for q in bad] == [f"{path}:2", f"{path}:4"]
+    assert "NaN" in bad[0]["reason"] and "value" in bad[0]["reason"] and "NaN" in bad[0]["payload"]
+    with open(path, "a") as fh:  # a restart goes past the bad lines
+        fh.write('{"sensor": "e", "value": 5}\n')
+    readings.attach(JSONLSource(path, follow=False), background=False)
+    assert [r.sensor for r in readings.iter_new()] == ["a", "c", "e"]
+    assert len(file_source.quarantined("readings")) == 2
+    # a stream too; and a number too large for a float (1e999 reads as infinity) is refused
+    # by the ledger when written: that line goes to the quarantine, the rest of its batch stays
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"v": 1}\n{"v": NaN}\n{"v": 1e999}\n{"v": 4}\n')
+    events = file_source.stream("events")
+    events.attach(JSONLSource(other, follow=False), background=False)
+    assert [d["v"] for d in events.iter_new()] == [1, 4]
+    bad = sorted(file_source.quarantined("events"), key=lambda q: q["origin"])
+    assert [q["origin"] for q in bad] == [f"{other}:2", f"{other}:3"]
+    assert "NaN is not a JSON value" in bad[0]["reason"] and "cannot be stored" in bad[1]["reason"]
+
+
+def test_a_copytruncate_with_more_new_lines_than_before_within_one_poll_loses_no_line(file_source, tmp_path):
+    path = tmp_path / "app.jsonl"
+    path.write_text('{"i": 0}\n{"i": 1}\n')
+    stream = file_source.stream("events")
+    src = JSONLSource(path, poll=0.3)
+    handle = stream.attach(src)
+    wait_for(lambda: src.appended == 2)
+    path.write_text('{"i": 2}\n{"i": 3}\n{"i": 4}\n')  # truncated and longer than before before the next look
+    wait_for(lambda: src.appended == 5)
+    handle.cancel()
+    assert handle.error is None and [d["i"] for d in stream.iter_new()] == [0, 1, 2, 3, 4]
+    # the same while no source runs: the restart sees the stored position no longer fits
+    path.write_text('{"i": 5}\n{"i": 6}\n{"i": 7}\n{"i": 8}\n')
+    stream.attach(JSONLSource(path, follow=False), background=False)
+    assert [d["i"] for d in stream.iter_new()] == [0, 1, 2, 3, 4, 5, 6, 7, 8]

@@ -1,13 +1,8 @@
-"""ledger.consumers.consumer_info (lag, last activity) and ledger.runlog_retention."""
+"""ledger.consumers.consumer_info (lag, last activity). Retention ages: tests/util/test_duration.py."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-import pytest
-
 from minikafka.ledger.consumers import consumer_info
-from minikafka.ledger.runlog_retention import InvalidAgeError, parse_age
 from tests.conftest import Video
 
 
@@ -29,15 +24,3 @@ def test_a_sole_consumers_last_activity_is_its_last_handled_row(source):
     t.set_handled(1, consumer="only")
     [info] = consumer_info(source._ledger.conn)
     assert info.lag == 0 and info.last_activity == t.get(1).handled_at.isoformat().replace("+00:00", "Z")
-
-
-@pytest.mark.parametrize("text, age", [("30d", timedelta(days=30)), ("12h", timedelta(hours=12)),
-                                       ("2w", timedelta(weeks=2)), (" 90 m ", timedelta(minutes=90))])
-def test_ages_read_a_number_and_a_unit(text, age):
-    assert parse_age(text) == age
-
-
-@pytest.mark.parametrize("text", ["30", "d", "-1d", "1y", "1.5d", ""])
-def test_bad_ages_are_refused(text):
-    with pytest.raises(InvalidAgeError, match="30d"):
-        parse_age(text)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from ...errors import MinikafkaError
-from ...ledger import acks
+from ...ledger import acks, deliveries
 from ...ledger import quarantine as store
 from ...ledger.queues import revive_dead_in_current_transaction
 from ...util.clock import utc_now
@@ -43,10 +43,10 @@ def requeue(topic: TopicHandle | TopicRows, ids: list[int] | None = None) -> Req
     """Requeue quarantined rows of ``topic`` (only ``ids``; default every row), oldest first.
 
     A row a stage gave up on (origin ``stage``) becomes pending again for that stage's
-    consumer. Any other row (a file line, an output that failed an expectation) is
-    validated against the topic's model again and appended. A row that still fails
-    stays in the quarantine with its attempts counted and the new reason; the others
-    leave it. Everything happens in one transaction.
+    consumer; one an HTTP delivery gave up on (``delivery``), for that delivery's group.
+    Any other row (a file line, an output that failed an expectation) is validated
+    against the topic's model again and appended. A row that still fails stays in the
+    quarantine with its attempts counted and the new reason; the others leave it. Everything happens in one transaction.
 
     Raises:
         MinikafkaError: an id that is not a quarantined row of this topic.
@@ -80,6 +80,10 @@ def _requeue_one(topic: TopicRows, conn, row: dict, now: str, result: RequeueRes
             return f"row {row['row_id']} is not a dead job of queue consumer {row['consumer']!r}"
         result.replayed += 1
         return None
+    if row["origin"] == "delivery":  # an HTTP delivery gave up: pending for its group again
+        reason = deliveries.requeue_in_current_transaction(conn, topic.name, row["consumer"], row["row_id"], now)
+        result.replayed += reason is None
+        return reason
     if row["origin"] == "stage" and row["consumer"] and row["row_id"] is not None:
         cid = acks.find_consumer(conn, topic.name, row["consumer"])
         if cid is None:
