@@ -137,7 +137,7 @@ def _done_in_current_transaction(conn: sqlite3.Connection, topic: str, consumer_
         return
     table = quote_identifier(topic)
     pending = [r[0] for r in conn.execute(
-        f'SELECT "_id" FROM {table} WHERE "_partition" = ? AND "_id" > ? AND "_id" <= ? AND "_status" = \'new\' '
+        f'SELECT "_id" FROM {table} WHERE "_partition" = ? AND "_id" > ? AND "_id" <= ? AND {acks.unhandled_sql(topic)} '
         'AND NOT EXISTS (SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.row_id = "_id") '
         'ORDER BY "_id" LIMIT ?', (partition, committed, last, consumer_id, len(row_ids) + 1))]
     if set(pending) <= set(row_ids):
