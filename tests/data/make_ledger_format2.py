@@ -28,7 +28,7 @@ from minikafka.ledger.runlog import RunResult
 
 
 from tests.conftest import Video
-from tests.test_groups import Order
+from tests.api.modes.test_groups import Order
 
 
 def stage_commit(src: Source, consumer: str, upto: int, out, n_out: int) -> None:

@@ -15,7 +15,7 @@ import pytest
 from minikafka import LedgerError, Source
 from minikafka.ledger.schema import LEDGER_FORMAT
 from tests.conftest import Video
-from tests.test_groups import Order
+from tests.api.modes.test_groups import Order
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "ledger_format1.sqlite"
 

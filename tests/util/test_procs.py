@@ -16,7 +16,7 @@ from minikafka import Source
 from minikafka.errors import StageRunningError
 from minikafka.util.filelock import LockBusy, exclusive_lock
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 RUNNER = """
 import sys, time

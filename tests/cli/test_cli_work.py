@@ -15,7 +15,7 @@ import pytest
 from minikafka import LedgerError, Source
 from minikafka.api.modes.workers import backoff_delay
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 HANDLERS = textwrap.dedent("""
     import os, time

@@ -21,7 +21,7 @@ from minikafka.util.faults import ENV
 
 pytestmark = pytest.mark.spark
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[3]
 
 
 class Event(BaseModel):
@@ -129,7 +129,7 @@ import sys
 from minikafka import Source
 from minikafka.spark import build_session
 from minikafka.spark.backfill import backfill
-from tests.backfill.test_backfill import Event
+from tests.spark.backfill.test_backfill import Event
 spark = build_session(master="local[1]", testing=True)
 with Source(sys.argv[1]) as src:
     src.topic("plain", Event, dedup=None)
