@@ -6,6 +6,7 @@ are imported only by the engine and quality modules.
 
 from .api.core import engines as _engines
 from .api.core.notifications import Listener, Notification
+from .api.core.offsets import Extended, Offset, offset_of
 from .api.core.record import Record
 from .api.core.transaction import Transaction
 from .api.modes.groups import ConsumerGroup
@@ -104,6 +105,9 @@ __all__ = [
     "MinikafkaError",
     "MissingDependencyError",
     "Notification",
+    "Offset",
+    "Extended",
+    "offset_of",
     "PartitionOutOfRangeError",
     "Pipeline",
     "PipelineCycleError",

@@ -54,6 +54,9 @@ class Source:
             read-only directory): it never writes, never waits behind a writer, and
             works on read-only mounts and snapshots. Every write raises
             ``ReadOnlyLedgerError``. Implies create=False.
+        group_commit: single ``append`` calls outside a transaction join this process's
+            group commit on the file (default): threads appending at once share one fsync,
+            each call returning once its own row is durable. False: one commit per append.
 
     Raises:
         LedgerNotFoundError: (a LedgerError) with create=False or read_only=True: no
@@ -64,8 +67,9 @@ class Source:
     """
 
     def __init__(self, path: str | Path, on_event: Observer | None = None, *, busy_timeout: float = 30.0,
-                 create: bool = True, read_only: bool = False):
+                 create: bool = True, read_only: bool = False, group_commit: bool = True):
         self.path = str(path)
+        self.group_commit = bool(group_commit)
         self._ledger = Ledger(self.path, on_event=on_event, busy_timeout=busy_timeout, create=create,
                               read_only=read_only)
         self._topics: dict[str, Topic] = {}
@@ -112,6 +116,13 @@ class Source:
         if self._watcher is not None:
             self._watcher.close()
         self._ledger.close()
+
+    def flush(self) -> None:
+        """Wait until every append this process handed to the group commit on this file is durable."""
+        from ..ledger.group_commit import flush
+
+        _ = self._ledger.conn  # open and ours
+        flush(self.path)
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
