@@ -11,7 +11,7 @@ from .api.core.record import Record
 from .api.core.transaction import Transaction
 from .api.modes.groups import ConsumerGroup
 from .api.modes.pipes import FullPipeline, Pipeline
-from .api.modes.queues import Job, Queue
+from .api.modes.queues import Job, JobInfo, Queue
 from .api.modes.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
@@ -29,6 +29,9 @@ from .errors import (
     InvalidNameError,
     InvalidOffsetError,
     InvalidRecordError,
+    JobCancelledError,
+    JobFailedError,
+    JobNotFoundError,
     JobNotOursError,
     LedgerError,
     LedgerNotFoundError,
@@ -96,7 +99,11 @@ __all__ = [
     "InvalidOffsetError",
     "InvalidRecordError",
     "Job",
+    "JobCancelledError",
+    "JobFailedError",
+    "JobNotFoundError",
     "JobNotOursError",
+    "JobInfo",
     "LedgerError",
     "LedgerNotFoundError",
     "LedgerUpgradeRequiredError",

@@ -180,13 +180,15 @@ class Source:
             return prune_notifications(conn, older_than, max_keep)
 
     def queue(self, name: str, model: type[ModelT], visibility_timeout: float | None = None,
-              max_attempts: int | None = None, *, dedup: tuple[str, ...] | None = None, clock=None) -> Queue[ModelT]:
+              max_attempts: int | None = None, *, dedup: tuple[str, ...] | None = None, clock=None,
+              result_ttl: float | None = None) -> Queue[ModelT]:
         """Create (or reopen) the typed topic ``name`` and its work queue (a consumer named ``name``).
 
         Args:
             visibility_timeout, max_attempts: None: as stored when the queue exists, else
                 300 s and 3; a value given updates the stored setting (see ``Queue``).
             clock: epoch seconds, for tests.
+            result_ttl: seconds a finished job's result is kept for ``q.result`` (default 7 days).
 
         Raises:
             ValueError: a setting out of range; checked before the topic is created.
@@ -196,7 +198,7 @@ class Source:
 
         check_settings(visibility_timeout, max_attempts, clock)
         return self.topic(name, model, dedup=dedup).queue(
-            name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
+            name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock, result_ttl=result_ttl)
 
     # -- topics -----------------------------------------------------------------
     def topic(self, name: str, model: type[ModelT], dedup: Sequence[str] | str | None = REQUIRED,

@@ -243,14 +243,16 @@ class Topic(Generic[ModelT]):
         return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
 
     def queue(self, consumer: str, visibility_timeout: float | None = None, max_attempts: int | None = None, *,
-              clock=None) -> Queue[ModelT]:
+              clock=None, result_ttl: float | None = None) -> Queue[ModelT]:
         """Consume this topic as a work queue for the named ``consumer`` (rows stay for other consumers).
 
-        Settings left None keep the stored ones (300 s and 3 attempts for a new queue).
+        Settings left None keep the stored ones (300 s and 3 attempts for a new queue);
+        ``result_ttl``: seconds a finished job's result is kept (default 7 days).
         """
-        from .modes.queues import Queue
+        from .modes.queues import DEFAULT_RESULT_TTL, Queue
 
-        return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
+        return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock,
+                     result_ttl=DEFAULT_RESULT_TTL if result_ttl is None else result_ttl)
 
     # -- consumers --------------------------------------------------------------
     def consumer(self, name: str) -> str:

@@ -409,7 +409,12 @@ class Ledger:
         if self._committer is None:
             busy = self._busy_timeout
             self._committer = group_commit.committer_for(self.path, lambda path: connect(path, busy_timeout=busy))
-        return self._committer.run(work)
+        try:
+            return self._committer.run(work)
+        except sqlite3.OperationalError as exc:
+            if _is_read_only(exc):
+                raise self._read_only_error(exc) from exc
+            raise LedgerError(f"cannot write to {self.path!r}: {exc}") from exc
 
     def close(self) -> None:
         if self._committer is not None:

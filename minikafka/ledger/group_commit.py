@@ -56,7 +56,8 @@ class GroupCommitter:
 
         Raises:
             whatever ``work`` raised (its savepoint rolled back, the others still commit), or
-            LedgerError when the batch's transaction could not begin or commit.
+            the sqlite3.Error (or LedgerError) that kept the batch's transaction from beginning or
+            committing.
         """
         unit = _Unit(work)
         with self._cond:
@@ -96,7 +97,7 @@ class GroupCommitter:
             conn.execute("BEGIN IMMEDIATE")
         except (sqlite3.Error, LedgerError) as exc:
             for u in batch:
-                u.error = LedgerError(f"cannot start a write transaction on {self.path!r}: {exc}")
+                u.error = exc  # the ledger turns sqlite3 errors into its own (read-only, locked)
             return
         try:
             for u in batch:
@@ -114,7 +115,7 @@ class GroupCommitter:
                 conn.execute("ROLLBACK")
             for u in batch:
                 u.result = None
-                u.error = LedgerError(f"commit failed on {self.path!r}: {exc}")
+                u.error = exc if isinstance(exc, sqlite3.Error) else LedgerError(f"commit failed on {self.path!r}: {exc}")
 
     def close(self) -> None:
         if self._conn is not None:

@@ -53,14 +53,14 @@ def _appended_class(model_cls: type[BaseModel]) -> type[BaseModel]:
     namespace: dict[str, Any] = {
         "__module__": model_cls.__module__,
         "__qualname__": model_cls.__qualname__,
-        "__annotations__": {"_minikafka_offset": Offset | None},
-        "_minikafka_offset": PrivateAttr(default=None),
+        "__annotations__": {"_mk_offset": Offset | None},
+        "_mk_offset": PrivateAttr(default=None),
         "__eq__": _eq,
         "__reduce_ex__": _reduce_ex,
         "__hash__": model_cls.__hash__,
     }
     if "offset" not in model_cls.model_fields and not hasattr(model_cls, "offset"):
-        namespace["offset"] = property(lambda self: self._minikafka_offset,
+        namespace["offset"] = property(lambda self: self._mk_offset,
                                        doc="The stored row's Offset(id, partition).")
     cls = type(model_cls.__name__, (model_cls,), namespace)
     _subclasses[model_cls] = cls
@@ -95,7 +95,7 @@ def with_offset(model: BaseModel, offset: Offset) -> BaseModel:
     object.__setattr__(out, "__pydantic_fields_set__", model.__pydantic_fields_set__)
     object.__setattr__(out, "__pydantic_extra__", model.__pydantic_extra__)
     private = dict(model.__pydantic_private__ or {})
-    private["_minikafka_offset"] = offset
+    private["_mk_offset"] = offset
     object.__setattr__(out, "__pydantic_private__", private)
     return out
 
@@ -103,4 +103,4 @@ def with_offset(model: BaseModel, offset: Offset) -> BaseModel:
 def offset_of(appended: Any) -> Offset | None:
     """The ``Offset`` an ``append`` result carries (None for anything else)."""
     private = getattr(appended, "__pydantic_private__", None) or {}
-    return private.get("_minikafka_offset")
+    return private.get("_mk_offset")

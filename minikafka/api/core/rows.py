@@ -339,6 +339,16 @@ class TopicRows(Generic[ModelT]):
             raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
         return self.record(row, None)
 
+    def exists(self, _id: int) -> bool:
+        """Whether the topic has a row with id ``_id``."""
+        return self.conn.execute(f"SELECT 1 FROM {self.layout.table} WHERE \"_id\" = ?", (_id,)).fetchone() is not None
+
+    def is_handled(self, _id: int, consumer: str) -> bool:
+        """Whether the row ``_id`` is acked for ``consumer`` (False when there is no such row)."""
+        where, params = acks.done_filter(self.consumer_id(consumer), self.name)
+        return self.conn.execute(f"SELECT 1 FROM {self.layout.table} WHERE \"_id\" = ? AND {where}",
+                                 (_id, *params)).fetchone() is not None
+
     def load(self, ids: list[int]) -> dict[int, ModelT]:
         """{id: model} of the rows with these ids (missing ids are left out)."""
         marks = ", ".join("?" for _ in ids)
