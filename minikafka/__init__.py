@@ -12,6 +12,7 @@ from .api.core.transaction import Transaction
 from .api.modes.groups import ConsumerGroup
 from .api.modes.pipes import FullPipeline, Pipeline
 from .api.modes.queues import Job, JobInfo, Queue
+from .api.modes.schedules import Scheduler
 from .api.modes.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
@@ -45,6 +46,7 @@ from .errors import (
     ProtectedTableError,
     QueueNotFoundError,
     ReadOnlyLedgerError,
+    ScheduleNotFoundError,
     SchemaMismatchError,
     SourceClosedError,
     StreamingConfigError,
@@ -104,6 +106,8 @@ __all__ = [
     "JobNotFoundError",
     "JobNotOursError",
     "JobInfo",
+    "ScheduleNotFoundError",
+    "Scheduler",
     "LedgerError",
     "LedgerNotFoundError",
     "LedgerUpgradeRequiredError",

@@ -294,6 +294,13 @@ class JobNotFoundError(MinikafkaError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ScheduleNotFoundError(MinikafkaError, KeyError):
+    """No schedule with that name in the ledger."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class JobCancelledError(MinikafkaError):
     """``q.result``: the job was cancelled, it has no result."""
 

@@ -200,6 +200,14 @@ class Source:
         return self.topic(name, model, dedup=dedup).queue(
             name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock, result_ttl=result_ttl)
 
+    def scheduler(self, *, clock=None, holder: str | None = None, lease: float = 30.0):
+        """The ``Scheduler`` of this ledger's periodic jobs (``q.schedule(...)`` defines them):
+        ``list``, ``pause``, ``resume``, ``remove``, ``tick`` (fire what is due if this process
+        holds the leader lease) and ``run`` (tick until stopped)."""
+        from .modes.schedules import Scheduler
+
+        return Scheduler(self, clock=clock, holder=holder, lease=lease)
+
     # -- topics -----------------------------------------------------------------
     def topic(self, name: str, model: type[ModelT], dedup: Sequence[str] | str | None = REQUIRED,
               partitions: int | None = None, key: Sequence[str] | str | None = None) -> Topic[ModelT]:

@@ -534,6 +534,26 @@ class Queue(Generic[ModelT]):
                         text, consumer=self.consumer, row_id=row_id, attempts=attempts)
             for row_id, attempts, reason in rows])
 
+    # -- periodic jobs ------------------------------------------------------------
+    def schedule(self, name: str, *, cron: str | None = None, every: float | None = None,
+                 payload: ModelT | dict[str, Any] | None = None, priority: int = 0, max_catch_up: int = 1):
+        """Create or replace the periodic job ``name`` enqueueing ``payload`` here.
+
+        Args:
+            cron: a five-field cron expression, in UTC (``"*/5 * * * *"``; needs croniter:
+                ``pip install 'minikafka[schedules]'``).
+            every: or a period in seconds.
+            max_catch_up: after downtime, how many of the latest missed due times fire (default 1).
+
+        Returns:
+            The ``ScheduleInfo``. Jobs are enqueued by ``source.scheduler().tick()``/``run()``
+            (or ``minikafka schedule tick|run``) in whichever process holds the leader lease.
+        """
+        from .schedules import Scheduler
+
+        return Scheduler(self.source, clock=self.clock).add(self, name, cron=cron, every=every, payload=payload,
+                                                            priority=priority, max_catch_up=max_catch_up)
+
     # -- one job: look up, cancel, result -------------------------------------------
     def get(self, job_id: int) -> JobInfo | None:
         """What is known of one job: its state and counters, its result once done.
