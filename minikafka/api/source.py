@@ -161,6 +161,11 @@ class Source:
 
         return Listener(self, channel, timeout)
 
+    def listen_async(self, channel: str, timeout: float | None = None) -> Listener:
+        """``listen`` for asyncio: ``async for n in source.listen_async("jobs")`` awaits each
+        notification without blocking the event loop (the same Listener, iterated with async for)."""
+        return self.listen(channel, timeout)
+
     def notify(self, channel: str, payload: Any = None) -> int:
         """Commit one notification on its own (inside a transaction use ``tx.notify``)."""
         from .core.notifications import notify_in_current_transaction

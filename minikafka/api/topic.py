@@ -242,6 +242,14 @@ class Topic(Generic[ModelT]):
         start = self.high_watermark()
         return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
 
+    async def wait_async(self, timeout: float | None = None) -> bool:
+        """``wait`` for asyncio: awaits new rows without blocking the event loop (call it
+        from the thread that opened the Source: the loop's)."""
+        from ..ledger.watcher import wait_until_async
+
+        start = self.high_watermark()
+        return bool(await wait_until_async(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+
     def queue(self, consumer: str, visibility_timeout: float | None = None, max_attempts: int | None = None, *,
               clock=None, result_ttl: float | None = None) -> Queue[ModelT]:
         """Consume this topic as a work queue for the named ``consumer`` (rows stay for other consumers).

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -407,6 +407,39 @@ class Queue(Generic[ModelT]):
         from ...ledger.watcher import wait_until
 
         return bool(wait_until(self.source.watcher, self.claimable, timeout, next_deadline=self.next_due_in))
+
+    async def wait_async(self, timeout: float | None = None) -> bool:
+        """``wait`` for asyncio: the event loop keeps running while nothing is claimable."""
+        from ...ledger.watcher import wait_until_async
+
+        return bool(await wait_until_async(self.source.watcher, self.claimable, timeout,
+                                           next_deadline=self.next_due_in))
+
+    async def claim_async(self, worker_id: str, idle_poll: float = 5.0) -> AsyncIterator[Job[ModelT]]:
+        """``claim`` for asyncio: ``async for job in q.claim_async("w1")``. Between jobs it awaits
+        the watcher (a commit by any process, a due time, ``idle_poll``) without blocking the
+        loop; each claim itself is one short write on the loop's thread."""
+        if idle_poll is not None and idle_poll <= 0:
+            raise ValueError(f"idle_poll must be > 0 seconds, got {idle_poll!r}")
+        watcher = self.source.watcher
+        while True:
+            mark = watcher.mark()
+            job = self.claim_one(worker_id)
+            if job is not None:
+                yield job
+                continue
+            due = self.next_due_in()
+            timeout = idle_poll if due is None else (due if idle_poll is None else min(due, idle_poll))
+            await watcher.wait_async(mark, timeout)
+
+    async def result_async(self, job_id: int, timeout: float | None = None) -> Any:
+        """``result`` for asyncio (same errors)."""
+        from ...ledger.watcher import wait_until_async
+
+        info = await wait_until_async(self.source.watcher, lambda: self._finished_info(job_id), timeout)
+        if info is None:
+            raise TimeoutError(f"job {job_id} of queue {self.name!r} did not finish within {timeout} s")
+        return _result_of(info)
 
     def claim(self, worker_id: str, idle_poll: float = 5.0) -> Iterator[Job[ModelT]]:
         """Yield jobs forever, one claim at a time; sleep between them until a wake-up.
