@@ -368,6 +368,9 @@ class Source:
             workers: windows run in this many processes at once (they still commit in order).
             sink: a Topic (written in the window's commit) or an object with ``put(message)``.
             until_idle: return once no window is ready; blocking=False: run in a thread.
+            forward_on_none: when the function returns None, send the window's rows themselves
+                to the sink (minibatch's ``forward(window.data)``: a filter or a side effect
+                that passes its input on). Off by default: None means "nothing to write".
 
         Returns:
             A StreamingConsumer (``.stop()``, ``.windows_committed``, ``.rows``).
