@@ -29,17 +29,23 @@ __all__ = ["GroupCommitter", "committer_for", "flush", "release"]
 
 
 class _Unit:
-    __slots__ = ("work", "done", "result", "error")
+    __slots__ = ("work", "done", "lead", "result", "error", "wake")
 
     def __init__(self, work: Callable[[sqlite3.Connection], Any]):
         self.work = work
         self.done = False
+        self.lead = False  # this unit's caller commits the next batch
         self.result: Any = None
         self.error: BaseException | None = None
+        self.wake = threading.Event()
 
 
 class GroupCommitter:
-    """The shared writer of one ledger file in one process (see the module docstring)."""
+    """The shared writer of one ledger file in one process (see the module docstring).
+
+    Followers sleep on their own event (no thundering herd): the leader wakes the callers of
+    its batch once committed, and hands leadership to the first unit queued meanwhile.
+    """
 
     def __init__(self, path: str, connect: Callable[[str], sqlite3.Connection]):
         self.path = path
@@ -62,20 +68,31 @@ class GroupCommitter:
         unit = _Unit(work)
         with self._cond:
             self._queue.append(unit)
-            while self._leading and not unit.done:
-                self._cond.wait()
-            if not unit.done:
-                self._leading = True
+            if not self._leading:
+                self._leading = unit.lead = True
+        if not unit.lead:
+            unit.wake.wait()
+        if not unit.done:  # woken (or started) as the leader
+            with self._cond:
                 batch, self._queue = self._queue, []
-        if not unit.done:
+            successor = None
             try:
                 self._commit(batch)
             finally:
                 with self._cond:
-                    self._leading = False
                     for u in batch:
                         u.done = True
-                    self._cond.notify_all()
+                    if self._queue:
+                        successor = self._queue[0]
+                        successor.lead = True
+                    else:
+                        self._leading = False
+                        self._cond.notify_all()  # flush() and release() wait for an idle committer
+                for u in batch:
+                    if u is not unit:
+                        u.wake.set()
+                if successor is not None:
+                    successor.wake.set()
         if unit.error is not None:
             raise unit.error
         return unit.result
