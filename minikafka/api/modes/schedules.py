@@ -38,7 +38,8 @@ from ...util.optional import require
 
 if TYPE_CHECKING:
     from ..core.handles import SourceHandle
-    from .queues import Queue
+
+Queue = Any  # a modes.queues.Queue (not imported: queues imports this module for q.schedule)
 
 __all__ = ["DEFAULT_LEASE", "Fired", "ScheduleInfo", "ScheduleNotFoundError", "Scheduler"]
 
@@ -274,9 +275,9 @@ def _dues(row: dict, now: int) -> tuple[list[int], int]:
 
 
 def _info(row: dict) -> ScheduleInfo:
-    from .queues import queue_label
-
-    return ScheduleInfo(row["name"], queue_label(row["topic"], row["consumer"]), row["cron"],
+    topic, consumer = row["topic"], row["consumer"]
+    label = topic if topic == consumer else f"{topic}:{consumer}"  # as modes.queues.queue_label
+    return ScheduleInfo(row["name"], label, row["cron"],
                         None if row["every_ms"] is None else row["every_ms"] / 1000, json.loads(row["payload"]),
                         row["priority"], row["max_catch_up"], bool(row["paused"]), _dt(row["next_due"]),
                         _dt(row["last_fired"]))
