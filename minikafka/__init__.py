@@ -6,11 +6,13 @@ are imported only by the engine and quality modules.
 
 from .api.core import engines as _engines
 from .api.core.notifications import Listener, Notification
+from .api.core.offsets import Extended, Offset, offset_of
 from .api.core.record import Record
 from .api.core.transaction import Transaction
 from .api.modes.groups import ConsumerGroup
 from .api.modes.pipes import FullPipeline, Pipeline
-from .api.modes.queues import Job, Queue
+from .api.modes.queues import Job, JobInfo, Queue
+from .api.modes.schedules import Scheduler
 from .api.modes.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
@@ -30,6 +32,9 @@ from .errors import (
     InvalidOffsetError,
     InvalidRecordError,
     InvalidSettingError,
+    JobCancelledError,
+    JobFailedError,
+    JobNotFoundError,
     JobNotOursError,
     LedgerError,
     LedgerNotFoundError,
@@ -44,6 +49,7 @@ from .errors import (
     ProtectedTableError,
     QueueNotFoundError,
     ReadOnlyLedgerError,
+    ScheduleNotFoundError,
     SchemaMismatchError,
     SourceClosedError,
     StreamingConfigError,
@@ -100,7 +106,13 @@ __all__ = [
     "InvalidRecordError",
     "InvalidSettingError",
     "Job",
+    "JobCancelledError",
+    "JobFailedError",
+    "JobNotFoundError",
     "JobNotOursError",
+    "JobInfo",
+    "ScheduleNotFoundError",
+    "Scheduler",
     "LedgerError",
     "LedgerNotFoundError",
     "LedgerReplacedError",
@@ -110,6 +122,9 @@ __all__ = [
     "MinikafkaError",
     "MissingDependencyError",
     "Notification",
+    "Offset",
+    "Extended",
+    "offset_of",
     "PartitionOutOfRangeError",
     "Pipeline",
     "PipelineCycleError",

@@ -287,6 +287,28 @@ class JobNotOursError(MinikafkaError):
     """A job was not claimed through this queue, or this handle already finished it."""
 
 
+class JobNotFoundError(MinikafkaError, KeyError):
+    """A queue's topic has no row with that job id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ScheduleNotFoundError(MinikafkaError, KeyError):
+    """No schedule with that name in the ledger."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class JobCancelledError(MinikafkaError):
+    """``q.result``: the job was cancelled, it has no result."""
+
+
+class JobFailedError(MinikafkaError):
+    """``q.result``: the job is in the dead letter (the message holds its last error)."""
+
+
 class HandlerError(MinikafkaError):
     """A worker handler (MODULE:FUNCTION) cannot be imported or called."""
 

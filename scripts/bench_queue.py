@@ -10,12 +10,15 @@ default durability (WAL, synchronous=FULL: every commit is fsynced).
    are random (1-300 ms), so both the watcher's hot window and its idle state are hit.
    Targets: p50 < 2 ms, p99 < 20 ms;
 4. CPU of an idle waiter (``topic.wait`` with nothing committed), the watcher thread
-   included. Target < 2% of a core.
+   included. Target < 2% of a core;
+5. group commit: 64 threads (one Source each) each appending single rows with
+   ``topic.append`` (each call returns once its row is durable) against one thread
+   appending single rows, same run, same disk. Target: >= 10x the rows/s.
 
 honker's published figures (Apple M-series, WAL, synchronous=NORMAL) are printed beside ours.
 Exits non-zero when a target is missed.
 
-Usage: python scripts/bench_queue.py [--jobs 20000] [--single 2000] [--samples 500]
+Usage: python scripts/bench_queue.py [--jobs 20000] [--single 2000] [--samples 500] [--appends-only]
 """
 
 from __future__ import annotations
@@ -117,6 +120,60 @@ def bench_claim_one(path: str, n: int) -> float:
         return n / (time.perf_counter() - t0)
 
 
+class Event(BaseModel):
+    thread: int
+    n: int
+
+
+def bench_appends(path: str, threads: int, per_thread: int, single: int) -> tuple[float, float, int]:
+    """(rows/s of one thread appending single rows, rows/s of ``threads`` threads doing the same,
+    commits the group run took)."""
+    import threading
+
+    from minikafka.ledger import group_commit
+
+    with Source(path) as source:
+        topic = source.topic("events", Event, dedup=None)
+        topic.extend([{"thread": -1, "n": i} for i in range(5 * single)])  # a grown WAL, as in warm_up
+        source.ledger.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        t0 = time.perf_counter()
+        for i in range(single):
+            topic.append({"thread": 0, "n": i})
+        one = single / (time.perf_counter() - t0)
+
+    start = threading.Barrier(threads + 1)
+    errors: list[BaseException] = []
+    opened: list[Source] = []
+
+    def worker(k: int) -> None:
+        try:
+            src = Source(path)
+            opened.append(src)
+            t = src.topic("events", Event, dedup=None)
+            start.wait()
+            for i in range(per_thread):
+                t.append({"thread": k, "n": i})
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+            start.abort()
+
+    workers = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for w in workers:
+        w.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    many = threads * per_thread / (time.perf_counter() - t0)
+    committer = group_commit._committers.get(group_commit._key(path))
+    commits = committer.commits if committer else 0  # a fresh committer: the first Source closed
+    for src in opened:
+        src.close()
+    if errors:
+        raise errors[0]
+    return one, many, commits
+
+
 def child_listen(path: str, samples: int) -> None:
     with Source(path) as source:
         listener = source.listen("wake")
@@ -180,6 +237,9 @@ def main() -> int:
     parser.add_argument("--single", type=int, default=2_000, help="jobs for the one-per-transaction runs")
     parser.add_argument("--samples", type=int, default=500, help="wake-latency samples")
     parser.add_argument("--idle-seconds", type=float, default=5.0)
+    parser.add_argument("--threads", type=int, default=64, help="appending threads for the group-commit run")
+    parser.add_argument("--per-thread", type=int, default=100, help="single appends per thread")
+    parser.add_argument("--appends-only", action="store_true", help="run only the group-commit comparison")
     parser.add_argument("--child-listen", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--child-idle", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -196,6 +256,24 @@ def main() -> int:
         if not ok:
             misses.append(name)
         return "PASS" if ok else "FAIL"
+
+    def report_appends(tmp: str) -> None:
+        one, many, commits = bench_appends(str(Path(tmp) / "appends.sqlite"), args.threads, args.per_thread,
+                                           args.single // 4)
+        ratio = many / one
+        print(f"append, 1 thread, single rows      {one:10,.0f} rows/s   (each call durable: its own commit)")
+        print(f"append, {args.threads} threads, single rows    {many:10,.0f} rows/s   "
+              f"({args.threads * args.per_thread} rows in {commits} group commits, each call durable)")
+        print(f"group commit ratio                 {ratio:10.1f} x        target >= 10x   "
+              f"{verdict(ratio >= 10, 'group commit ratio')}")
+
+    if args.appends_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            report_appends(tmp)
+        if misses:
+            print(f"MISSED: {', '.join(misses)}")
+            return 1
+        return 0
 
     with tempfile.TemporaryDirectory() as tmp:
         raw = bench_raw_commits(str(Path(tmp) / "raw.sqlite"), args.single)
@@ -225,6 +303,8 @@ def main() -> int:
           f"{verdict(idle_cpu < 2, 'idle CPU')}   ({idle_note})")
     print(f"idle waiter CPU (poll backend)     {poll_cpu:10.3f} % of a core  target < 2%  "
           f"{verdict(poll_cpu < 2, 'idle CPU, poll backend')}   (the fallback off Linux; {poll_note})")
+    with tempfile.TemporaryDirectory() as tmp:
+        report_appends(tmp)
     if misses:
         print(f"MISSED: {', '.join(misses)}")
         return 1

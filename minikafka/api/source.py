@@ -54,6 +54,9 @@ class Source:
             read-only directory): it never writes, never waits behind a writer, and
             works on read-only mounts and snapshots. Every write raises
             ``ReadOnlyLedgerError``. Implies create=False.
+        group_commit: single ``append`` calls outside a transaction join this process's
+            group commit on the file (default): threads appending at once share one fsync,
+            each call returning once its own row is durable. False: one commit per append.
 
     Raises:
         LedgerNotFoundError: (a LedgerError) with create=False or read_only=True: no
@@ -64,8 +67,9 @@ class Source:
     """
 
     def __init__(self, path: str | Path, on_event: Observer | None = None, *, busy_timeout: float = 30.0,
-                 create: bool = True, read_only: bool = False):
+                 create: bool = True, read_only: bool = False, group_commit: bool = True):
         self.path = str(path)
+        self.group_commit = bool(group_commit)
         self._ledger = Ledger(self.path, on_event=on_event, busy_timeout=busy_timeout, create=create,
                               read_only=read_only)
         self._topics: dict[str, Topic] = {}
@@ -113,6 +117,13 @@ class Source:
             self._watcher.close()
         self._ledger.close()
 
+    def flush(self) -> None:
+        """Wait until every append this process handed to the group commit on this file is durable."""
+        from ..ledger.group_commit import flush
+
+        _ = self._ledger.conn  # open and ours
+        flush(self.path)
+
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """One write transaction that ``tx=`` writes, the caller's SQL and notifications join.
@@ -150,6 +161,11 @@ class Source:
 
         return Listener(self, channel, timeout)
 
+    def listen_async(self, channel: str, timeout: float | None = None) -> Listener:
+        """``listen`` for asyncio: ``async for n in source.listen_async("jobs")`` awaits each
+        notification without blocking the event loop (the same Listener, iterated with async for)."""
+        return self.listen(channel, timeout)
+
     def notify(self, channel: str, payload: Any = None) -> int:
         """Commit one notification on its own (inside a transaction use ``tx.notify``)."""
         from .core.notifications import notify_in_current_transaction
@@ -169,13 +185,15 @@ class Source:
             return prune_notifications(conn, older_than, max_keep)
 
     def queue(self, name: str, model: type[ModelT], visibility_timeout: float | None = None,
-              max_attempts: int | None = None, *, dedup: tuple[str, ...] | None = None, clock=None) -> Queue[ModelT]:
+              max_attempts: int | None = None, *, dedup: tuple[str, ...] | None = None, clock=None,
+              result_ttl: float | None = None) -> Queue[ModelT]:
         """Create (or reopen) the typed topic ``name`` and its work queue (a consumer named ``name``).
 
         Args:
             visibility_timeout, max_attempts: None: as stored when the queue exists, else
                 300 s and 3; a value given updates the stored setting (see ``Queue``).
             clock: epoch seconds, for tests.
+            result_ttl: seconds a finished job's result is kept for ``q.result`` (default 7 days).
 
         Raises:
             ValueError: a setting out of range; checked before the topic is created.
@@ -185,7 +203,15 @@ class Source:
 
         check_settings(visibility_timeout, max_attempts, clock)
         return self.topic(name, model, dedup=dedup).queue(
-            name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
+            name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock, result_ttl=result_ttl)
+
+    def scheduler(self, *, clock=None, holder: str | None = None, lease: float = 30.0):
+        """The ``Scheduler`` of this ledger's periodic jobs (``q.schedule(...)`` defines them):
+        ``list``, ``pause``, ``resume``, ``remove``, ``tick`` (fire what is due if this process
+        holds the leader lease) and ``run`` (tick until stopped)."""
+        from .modes.schedules import Scheduler
+
+        return Scheduler(self, clock=clock, holder=holder, lease=lease)
 
     # -- topics -----------------------------------------------------------------
     def topic(self, name: str, model: type[ModelT], dedup: Sequence[str] | str | None = REQUIRED,
@@ -342,6 +368,9 @@ class Source:
             workers: windows run in this many processes at once (they still commit in order).
             sink: a Topic (written in the window's commit) or an object with ``put(message)``.
             until_idle: return once no window is ready; blocking=False: run in a thread.
+            forward_on_none: when the function returns None, send the window's rows themselves
+                to the sink (minibatch's ``forward(window.data)``: a filter or a side effect
+                that passes its input on). Off by default: None means "nothing to write".
 
         Returns:
             A StreamingConsumer (``.stop()``, ``.windows_committed``, ``.rows``).

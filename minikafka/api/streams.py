@@ -108,7 +108,7 @@ def streaming(source: SourceHandle, name: str, fn: Callable | None = None, *, si
               consumer: str | None = None, workers: int = 1, sink: Any = None, keep: bool = True,
               until_idle: bool = False, blocking: bool = True, emit_empty: bool = False,
               max_attempts: int | None = None, retry_delay: float = 1.0, poll: float = 0.2,
-              **options: Any):
+              forward_on_none: bool = False, **options: Any):
     """Deliver windows of topic/stream ``name`` to a function; see ``Source.streaming``.
 
     Every argument (the function's name included) is checked before anything is opened
@@ -129,6 +129,8 @@ def streaming(source: SourceHandle, name: str, fn: Callable | None = None, *, si
         raise StreamingConfigError(f"retry_delay must be a number of seconds >= 0, got {retry_delay!r}")
     if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < float("inf"):
         raise StreamingConfigError(f"poll must be a positive number of seconds, got {poll!r}")
+    if not isinstance(forward_on_none, bool):
+        raise StreamingConfigError(f"forward_on_none must be True or False, got {forward_on_none!r}")
     if consumer is not None:
         validate_consumer_name(consumer)
     check_emitter_arguments(size=size, interval=interval, emitter=emitter, options=options)
@@ -146,7 +148,7 @@ def streaming(source: SourceHandle, name: str, fn: Callable | None = None, *, si
         probe.consumer = name_
         loop = StreamingConsumer(topic, func, probe, consumer=name_, workers=workers, sink=sink,
                                  until_idle=until_idle, max_attempts=max_attempts, retry_delay=retry_delay,
-                                 poll=poll, open_topic=topic_for)
+                                 poll=poll, open_topic=topic_for, forward_on_none=forward_on_none)
         loop.created_stream = created
         if blocking:
             return loop.run()

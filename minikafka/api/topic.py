@@ -14,6 +14,7 @@ from ..ledger.layout import PARTITION, STORED_META, STORED_META_SELECT, TopicLay
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
 from .core import engines
+from .core.offsets import Extended, Offset, with_offset
 from .core.record import Record
 from .core.rows import RecordNotFoundError, TopicRows, check_on_duplicate, check_status
 from .core.transaction import Transaction, joined
@@ -78,7 +79,7 @@ class Topic(Generic[ModelT]):
 
     # -- writing ----------------------------------------------------------------
     def append(self, payload: ModelT | dict[str, Any], partition: int | None = None, *,
-               on_duplicate: str = "raise", tx: Transaction | None = None) -> ModelT | None:
+               on_duplicate: str = "raise", tx: Transaction | None = None, group: bool = True) -> ModelT | None:
         """Validate and append one message.
 
         Args:
@@ -86,10 +87,16 @@ class Topic(Generic[ModelT]):
             partition: the partition to append to; by default the topic's key fields pick
                 it (a stable hash), or, without key fields, rows are spread evenly.
             on_duplicate: "raise" (minikafka's behaviour) or "ignore" (return None).
-            tx: join the caller's transaction (``source.transaction()``).
+            tx: join the caller's transaction (``source.transaction()``); such an append is
+                never group-committed.
+            group: outside a transaction, join the process's group commit (the default):
+                appends from many threads (one Source each) share one durable commit, and
+                each call returns once its own row is durable. False: a commit of its own.
 
         Returns:
-            The validated model (None if ignored as a duplicate).
+            The validated model (None if ignored as a duplicate), carrying ``.offset``: the
+            stored row's ``Offset(id, partition)`` (see ``minikafka.offset_of``). It is an
+            instance of the topic's model and compares equal to it (minikafka's return value).
 
         Raises:
             pydantic.ValidationError: the payload does not fit the model.
@@ -106,14 +113,26 @@ class Topic(Generic[ModelT]):
         if partition is not None:
             self._layout.check_partition(partition)
         model = self.rows.validate(payload)
-        with joined(self.source, tx):
-            row_id = self.rows.insert_one_in_current_transaction(model, ignore_duplicates=ignore, partition=partition)
-        return None if row_id is None else model
+        if tx is None and group and self.source.group_commit and self.source.ledger.can_group_commit:
+            located = self.rows.insert_grouped(model, ignore_duplicates=ignore, partition=partition)
+        else:
+            with joined(self.source, tx):
+                located = self.rows.insert_located_in_current_transaction(
+                    model, ignore_duplicates=ignore, partition=partition)
+        return None if located is None else with_offset(model, Offset(*located))
+
+    def flush(self) -> None:
+        """Wait until the appends this process has handed to the group commit are durable.
+
+        ``append`` already returns only once its row is durable; ``flush`` is for a thread
+        that wants every other thread's pending appends on this ledger committed too.
+        """
+        self.source.flush()
 
     def extend(
         self, rows: Iterable[ModelT | dict[str, Any]], *, on_duplicate: str = "raise", status: str = "new",
         tx: Transaction | None = None,
-    ) -> int:
+    ) -> Extended:
         """Validate and append many messages in one transaction: all or nothing.
 
         Args:
@@ -122,7 +141,8 @@ class Topic(Generic[ModelT]):
             status: "new", or "handled" for history downstream consumers should skip.
 
         Returns:
-            The number of rows written.
+            The number of rows written (an int), with ``.first``: the id of the first row
+            written (None when none was) and ``.count``.
 
         Raises:
             pydantic.ValidationError: a row does not fit the model (its index is in the loc).
@@ -138,8 +158,15 @@ class Topic(Generic[ModelT]):
         with gc_paused():
             rows = rows if isinstance(rows, list) else list(rows)
             models = self.rows.validate_many(rows)
-            with joined(self.source, tx):
-                return self.rows.insert_many_in_current_transaction(models, status=status, ignore_duplicates=ignore)
+            with joined(self.source, tx) as conn:
+                before = self.rows.high_watermark()
+                written = self.rows.insert_many_in_current_transaction(models, status=status,
+                                                                       ignore_duplicates=ignore)
+                first = None
+                if written:
+                    first = conn.execute(f"SELECT min(\"_id\") FROM {self._layout.table} WHERE \"_id\" > ?",
+                                         (before,)).fetchone()[0]
+            return Extended(written, first)
 
     # -- reading ----------------------------------------------------------------
     def high_watermark(self) -> int:
@@ -215,15 +242,25 @@ class Topic(Generic[ModelT]):
         start = self.high_watermark()
         return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
 
+    async def wait_async(self, timeout: float | None = None) -> bool:
+        """``wait`` for asyncio: awaits new rows without blocking the event loop (call it
+        from the thread that opened the Source: the loop's)."""
+        from ..ledger.watcher import wait_until_async
+
+        start = self.high_watermark()
+        return bool(await wait_until_async(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+
     def queue(self, consumer: str, visibility_timeout: float | None = None, max_attempts: int | None = None, *,
-              clock=None) -> Queue[ModelT]:
+              clock=None, result_ttl: float | None = None) -> Queue[ModelT]:
         """Consume this topic as a work queue for the named ``consumer`` (rows stay for other consumers).
 
-        Settings left None keep the stored ones (300 s and 3 attempts for a new queue).
+        Settings left None keep the stored ones (300 s and 3 attempts for a new queue);
+        ``result_ttl``: seconds a finished job's result is kept (default 7 days).
         """
-        from .modes.queues import Queue
+        from .modes.queues import DEFAULT_RESULT_TTL, Queue
 
-        return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock)
+        return Queue(self, consumer, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock,
+                     result_ttl=DEFAULT_RESULT_TTL if result_ttl is None else result_ttl)
 
     # -- consumers --------------------------------------------------------------
     def consumer(self, name: str, *, start: str = "earliest") -> str:

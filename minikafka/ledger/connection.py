@@ -198,6 +198,8 @@ class Ledger:
         self._depth = 0
         self._pending: list[Event] = []
         self._conn: sqlite3.Connection | None = None
+        self._busy_timeout = busy_timeout
+        self._committer = None  # this process's GroupCommitter for the file, once used
         self.upgraded_from: int | None = None  # the older format this open upgraded, if any
         if self.path != ":memory:":
             file = Path(self.path).expanduser()
@@ -392,7 +394,34 @@ class Ledger:
         else:
             notify(self._on_event, [event], deliver=self._deliver)
 
+    @property
+    def can_group_commit(self) -> bool:
+        """Whether a single write may join the process's group commit: a writable file ledger
+        outside any transaction of this connection."""
+        return not self._depth and self.path != ":memory:" and not self.read_only
+
+    def group_commit(self, work):
+        """Run ``work(conn)`` in the process's next group commit on this file (``ledger.group_commit``);
+        returns its result once durable."""
+        from . import group_commit
+
+        _ = self.conn  # open and used from its thread
+        if self._committer is None:
+            busy = self._busy_timeout
+            self._committer = group_commit.committer_for(self.path, lambda path: connect(path, busy_timeout=busy))
+        try:
+            return self._committer.run(work)
+        except sqlite3.OperationalError as exc:
+            if _is_read_only(exc):
+                raise self._read_only_error(exc) from exc
+            raise LedgerError(f"cannot write to {self.path!r}: {exc}") from exc
+
     def close(self) -> None:
+        if self._committer is not None:
+            from . import group_commit
+
+            committer, self._committer = self._committer, None
+            group_commit.release(committer)
         if self._conn is not None:
             conn, self._conn = self._conn, None
             conn.close()

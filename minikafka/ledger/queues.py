@@ -118,19 +118,27 @@ def next_times(conn: sqlite3.Connection, consumer_id: int) -> tuple[int | None, 
     return pending, lease
 
 
+def _job_max(t: str) -> str:
+    """The job's own max_attempts, else the queue's (a parameter), for the jobs-table alias ``t``."""
+    return (f"coalesce((SELECT o.max_attempts FROM _minikafka_job_options o WHERE o.consumer_id = {t}.consumer_id "
+            f"AND o.row_id = {t}.row_id), ?)")
+
+
 def claim_in_current_transaction(conn: sqlite3.Connection, consumer_id: int, worker_id: str, lease_until: int,
                                  max_attempts: int, now: int, n: int) -> list[tuple]:
-    """Claim up to ``n`` claimable jobs with attempts left; (row_id, attempts, lease_expires_at, priority,
-    run_at) of each, in no particular order."""
+    """Claim up to ``n`` claimable jobs with attempts left (the job's own max_attempts, else the
+    queue's); (row_id, attempts, lease_expires_at, priority, run_at, max_attempts) of each, in no
+    particular order."""
     return conn.execute(
         "UPDATE _minikafka_queue_jobs SET state = 'processing', worker_id = ?, lease_expires_at = ?, "
         "attempts = attempts + 1 "
-        "WHERE consumer_id = ? AND row_id IN (SELECT row_id FROM _minikafka_queue_jobs "
-        "WHERE consumer_id = ? AND state IN ('pending', 'processing') AND attempts < ? "
+        "WHERE consumer_id = ? AND row_id IN (SELECT row_id FROM _minikafka_queue_jobs j "
+        "WHERE consumer_id = ? AND state IN ('pending', 'processing') "
         "AND ((state = 'pending' AND run_at <= ?) OR (state = 'processing' AND lease_expires_at <= ?)) "
+        f"AND attempts < {_job_max('j')} "
         "ORDER BY priority DESC, run_at, row_id LIMIT ?) "
-        "RETURNING row_id, attempts, lease_expires_at, priority, run_at",
-        (worker_id, lease_until, consumer_id, consumer_id, max_attempts, now, now, n),
+        f"RETURNING row_id, attempts, lease_expires_at, priority, run_at, {_job_max('_minikafka_queue_jobs')}",
+        (worker_id, lease_until, consumer_id, consumer_id, now, now, max_attempts, n, max_attempts),
     ).fetchall()
 
 
@@ -191,10 +199,83 @@ def bury_exhausted_in_current_transaction(conn: sqlite3.Connection, consumer_id:
     return conn.execute(
         "UPDATE _minikafka_queue_jobs SET state = 'dead', worker_id = NULL, lease_expires_at = NULL, "
         "last_error = coalesce(nullif(last_error, ''), 'max attempts exceeded') "
-        f"WHERE consumer_id = ? AND {which} AND attempts >= ? "
+        f"WHERE consumer_id = ? AND {which} AND attempts >= {_job_max('_minikafka_queue_jobs')} "
         "RETURNING row_id, attempts, last_error",
         (consumer_id, now, max_attempts),
     ).fetchall()
+
+
+def bury_expired_in_current_transaction(conn: sqlite3.Connection, consumer_id: int, now: int) -> list[tuple]:
+    """Jobs past their ``expires_at`` that are pending (or whose lease ran out) turn dead with the
+    reason 'expired'; (row_id, attempts, last_error) of each."""
+    return conn.execute(
+        "UPDATE _minikafka_queue_jobs SET state = 'dead', worker_id = NULL, lease_expires_at = NULL, "
+        "last_error = 'expired' "
+        "WHERE consumer_id = ?1 AND (state = 'pending' OR (state = 'processing' AND lease_expires_at <= ?2)) "
+        "AND row_id IN (SELECT row_id FROM _minikafka_job_options WHERE consumer_id = ?1 "
+        "AND expires_at IS NOT NULL AND expires_at <= ?2) "
+        "RETURNING row_id, attempts, last_error",
+        (consumer_id, now),
+    ).fetchall()
+
+
+def any_expiring(conn: sqlite3.Connection, consumer_id: int) -> bool:
+    """Whether some job of the queue has an expiry (the claim's expiry sweep is skipped otherwise)."""
+    return conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM _minikafka_job_options WHERE consumer_id = ? AND expires_at IS NOT NULL)",
+        (consumer_id,)).fetchone()[0] == 1
+
+
+# -- per-job options, cancel, outcomes (q.get, q.result) --------------------------
+def set_options_in_current_transaction(conn: sqlite3.Connection, consumer_id: int, row_id: int,
+                                       max_attempts: int | None, expires_at: int | None) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO _minikafka_job_options (consumer_id, row_id, max_attempts, expires_at) "
+        "VALUES (?, ?, ?, ?)", (consumer_id, row_id, max_attempts, expires_at))
+
+
+def forget_options_in_current_transaction(conn: sqlite3.Connection, consumer_id: int, row_ids: list[int]) -> None:
+    """Options of finished jobs go (a no-op lookup when none were given)."""
+    conn.execute(
+        "DELETE FROM _minikafka_job_options WHERE consumer_id = ? AND row_id IN (SELECT value FROM json_each(?))",
+        (consumer_id, json.dumps([int(i) for i in row_ids])))
+
+
+def job_state(conn: sqlite3.Connection, consumer_id: int, row_id: int) -> tuple | None:
+    """(state, attempts, run_at, last_error, worker_id, lease_expires_at, priority, max_attempts or None,
+    expires_at or None) of a live job, or None."""
+    return conn.execute(
+        "SELECT j.state, j.attempts, j.run_at, j.last_error, j.worker_id, j.lease_expires_at, j.priority, "
+        "o.max_attempts, o.expires_at FROM _minikafka_queue_jobs j LEFT JOIN _minikafka_job_options o "
+        "ON o.consumer_id = j.consumer_id AND o.row_id = j.row_id WHERE j.consumer_id = ? AND j.row_id = ?",
+        (consumer_id, row_id)).fetchone()
+
+
+def outcome(conn: sqlite3.Connection, consumer_id: int, row_id: int) -> tuple | None:
+    """(outcome, result JSON text or None, finished_at) of a finished job still kept, or None."""
+    return conn.execute(
+        "SELECT outcome, result, finished_at FROM _minikafka_job_outcomes WHERE consumer_id = ? AND row_id = ?",
+        (consumer_id, row_id)).fetchone()
+
+
+def save_outcome_in_current_transaction(conn: sqlite3.Connection, consumer_id: int, row_id: int, what: str,
+                                        result: str | None, now: int, keep_until: int) -> None:
+    """Record a finished job's outcome and prune the outcomes kept past their time."""
+    conn.execute("DELETE FROM _minikafka_job_outcomes WHERE keep_until <= ?", (now,))
+    conn.execute(
+        "INSERT OR REPLACE INTO _minikafka_job_outcomes (consumer_id, row_id, outcome, result, finished_at, "
+        "keep_until) VALUES (?, ?, ?, ?, ?, ?)", (consumer_id, row_id, what, result, now, keep_until))
+
+
+def prune_outcomes_in_current_transaction(conn: sqlite3.Connection, now: int) -> int:
+    return conn.execute("DELETE FROM _minikafka_job_outcomes WHERE keep_until <= ?", (now,)).rowcount
+
+
+def cancel_in_current_transaction(conn: sqlite3.Connection, consumer_id: int, row_id: int) -> bool:
+    """A pending or processing job leaves the state table (a holder's later ack finds no claim)."""
+    return conn.execute(
+        "DELETE FROM _minikafka_queue_jobs WHERE consumer_id = ? AND row_id = ? AND state IN ('pending', 'processing')",
+        (consumer_id, row_id)).rowcount == 1
 
 
 def revive_dead_in_current_transaction(conn: sqlite3.Connection, consumer_id: int, row_ids: list[int],

@@ -257,7 +257,66 @@ CREATE INDEX IF NOT EXISTS _minikafka_delivery_leases_by_owner ON _minikafka_del
 """
 
 # every block, in creation order
-PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES]
+# Per-job options given at enqueue (max_attempts, expires_at) and the outcome of a finished
+# job (done with its result, or cancelled) kept until keep_until (ms): what q.get/q.result read.
+JOBS = """
+CREATE TABLE IF NOT EXISTS _minikafka_job_options (
+    consumer_id INTEGER NOT NULL REFERENCES _minikafka_queues(consumer_id) ON DELETE CASCADE,
+    row_id INTEGER NOT NULL,
+    max_attempts INTEGER CHECK (max_attempts IS NULL OR max_attempts > 0),
+    expires_at INTEGER,
+    PRIMARY KEY (consumer_id, row_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS _minikafka_job_options_expiry
+    ON _minikafka_job_options (consumer_id, expires_at) WHERE expires_at IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS _minikafka_job_outcomes (
+    consumer_id INTEGER NOT NULL REFERENCES _minikafka_queues(consumer_id) ON DELETE CASCADE,
+    row_id INTEGER NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('done', 'cancelled')),
+    result TEXT CHECK (result IS NULL OR json_valid(result)),
+    finished_at INTEGER NOT NULL,
+    keep_until INTEGER NOT NULL,
+    PRIMARY KEY (consumer_id, row_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS _minikafka_job_outcomes_expiry ON _minikafka_job_outcomes (keep_until);
+"""
+
+# Periodic jobs: one row per schedule of a queue; one row per fired due time (the UNIQUE key
+# that makes a due time fire once across processes); leader leases (expiring rows).
+SCHEDULES = """
+CREATE TABLE IF NOT EXISTS _minikafka_schedules (
+    name TEXT PRIMARY KEY,
+    topic TEXT NOT NULL,
+    consumer TEXT NOT NULL,
+    cron TEXT,
+    every_ms INTEGER CHECK (every_ms IS NULL OR every_ms > 0),
+    payload TEXT NOT NULL CHECK (json_valid(payload)),
+    priority INTEGER NOT NULL DEFAULT 0,
+    max_catch_up INTEGER NOT NULL DEFAULT 1 CHECK (max_catch_up >= 0),
+    paused INTEGER NOT NULL DEFAULT 0,
+    next_due INTEGER NOT NULL,
+    last_fired INTEGER,
+    created_at TEXT NOT NULL,
+    CHECK ((cron IS NULL) != (every_ms IS NULL))
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS _minikafka_schedule_fires (
+    schedule TEXT NOT NULL,
+    due INTEGER NOT NULL,
+    row_id INTEGER,
+    fired_at INTEGER NOT NULL,
+    PRIMARY KEY (schedule, due)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS _minikafka_leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+"""
+
+PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES, JOBS, SCHEDULES]
 
 
 def schema_statements() -> list[str]:

@@ -57,7 +57,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import InvalidDurationError, InvalidSettingError, LedgerReplacedError
 from .connection import file_uri
@@ -168,6 +168,7 @@ class Watcher:
         self._started = threading.Event()
         self._closed = False
         self._wake_r, self._wake_w = (None, None)
+        self._async_waiters: list[tuple[Any, Any]] = []  # (event loop, asyncio.Event) of wait_async calls
         self.polls = 0  # data_version reads so far (for tests and benchmarks)
 
     # -- the waiter's side ------------------------------------------------------
@@ -216,6 +217,47 @@ class Watcher:
                 raise self.error
             return self._changes
 
+    async def wait_async(self, mark: int, timeout: float | None = None) -> int:
+        """``wait`` for asyncio: the event loop keeps running; the watcher thread wakes this
+        waiter through ``loop.call_soon_threadsafe`` (the same commit detection as ``wait``).
+
+        Returns:
+            The current change count (``mark`` itself when it timed out).
+        """
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        entry = (loop, event)
+        with self._cond:
+            if self._changes != mark or self._closed:
+                return self._changes
+            self._async_waiters.append(entry)
+            self._waiting += 1
+            if self._waiting == 1:
+                self._poke()
+        try:
+            if timeout is None:
+                await event.wait()
+            else:
+                try:
+                    await asyncio.wait_for(event.wait(), max(0.0, timeout))
+                except TimeoutError:
+                    pass
+        finally:
+            with self._cond:
+                self._waiting -= 1
+                self._async_waiters.remove(entry)
+        with self._cond:
+            return self._changes
+
+    def _wake_async_in_lock(self) -> None:
+        for loop, event in self._async_waiters:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that loop is closed: its waiter is gone
+                pass
+
     def close(self) -> None:
         """Stop the thread and release every waiter. Idempotent."""
         with self._cond:
@@ -223,6 +265,7 @@ class Watcher:
                 return
             self._closed = True
             self._cond.notify_all()
+            self._wake_async_in_lock()
         self._poke()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
@@ -258,6 +301,8 @@ class Watcher:
         with self._cond:
             self._changes += 1
             self._cond.notify_all()
+            if self._async_waiters:
+                self._wake_async_in_lock()
 
     def _replaced(self) -> bool:
         """Whether the path no longer names the file this watcher started on; if so, every
@@ -393,3 +438,23 @@ def wait_until(watcher: Watcher, ready: Callable[[], T], timeout: float | None =
             if due is not None:
                 remaining = due if remaining is None else min(remaining, due)
         watcher.wait(mark, None if remaining is None else max(0.0, remaining))
+
+
+async def wait_until_async(watcher: Watcher, ready: Callable[[], T], timeout: float | None = None, *,
+                           next_deadline: Callable[[], float | None] | None = None) -> T | None:
+    """``wait_until`` for asyncio: ``ready()`` runs on the loop's thread (a short read on the
+    caller's connection); between calls the coroutine awaits ``watcher.wait_async``."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        mark = watcher.mark()
+        value = ready()
+        if value:
+            return value
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            return None
+        if next_deadline is not None:
+            due = next_deadline()
+            if due is not None:
+                remaining = due if remaining is None else min(remaining, due)
+        await watcher.wait_async(mark, None if remaining is None else max(0.0, remaining))

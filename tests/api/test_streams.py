@@ -361,3 +361,18 @@ def test_retention_never_deletes_a_row_still_pending(source):
 def test_a_bad_max_age_is_refused(source):
     with pytest.raises(ValueError, match="max_age must be a positive duration"):
         source.stream("events", max_age="soon")
+
+
+def test_forward_on_none_sends_the_windows_rows_to_the_sink_when_the_function_returns_none(tmp_path):
+    from minikafka import Source
+
+    with Source(str(tmp_path / "l.sqlite")) as src:
+        src.stream("events").extend([{"i": i} for i in range(4)])
+        out = src.stream("passed")
+        seen = []
+        src.streaming("events", lambda w: seen.append(len(w.data)), size=2, sink=out, until_idle=True,
+                      forward_on_none=True, consumer="passthrough")
+        assert list(out.iter_new()) == [{"i": 0}, {"i": 1}, {"i": 2}, {"i": 3}] and seen == [2, 2]
+        skipped = src.stream("skipped")
+        src.streaming("events", lambda w: None, size=2, sink=skipped, until_idle=True, consumer="plain")
+        assert list(skipped.iter_new()) == []  # the default: None writes nothing

@@ -14,8 +14,8 @@ import pytest
 
 from minikafka import LedgerError, Source
 from minikafka.ledger.schema import LEDGER_FORMAT
-from tests.conftest import Video
 from tests.api.modes.test_groups import Order
+from tests.conftest import Video
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "ledger_format1.sqlite"
 

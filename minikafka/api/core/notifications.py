@@ -110,6 +110,23 @@ class Listener:
         if rows:
             self.last_id = rows[-1][0]
 
+    def __aiter__(self) -> Listener:
+        return self
+
+    async def __anext__(self) -> Notification:
+        """``async for n in source.listen(channel)``: waits without blocking the event loop."""
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while not self._buffer:
+            self._fetch()
+            if self._buffer:
+                break
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise StopAsyncIteration
+            self._mark = await self._watcher.wait_async(self._mark, remaining)
+            self._mark = self._watcher.mark()
+        return self._buffer.popleft()
+
     def __next__(self) -> Notification:
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while not self._buffer:

@@ -134,24 +134,75 @@ class TopicRows(Generic[ModelT]):
         Emits:
             message_appended (queued until the commit).
         """
+        located = self.insert_located_in_current_transaction(
+            model, parent_id=parent_id, parent_topic=parent_topic, run_id=run_id,
+            ignore_duplicates=ignore_duplicates, now=now, partition=partition)
+        return None if located is None else located[0]
+
+    def insert_located_in_current_transaction(
+        self, model: ModelT, *, parent_id: int | None = None, parent_topic: str | None = None,
+        run_id: str | None = None, ignore_duplicates: bool = False, now: str | None = None,
+        partition: int | None = None,
+    ) -> tuple[int, int] | None:
+        """As ``insert_one_in_current_transaction``, returning (id, partition) of the stored row."""
         conn = self.conn
         values = self.encode(model)
+        row_id, partition = self._insert_row(conn, values, parent_id=parent_id, parent_topic=parent_topic,
+                                             run_id=run_id, ignore_duplicates=ignore_duplicates, now=now,
+                                             partition=partition)
+        if row_id is None:
+            return None
+        if self.ledger.on_event is not None:
+            self.ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
+        return row_id, partition
+
+    def _insert_row(self, conn: sqlite3.Connection, values: tuple, *, parent_id: int | None = None,
+                    parent_topic: str | None = None, run_id: str | None = None, ignore_duplicates: bool = False,
+                    now: str | None = None, partition: int | None = None) -> tuple[int | None, int]:
+        """INSERT one encoded row on ``conn``; (id or None when ignored, partition)."""
         lineage = parent_id is not None or run_id is not None
         params = (*values, now or utc_now(), "new") + ((parent_id, parent_topic, run_id) if lineage else ())
         if self.layout.partitions > 1:
             if partition is None:
-                partition = self.layout.route(values, 0 if self.layout.key else self.high_watermark() + 1)
+                seq = 0 if self.layout.key else self._high_watermark_on(conn) + 1
+                partition = self.layout.route(values, seq)
             params += (partition,)
+        else:
+            partition = 0
         try:
             cur = conn.execute(self.layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
         except (sqlite3.IntegrityError, OverflowError) as exc:
             raise self.layout.explain_write_error(exc, [values], conn=conn) from None
         if cur.rowcount == 0:
+            return None, partition
+        return cur.lastrowid, partition
+
+    def _high_watermark_on(self, conn: sqlite3.Connection) -> int:
+        return conn.execute(f"SELECT max(\"_id\") FROM {self.layout.table}").fetchone()[0] or 0
+
+    def insert_grouped(self, model: ModelT, *, ignore_duplicates: bool = False,
+                       partition: int | None = None) -> tuple[int, int] | None:
+        """Insert one validated model in the process's next group commit (``ledger.group_commit``).
+
+        Returns (id, partition) once the row is durable (None when ignored as a duplicate); a
+        duplicate or unstorable row fails this call only. Use only outside a transaction
+        (``ledger.can_group_commit``).
+
+        Emits:
+            message_appended, after the commit.
+        """
+        _ = self.conn  # the topic is current and the Source is ours
+        values = self.encode(model)
+
+        def work(conn: sqlite3.Connection) -> tuple[int | None, int]:
+            return self._insert_row(conn, values, ignore_duplicates=ignore_duplicates, partition=partition)
+
+        row_id, partition = self.ledger.group_commit(work)
+        if row_id is None:
             return None
-        row_id = cur.lastrowid
         if self.ledger.on_event is not None:
             self.ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
-        return row_id
+        return row_id, partition
 
     def insert_many_in_current_transaction(
         self, models: list[ModelT], *, status: str = "new", ignore_duplicates: bool = False,
@@ -290,6 +341,16 @@ class TopicRows(Generic[ModelT]):
         if row is None:
             raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
         return self.record(row, None)
+
+    def exists(self, _id: int) -> bool:
+        """Whether the topic has a row with id ``_id``."""
+        return self.conn.execute(f"SELECT 1 FROM {self.layout.table} WHERE \"_id\" = ?", (_id,)).fetchone() is not None
+
+    def is_handled(self, _id: int, consumer: str) -> bool:
+        """Whether the row ``_id`` is acked for ``consumer`` (False when there is no such row)."""
+        where, params = acks.done_filter(self.consumer_id(consumer), self.name)
+        return self.conn.execute(f"SELECT 1 FROM {self.layout.table} WHERE \"_id\" = ? AND {where}",
+                                 (_id, *params)).fetchone() is not None
 
     def load(self, ids: list[int]) -> dict[int, ModelT]:
         """{id: model} of the rows with these ids (missing ids are left out)."""

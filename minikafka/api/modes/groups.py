@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidOffsetError, TopicNotFoundError
@@ -325,3 +325,38 @@ class ConsumerGroup:
                 watcher.wait(mark, remaining)
             else:
                 sleep(poll if remaining is None else min(poll, remaining))
+
+    async def follow_async(self, topic: TopicHandle | str, partitions: list[int] | None = None,
+                           max_messages: int = 100, timeout: float | None = None, *,
+                           poll: float = POLL_SECONDS) -> AsyncIterator[list[Record]]:
+        """``follow`` for asyncio: ``async for batch in group.follow_async(topic)``; between
+        batches it awaits the watcher without blocking the event loop (an in-memory Source
+        awaits ``poll`` seconds instead)."""
+        import asyncio
+
+        watcher = self.source.watcher if self.source.path != ":memory:" else None
+        positions: dict[int, int] = {}
+        idle_since = time.monotonic()
+        while True:
+            mark = watcher.mark() if watcher is not None else 0
+            layout = self._layout(topic)
+            got = False
+            if layout is not None:
+                parts = list(range(layout.partitions)) if partitions is None else list(partitions)
+                for p in parts:
+                    batch = self._fetch(topic, p, max_messages, after=positions.get(p, 0))
+                    if batch:
+                        positions[p] = batch[-1].offset
+                        got = True
+                        yield batch
+            now = time.monotonic()
+            if got:
+                idle_since = now
+                continue
+            if timeout is not None and now - idle_since >= timeout:
+                return
+            remaining = None if timeout is None else max(0.0, timeout - (now - idle_since))
+            if watcher is not None:
+                await watcher.wait_async(mark, remaining)
+            else:
+                await asyncio.sleep(poll if remaining is None else min(poll, remaining))

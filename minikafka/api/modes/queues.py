@@ -19,18 +19,27 @@ system clock unless one is injected for tests).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ...errors import JobNotOursError, QueueNotFoundError
+from ...errors import (
+    InvalidRecordError,
+    JobCancelledError,
+    JobFailedError,
+    JobNotFoundError,
+    JobNotOursError,
+    QueueNotFoundError,
+)
 from ...ledger import acks
 from ...ledger import queues as store
+from ...ledger.columns import find_non_finite, json_refusal
 from ...ledger.events import Event
 from ...ledger.identifiers import validate_consumer_name
 from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
@@ -45,12 +54,13 @@ if TYPE_CHECKING:
 ModelT = TypeVar("ModelT", bound=BaseModel)
 Clock = Callable[[], float]
 
-__all__ = ["ORIGIN", "Job", "Queue", "check_settings", "find_queue", "queue_label", "revive_dead_in_current_transaction",
+__all__ = ["ORIGIN", "Job", "JobInfo", "Queue", "open_queue", "result_json", "check_settings", "find_queue", "queue_label", "revive_dead_in_current_transaction",
            "split_label", "stored_settings"]
 
 
 DEFAULT_VISIBILITY_TIMEOUT = 300.0
 DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_RESULT_TTL = 7 * 24 * 3600.0
 
 log = logging.getLogger("minikafka.queues")
 
@@ -109,6 +119,7 @@ class Job(Generic[ModelT]):
     worker_id: str
     lease_expires_at: datetime
     priority: int = 0
+    max_attempts: int | None = None  # this job's own limit (set at enqueue), else the queue's
     _queue: Queue | None = field(default=None, repr=False)
     _finished: str | None = field(default=None, repr=False)
 
@@ -119,22 +130,27 @@ class Job(Generic[ModelT]):
             raise JobNotOursError(f"job {self.id} was already {self._finished} by this worker")
         return self._queue
 
-    def ack(self, *, tx: Transaction | None = None) -> bool:
+    def ack(self, result: Any = None, *, tx: Transaction | None = None) -> bool:
         """Mark the job done (acked for the queue's consumer; the row stays in the topic).
 
         Args:
+            result: the job's result (JSON: dicts, lists, strings, finite numbers, booleans,
+                None; a pydantic model is stored as its JSON dump), kept ``result_ttl`` seconds
+                for ``q.result(job_id)`` and ``q.get(job_id)`` (None: nothing stored).
             tx: join the caller's transaction (the business write and the ack commit together).
 
         Returns:
-            False when the lease expired (the row may have been reclaimed): nothing changed.
+            False when the lease expired (the row may have been reclaimed) or the job was
+            cancelled: nothing changed.
 
         Raises:
             JobNotOursError: the job was not claimed through a queue, or is already finished.
+            InvalidRecordError: ``result`` cannot be stored as JSON (nothing changed).
 
         Emits:
             message_handled, after the commit.
         """
-        return self._q()._finish(self, "acked", tx=tx)
+        return self._q()._finish(self, "acked", tx=tx, result=result)
 
     def retry(self, delay: float = 60, error: str = "", *, tx: Transaction | None = None) -> bool:
         """Back to pending after ``delay`` seconds, or to the dead letter when attempts are used up.
@@ -178,8 +194,12 @@ class Queue(Generic[ModelT]):
     """
 
     def __init__(self, topic: TopicHandle, consumer: str, *, visibility_timeout: float | None = None,
-                 max_attempts: int | None = None, clock: Clock | None = None):
+                 max_attempts: int | None = None, clock: Clock | None = None,
+                 result_ttl: float = DEFAULT_RESULT_TTL):
         check_settings(visibility_timeout, max_attempts, clock)
+        if isinstance(result_ttl, bool) or not isinstance(result_ttl, (int, float)) or not result_ttl >= 0:
+            raise ValueError(f"result_ttl must be >= 0 seconds, got {result_ttl!r}")
+        self.result_ttl = float(result_ttl)
         validate_consumer_name(consumer)
         self.topic = topic
         self.source: SourceHandle = topic.source
@@ -234,7 +254,8 @@ class Queue(Generic[ModelT]):
     # -- producing --------------------------------------------------------------
     def enqueue(self, payload: ModelT | dict[str, Any], delay: float | None = None,
                 run_at: datetime | float | None = None, priority: int = 0,
-                tx: Transaction | None = None) -> int:
+                tx: Transaction | None = None, *, max_attempts: int | None = None,
+                expires: datetime | float | None = None) -> int:
         """Validate and append one job to the queue's topic.
 
         Args:
@@ -243,13 +264,17 @@ class Queue(Generic[ModelT]):
             run_at: when the job is due (a datetime, naive taken as UTC, or epoch seconds).
             priority: higher is claimed first; equal priorities go oldest first.
             tx: join the caller's transaction (``source.transaction()``).
+            max_attempts: this job's own limit of attempts (None: the queue's).
+            expires: seconds from now (a number) or a datetime after which the job must not
+                run: a claim after that moves it to the dead letter with the reason 'expired'.
 
         Returns:
             The job's id (the row's offset in the topic).
 
         Raises:
             pydantic.ValidationError: the payload does not fit the model (nothing enqueued).
-            ValueError: a negative delay, or a priority that is not an integer.
+            ValueError: a negative delay, a priority that is not an integer, max_attempts
+                not an integer >= 1, expires not a number of seconds >= 0 or a datetime.
             DuplicateMessageError: the topic's dedup key is already stored.
             TransactionError: tx is closed or belongs to another Source.
 
@@ -258,14 +283,29 @@ class Queue(Generic[ModelT]):
         """
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise ValueError(f"priority must be an integer, got {priority!r}")
+        check_settings(None, max_attempts)
         now = self._now_ms()
         due = self._due_ms(now, delay, run_at)
+        expires_at = self._expires_ms(now, expires)
         model = self.rows.validate(payload)
         # inside tx no savepoint: only the first statement (the topic insert) can fail
         with joined(self.source, tx, savepoint=False) as conn:
             row_id = self.rows.insert_one_in_current_transaction(model, now=self._now_text(now))
             store.add_job_in_current_transaction(conn, self.consumer_id, row_id, priority, due)
+            if max_attempts is not None or expires_at is not None:
+                store.set_options_in_current_transaction(conn, self.consumer_id, row_id, max_attempts, expires_at)
         return row_id
+
+    @staticmethod
+    def _expires_ms(now: int, expires: datetime | float | None) -> int | None:
+        if expires is None:
+            return None
+        if isinstance(expires, datetime):
+            aware = expires if expires.tzinfo else expires.replace(tzinfo=timezone.utc)
+            return _ms(aware.timestamp())
+        if isinstance(expires, bool) or not isinstance(expires, (int, float)) or not expires >= 0:
+            raise ValueError(f"expires must be a number of seconds >= 0 or a datetime, got {expires!r}")
+        return now + _ms(expires)
 
     @staticmethod
     def _due_ms(now: int, delay: float | None, run_at: datetime | float | None) -> int:
@@ -340,6 +380,10 @@ class Queue(Generic[ModelT]):
             now = self._now_ms()  # after the write lock: waiting for it must not shorten leases
             self._sync_in_current_transaction(conn, now)
             self._bury_exhausted_in_current_transaction(conn, now)
+            if store.any_expiring(conn, self.consumer_id):
+                expired = store.bury_expired_in_current_transaction(conn, self.consumer_id, now)
+                if expired:
+                    self._quarantine_in_current_transaction(conn, expired, now)
             rows = store.claim_in_current_transaction(conn, self.consumer_id, worker_id, now + self._vt_ms,
                                                       self.max_attempts, now, n)
             if not rows:
@@ -347,7 +391,7 @@ class Queue(Generic[ModelT]):
             rows.sort(key=lambda r: (-r[3], r[4], r[0]))
             data = self._load([r[0] for r in rows])
         return [Job(id=r[0], data=data[r[0]], attempts=r[1], worker_id=worker_id,
-                    lease_expires_at=_dt(r[2]), priority=r[3], _queue=self) for r in rows]
+                    lease_expires_at=_dt(r[2]), priority=r[3], max_attempts=r[5], _queue=self) for r in rows]
 
     def claim_one(self, worker_id: str) -> Job[ModelT] | None:
         """Claim one job, or return None when nothing is claimable now."""
@@ -363,6 +407,39 @@ class Queue(Generic[ModelT]):
         from ...ledger.watcher import wait_until
 
         return bool(wait_until(self.source.watcher, self.claimable, timeout, next_deadline=self.next_due_in))
+
+    async def wait_async(self, timeout: float | None = None) -> bool:
+        """``wait`` for asyncio: the event loop keeps running while nothing is claimable."""
+        from ...ledger.watcher import wait_until_async
+
+        return bool(await wait_until_async(self.source.watcher, self.claimable, timeout,
+                                           next_deadline=self.next_due_in))
+
+    async def claim_async(self, worker_id: str, idle_poll: float = 5.0) -> AsyncIterator[Job[ModelT]]:
+        """``claim`` for asyncio: ``async for job in q.claim_async("w1")``. Between jobs it awaits
+        the watcher (a commit by any process, a due time, ``idle_poll``) without blocking the
+        loop; each claim itself is one short write on the loop's thread."""
+        if idle_poll is not None and idle_poll <= 0:
+            raise ValueError(f"idle_poll must be > 0 seconds, got {idle_poll!r}")
+        watcher = self.source.watcher
+        while True:
+            mark = watcher.mark()
+            job = self.claim_one(worker_id)
+            if job is not None:
+                yield job
+                continue
+            due = self.next_due_in()
+            timeout = idle_poll if due is None else (due if idle_poll is None else min(due, idle_poll))
+            await watcher.wait_async(mark, timeout)
+
+    async def result_async(self, job_id: int, timeout: float | None = None) -> Any:
+        """``result`` for asyncio (same errors)."""
+        from ...ledger.watcher import wait_until_async
+
+        info = await wait_until_async(self.source.watcher, lambda: self._finished_info(job_id), timeout)
+        if info is None:
+            raise TimeoutError(f"job {job_id} of queue {self.name!r} did not finish within {timeout} s")
+        return _result_of(info)
 
     def claim(self, worker_id: str, idle_poll: float = 5.0) -> Iterator[Job[ModelT]]:
         """Yield jobs forever, one claim at a time; sleep between them until a wake-up.
@@ -391,12 +468,14 @@ class Queue(Generic[ModelT]):
         return Claim(self.consumer_id, job.id, job.worker_id, job.attempts)
 
     def _finish(self, job: Job, how: str, *, delay: float = 0, error: str = "",
-                tx: Transaction | None = None) -> bool:
+                tx: Transaction | None = None, result: Any = None) -> bool:
         if job._queue is not self:
             raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
         if how == "retried" and (isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0):
             raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
         error = "" if error is None else str(error)
+        result_text = result_json(self.name, job.id, result)
+        job_max = job.max_attempts or self.max_attempts
         with joined(self.source, tx) as conn:
             now = self._now_ms()  # after the write lock: a lease that ran out meanwhile is not ours
             claim = self._claim(job)
@@ -404,7 +483,12 @@ class Queue(Generic[ModelT]):
                 done = store.delete_claim_in_current_transaction(conn, claim, now)
                 if done:
                     self._ack_rows_in_current_transaction(conn, [job.id], now)
-            elif how == "retried" and job.attempts < self.max_attempts:
+                    if job.max_attempts is not None:
+                        store.forget_options_in_current_transaction(conn, self.consumer_id, [job.id])
+                    if result_text is not None:
+                        store.save_outcome_in_current_transaction(conn, self.consumer_id, job.id, "done",
+                                                                  result_text, now, now + _ms(self.result_ttl))
+            elif how == "retried" and job.attempts < job_max:
                 done = store.retry_claim_in_current_transaction(conn, claim, now, now + _ms(delay), error)
             else:
                 reason = error or "failed"
@@ -442,6 +526,9 @@ class Queue(Generic[ModelT]):
             acked = store.delete_claims_in_current_transaction(conn, self.consumer_id, now, claims)
             if acked:
                 self._ack_rows_in_current_transaction(conn, acked, now)
+                own = [j.id for j in jobs if j.max_attempts is not None]
+                if own:
+                    store.forget_options_in_current_transaction(conn, self.consumer_id, own)
         done = set(acked)
         for job in jobs:
             if job.id in done:
@@ -479,6 +566,104 @@ class Queue(Generic[ModelT]):
             Quarantined(self.topic.name, data[row_id].model_dump_json() if row_id in data else None, reason, ORIGIN,
                         text, consumer=self.consumer, row_id=row_id, attempts=attempts)
             for row_id, attempts, reason in rows])
+
+    # -- periodic jobs ------------------------------------------------------------
+    def schedule(self, name: str, *, cron: str | None = None, every: float | None = None,
+                 payload: ModelT | dict[str, Any] | None = None, priority: int = 0, max_catch_up: int = 1):
+        """Create or replace the periodic job ``name`` enqueueing ``payload`` here.
+
+        Args:
+            cron: a five-field cron expression, in UTC (``"*/5 * * * *"``; needs croniter:
+                ``pip install 'minikafka[schedules]'``).
+            every: or a period in seconds.
+            max_catch_up: after downtime, how many of the latest missed due times fire (default 1).
+
+        Returns:
+            The ``ScheduleInfo``. Jobs are enqueued by ``source.scheduler().tick()``/``run()``
+            (or ``minikafka schedule tick|run``) in whichever process holds the leader lease.
+        """
+        from .schedules import Scheduler
+
+        return Scheduler(self.source, clock=self.clock).add(self, name, cron=cron, every=every, payload=payload,
+                                                            priority=priority, max_catch_up=max_catch_up)
+
+    # -- one job: look up, cancel, result -------------------------------------------
+    def get(self, job_id: int) -> JobInfo | None:
+        """What is known of one job: its state and counters, its result once done.
+
+        States: ``pending`` (waiting, or its lease expired), ``processing``, ``dead`` (in the
+        dead letter), ``done`` (acked), ``cancelled``. A done job's ``result`` is kept
+        ``result_ttl`` seconds; after that it reads as done with no result.
+
+        Returns:
+            A ``JobInfo``, or None when the topic has no row ``job_id``.
+        """
+        job_id = _check_job_id(job_id)
+        conn = self._conn
+        now = self._now_ms()
+        live = store.job_state(conn, self.consumer_id, job_id)
+        if live is not None:
+            state, attempts, run_at, last_error, worker, lease, priority, own_max, expires_at = live
+            if state == "processing" and lease is not None and lease <= now:
+                state = "pending"
+            return JobInfo(job_id, self.name, state, attempts, own_max or self.max_attempts, _dt(run_at), priority,
+                           last_error or None, worker if state == "processing" else None,
+                           _dt(lease) if state == "processing" else None, _dt(expires_at))
+        done = store.outcome(conn, self.consumer_id, job_id)
+        if done is not None:
+            return JobInfo(job_id, self.name, done[0], None, self.max_attempts,
+                           result=None if done[1] is None else json.loads(done[1]), finished_at=_dt(done[2]))
+        if not self.rows.exists(job_id):
+            return None
+        handled = self.rows.is_handled(job_id, self.consumer)
+        return JobInfo(job_id, self.name, "done" if handled else "pending", 0 if not handled else None,
+                       self.max_attempts)
+
+    def cancel(self, job_id: int, *, tx: Transaction | None = None) -> bool:
+        """Cancel a pending or running job: it never runs (again).
+
+        A worker holding it finds out when it acks, retries, fails or heartbeats: each returns
+        False and changes nothing. The row stays in the topic, acked for the queue's consumer.
+
+        Returns:
+            True if the job was pending or processing and is now cancelled; False when it was
+            already done, dead, cancelled, or there is no such job.
+        """
+        job_id = _check_job_id(job_id)
+        with joined(self.source, tx) as conn:
+            now = self._now_ms()
+            self._sync_in_current_transaction(conn, now)
+            if not store.cancel_in_current_transaction(conn, self.consumer_id, job_id):
+                return False
+            store.forget_options_in_current_transaction(conn, self.consumer_id, [job_id])
+            self._ack_rows_in_current_transaction(conn, [job_id], now)
+            store.save_outcome_in_current_transaction(conn, self.consumer_id, job_id, "cancelled", None, now,
+                                                      now + _ms(self.result_ttl))
+        return True
+
+    def result(self, job_id: int, timeout: float | None = None) -> Any:
+        """Wait for a job to finish and return its result (None when acked without one).
+
+        Woken by the Source's watcher (any process's commit), not by polling.
+
+        Raises:
+            JobCancelledError: the job was cancelled.
+            JobFailedError: the job is in the dead letter (the message holds its last error).
+            TimeoutError: not finished within ``timeout`` seconds.
+            JobNotFoundError: the topic has no row ``job_id``.
+        """
+        from ...ledger.watcher import wait_until
+
+        info = wait_until(self.source.watcher, lambda: self._finished_info(job_id), timeout)
+        if info is None:
+            raise TimeoutError(f"job {job_id} of queue {self.name!r} did not finish within {timeout} s")
+        return _result_of(info)
+
+    def _finished_info(self, job_id: int) -> JobInfo | None:
+        info = self.get(job_id)
+        if info is None:
+            raise JobNotFoundError(f"queue {self.name!r} has no job {job_id}")
+        return info if info.state in ("done", "cancelled", "dead") else None
 
     # -- the dead letter and counts -----------------------------------------------
     def dead(self, *, limit: int = 1000) -> list[dict[str, Any]]:
@@ -525,6 +710,67 @@ class Queue(Generic[ModelT]):
         }
 
 
+@dataclass
+class JobInfo:
+    """One job as ``Queue.get`` sees it (times are UTC datetimes; None where unknown)."""
+
+    id: int
+    queue: str
+    state: str
+    attempts: int | None
+    max_attempts: int
+    run_at: datetime | None = None
+    priority: int | None = None
+    last_error: str | None = None
+    worker_id: str | None = None
+    lease_expires_at: datetime | None = None
+    expires_at: datetime | None = None
+    result: Any = None
+    finished_at: datetime | None = None
+
+    def asdict(self) -> dict[str, Any]:
+        return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in self.__dict__.items()}
+
+
+def _check_job_id(job_id: Any) -> int:
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+        raise ValueError(f"job_id must be an integer >= 1, got {job_id!r}")
+    return job_id
+
+
+def _result_of(info: JobInfo) -> Any:
+    if info.state == "cancelled":
+        raise JobCancelledError(f"job {info.id} of queue {info.queue!r} was cancelled")
+    if info.state == "dead":
+        raise JobFailedError(f"job {info.id} of queue {info.queue!r} is in the dead letter: {info.last_error}")
+    return info.result
+
+
+def result_json(queue: str, job_id: int, result: Any) -> str | None:
+    """A job's result as the JSON text stored (None stays None; a pydantic model is dumped).
+
+    Raises:
+        InvalidRecordError: NaN or infinity inside, or a value JSON cannot hold.
+    """
+    if result is None:
+        return None
+    if isinstance(result, BaseModel):
+        result = result.model_dump(mode="json")
+    try:
+        return json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = exc
+    try:
+        found = find_non_finite(result, "result")
+    except RecursionError:
+        found = None
+    if found is not None:
+        raise InvalidRecordError(f"result of job {job_id} of queue {queue!r}: {json_refusal(*found)}")
+    raise InvalidRecordError(
+        f"result of job {job_id} of queue {queue!r}: the value cannot be written as JSON ({problem}); "
+        "return dicts, lists, strings, finite numbers, booleans, None or a pydantic model")
+
+
 def find_queue(source: SourceHandle, name: str) -> tuple[str, str]:
     """(topic, consumer) of a stored queue named ``name`` (``topic`` or ``topic:consumer``).
 
@@ -538,6 +784,18 @@ def find_queue(source: SourceHandle, name: str) -> tuple[str, str]:
         known = [queue_label(t, c) for t, c in store.queue_pairs(conn)]
         raise QueueNotFoundError(f"no queue named {name!r} in {source.path!r} (queues: {known!r})")
     return row
+
+
+def open_queue(source: SourceHandle, name: str) -> Queue:
+    """The stored queue ``name`` (``topic`` or ``topic:consumer``) with its stored settings, its
+    model imported from the catalog (for tools and the CLI).
+
+    Raises:
+        QueueNotFoundError: no such queue. MigrationError/LedgerError: the model cannot be imported.
+    """
+    topic, consumer = find_queue(source, name)
+    model = source.model_of(topic)
+    return source.topic(topic, model, dedup=source.layout(topic).dedup or None).queue(consumer)
 
 
 def stored_settings(source: SourceHandle, topic: str, consumer: str) -> tuple[float, int]:

@@ -83,8 +83,9 @@ class StreamingConsumer:
 
     def __init__(self, topic: TopicHandle, fn: Callable, emitter: WindowEmitter, *, consumer: str, workers: int,
                  sink: Any, until_idle: bool, max_attempts: int | None, retry_delay: float, poll: float,
-                 open_topic: Callable[[Any, str], TopicHandle]):
+                 open_topic: Callable[[Any, str], TopicHandle], forward_on_none: bool = False):
         self.topic = topic
+        self.forward_on_none = forward_on_none  # fn returned None: the window's rows go to the sink
         self.open_topic = open_topic  # (source, name) -> the topic or stream, opened or created
         self.fn = fn
         self.emitter = emitter
@@ -323,7 +324,8 @@ class StreamingConsumer:
         return out
 
     def _commit(self, stored_window: stored.StoredWindow, window: Window, result: Any) -> None:
-        messages = _messages(result)
+        # minibatch's forward(window.data): a function returning None passes its window through
+        messages = list(window.data) if result is None and self.forward_on_none else _messages(result)
         source = self.topic.source
         writer = None
         if self.sink is not None:

@@ -108,7 +108,7 @@ def _worker_main(open_source: SourceOpener, path: str, queue_name: str, handler_
                 continue
             events.put(("claimed", job.id, None))
             try:
-                handler(job.data)
+                acked = job.ack(handler(job.data))  # the return value is the job's result (JSON)
             except Exception as exc:
                 delay = backoff_delay(retry_delay, job.attempts)
                 error = f"{type(exc).__name__}: {exc}"
@@ -116,7 +116,7 @@ def _worker_main(open_source: SourceOpener, path: str, queue_name: str, handler_
                 kind = "lost" if not ok else ("dead" if job.attempts >= max_attempts else "retried")
                 events.put((kind, job.id, error))
             else:
-                events.put(("acked" if job.ack() else "lost", job.id, None))
+                events.put(("acked" if acked else "lost", job.id, None))
     events.put(("exit", None, None))
 
 

@@ -1,0 +1,38 @@
+"""minikafka queue get / cancel."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from minikafka import Source
+from minikafka.cli import main
+from tests.api.queue_child import Task
+
+
+def test_queue_get_prints_a_jobs_state_and_cancel_cancels_it(db_path):
+    with Source(db_path) as src:
+        q = src.queue("tasks", Task)
+        job_id = q.enqueue({"n": 1}, max_attempts=2)
+    runner = CliRunner()
+    got = runner.invoke(main, ["queue", "get", "tasks", str(job_id), "--json", "-s", db_path])
+    assert got.exit_code == 0, got.output
+    info = json.loads(got.output)
+    assert (info["state"], info["attempts"], info["max_attempts"]) == ("pending", 0, 2)
+    got = runner.invoke(main, ["queue", "cancel", "tasks", str(job_id), "-s", db_path])
+    assert got.exit_code == 0 and f"job {job_id}: cancelled" in got.output
+    got = runner.invoke(main, ["queue", "get", "tasks", str(job_id), "-s", db_path])
+    assert "cancelled" in got.output
+    with Source(db_path) as src:
+        assert src.queue("tasks", Task).claim_one("w") is None
+
+
+def test_queue_get_of_an_unknown_job_or_queue_is_one_error_line(db_path):
+    with Source(db_path) as src:
+        src.queue("tasks", Task)
+    runner = CliRunner()
+    got = runner.invoke(main, ["queue", "get", "tasks", "5", "-s", db_path])
+    assert got.exit_code == 1 and "queue 'tasks' has no job 5" in got.output
+    got = runner.invoke(main, ["queue", "cancel", "nope", "5", "-s", db_path])
+    assert got.exit_code == 1 and "no queue named 'nope'" in got.output
