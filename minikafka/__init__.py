@@ -28,6 +28,7 @@ from .errors import (
     FanOutFailure,
     HandlerError,
     InvalidDurationError,
+    InvalidFilterError,
     InvalidNameError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -40,11 +41,13 @@ from .errors import (
     LedgerNotFoundError,
     LedgerReplacedError,
     LedgerUpgradeRequiredError,
+    LockBusy,
     MigrationError,
     MinikafkaError,
     MissingDependencyError,
     PartitionOutOfRangeError,
     PipelineCycleError,
+    PipelineDefinitionError,
     PipelineError,
     ProtectedTableError,
     QueueNotFoundError,
@@ -76,6 +79,9 @@ def _load_spark_engine():
 _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
+    "PipelineDefinitionError",
+    "LockBusy",
+    "InvalidFilterError",
     "ConnectorError",
 
 

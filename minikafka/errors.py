@@ -9,6 +9,7 @@ written against minikafka keeps catching them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -328,3 +329,27 @@ class LedgerReplacedError(LedgerError):
     """The ledger file was replaced (renamed over) or removed while a Source had it open: the
     open connection still reads the old file, so waiting on it would never wake again. The
     message names the file; open a new Source on it."""
+
+
+class LockBusy(MinikafkaError):
+    """The lock is held by another process; ``holder`` is what that process wrote in the file."""
+
+    def __init__(self, path: Any, holder: str):
+        super().__init__(f"{path} is held by {holder or 'another process'}")
+        self.path = path
+        self.holder = holder
+
+
+class PipelineDefinitionError(MinikafkaError, ValueError):
+    """A pipeline file is invalid; the message names the file, stage and key."""
+
+
+class RecordNotFoundError(MinikafkaError, KeyError):
+    """No row with that id in the topic."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidFilterError(MinikafkaError, ValueError):
+    """A --where filter that names no column, uses an unknown operator or a value of the wrong type."""

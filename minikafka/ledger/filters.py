@@ -29,7 +29,9 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
 
-from ..errors import MinikafkaError
+from ..errors import (
+    InvalidFilterError,  # noqa: F401 (re-exported where it used to live)
+    )
 from ..util.clock import format_timestamp
 from .columns import INT64_MAX, INT64_MIN
 from .identifiers import quote_identifier
@@ -55,10 +57,6 @@ _ACCEPTS = {
     "decimal": "a decimal number, e.g. 12.50",
     "status": "new or handled",
 }
-
-
-class InvalidFilterError(MinikafkaError, ValueError):
-    """A --where filter that names no column, uses an unknown operator or a value of the wrong type."""
 
 
 @dataclass(frozen=True)

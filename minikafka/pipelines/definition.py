@@ -42,7 +42,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import InvalidNameError, MinikafkaError, PipelineCycleError
+from ..errors import (
+    InvalidNameError,
+    PipelineCycleError,
+    PipelineDefinitionError,  # noqa: F401 (re-exported where it used to live)
+)
 from ..ledger.identifiers import validate_consumer_name, validate_topic_name
 from ..util.dag import topological_order
 from ..util.tomlfile import read_toml
@@ -50,10 +54,6 @@ from .schema import STAGE_KEYS, TOP_KEYS, TOPIC_KEYS, TRIGGER_KEYS, WINDOW_KEYS,
 
 __all__ = ["STAGE_KEYS", "TOP_KEYS", "TOPIC_KEYS", "TRIGGER_KEYS", "WINDOW_KEYS", "PipelineDefinitionError",
            "load_pipeline"]
-
-
-class PipelineDefinitionError(MinikafkaError, ValueError):
-    """A pipeline file is invalid; the message names the file, stage and key."""
 
 
 @dataclass

@@ -8,14 +8,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-
-class LockBusy(Exception):
-    """The lock is held by another process; ``holder`` is what that process wrote in the file."""
-
-    def __init__(self, path: Path, holder: str):
-        super().__init__(f"{path} is held by {holder or 'another process'}")
-        self.path = path
-        self.holder = holder
+from ..errors import LockBusy
 
 
 @contextmanager

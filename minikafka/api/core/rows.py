@@ -16,7 +16,12 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
-from ...errors import InvalidRecordError, MinikafkaError, SchemaMismatchError, UnknownStatusError
+from ...errors import (
+    InvalidRecordError,
+    RecordNotFoundError,  # noqa: F401 (re-exported where it used to live)
+    SchemaMismatchError,
+    UnknownStatusError,
+)
 from ...ledger import acks
 from ...ledger.connection import Ledger
 from ...ledger.events import Event
@@ -28,13 +33,6 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 STATUSES = ("new", "handled")
 PAGE = 1000
-
-
-class RecordNotFoundError(MinikafkaError, KeyError):
-    """No row with that id in the topic."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 def check_status(status: str | None, *, allow_none: bool = True) -> str | None:
