@@ -71,6 +71,7 @@ from ..util import clock
 from ..util.clock import utc_now
 from ..util.duration import parse_duration
 from ..util.redact import redact_text
+from ..util.results import Result
 from ..util.tomlfile import read_toml
 from .http import (
     Backoff,
@@ -243,7 +244,7 @@ def load_deliveries(path: str | Path) -> DeliveryFile:
 
 
 @dataclass
-class PartitionStats:
+class PartitionStats(Result):
     """What one partition's delivery did in this run."""
 
     group: str
@@ -260,6 +261,9 @@ class PartitionStats:
     leases_lost: int = 0  # batches another worker took over (this one committed nothing of them)
 
     def line(self) -> str:
+        return self.summary()
+
+    def summary(self) -> str:
         text = (f"group {self.group} topic {self.topic} partition {self.partition}: delivered {self.delivered} "
                 f"in {self.batches} batch(es), {self.failed_attempts} failed attempt(s), "
                 f"{self.quarantined} quarantined, committed offset {self.committed}, lag {self.lag}")
@@ -271,7 +275,7 @@ class PartitionStats:
 
 
 @dataclass
-class DeliverySummary:
+class DeliverySummary(Result):
     """The outcome of one ``DeliveryWorker.run()``."""
 
     partitions: list[PartitionStats]
@@ -296,6 +300,9 @@ class DeliverySummary:
         return [p.line() for p in self.partitions] + [
             f"delivered {self.delivered} message(s), quarantined {self.quarantined}, in {self.seconds:.2f} s "
             f"({rate:,.0f} msg/s)"]
+
+    def summary(self) -> str:
+        return "\n".join(self.lines())
 
 
 class DeliveryWorker:

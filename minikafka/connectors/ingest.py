@@ -30,13 +30,14 @@ from ..ledger import quarantine as store
 from ..ledger.quarantine import Quarantined
 from ..util.clock import utc_now
 from ..util.dumpfiles import invalid_row_reason, parse_json_object, read_lines
+from ..util.results import Result
 
 PAYLOAD_CHARS = 10_000  # the quarantine keeps this much of a line
 BATCH_ROWS = 5_000  # valid rows held in memory before they are inserted into the open transaction
 
 
 @dataclass
-class IngestResult:
+class IngestResult(Result):
     """Counts of one ingest; every line read is in exactly one of the last five.
 
     Attributes:
@@ -64,8 +65,9 @@ class IngestResult:
         """Non-blank lines."""
         return self.lines - self.blank
 
-    def summary(self, name: str) -> str:
-        return (f"{name}: {self.lines} lines, {self.appended} appended, {self.duplicates} duplicates, "
+    def summary(self, name: str | None = None) -> str:
+        """One line of counts, after ``name`` (the file) when given."""
+        return ((f"{name}: " if name else "") + f"{self.lines} lines, {self.appended} appended, {self.duplicates} duplicates, "
                 f"{self.quarantined} quarantined, {self.already_quarantined} already quarantined, "
                 f"{self.blank} blank")
 

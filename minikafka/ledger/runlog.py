@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..util.clock import utc_now
+from ..util.results import Result
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -20,7 +21,7 @@ def new_run_id(prefix: str = "run") -> str:
 
 
 @dataclass
-class RunResult:
+class RunResult(Result):
     """What one run did; mirrors its row in ``_minikafka_runs``."""
 
     run_id: str
@@ -50,6 +51,14 @@ class RunResult:
         self.finished_at = utc_now()
         self.duration_s = round(time.perf_counter() - self._t0, 6)
         return self
+
+    def summary(self) -> str:
+        """``<stage or kind> <status>: in N, out N, duplicates N, quarantined N (run id, seconds)``."""
+        took = f", {self.duration_s:.2f} s" if self.duration_s is not None else ""
+        text = (f"{self.stage or self.kind} {self.status}: in {self.rows_in}, out {self.rows_out}, "
+                f"duplicates {self.rows_duplicate}, failed {self.rows_failed}, quarantined {self.rows_quarantined} "
+                f"({self.run_id}{took})")
+        return text + (f": {self.error}" if self.error else "")
 
     def as_row(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ..util.clock import format_timestamp
+from ..util.results import Result
 
 REPORT_DIR = "quality-reports"
 
@@ -27,10 +28,14 @@ def report_dir(ledger_path: str) -> Path:
 
 
 @dataclass
-class PruneResult:
+class PruneResult(Result):
     runs_deleted: int = 0
     reports_deleted: int = 0
     kept_latest: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"deleted {self.runs_deleted} run(s) and {self.reports_deleted} report(s); "
+                f"kept {len(self.kept_latest)} run(s) as their stage's latest")
 
 
 def prune_runs_in_current_transaction(conn, before: str) -> tuple[int, list[str]]:

@@ -34,6 +34,7 @@ from ..ledger import acks
 from ..ledger.identifiers import quote_identifier
 from ..util import clock
 from ..util.clock import format_timestamp, parse_timestamp
+from ..util.results import Result
 from .definition import PipelineDefinition, StageDefinition
 from .runner import StageOutcome, _run_in_process, open_source
 
@@ -56,7 +57,7 @@ class StageState:
 
 
 @dataclass
-class WatchResult:
+class WatchResult(Result):
     outcomes: list[StageOutcome] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -67,6 +68,10 @@ class WatchResult:
     @property
     def ok(self) -> bool:
         return not self.failed
+
+    def summary(self) -> str:
+        return (f"watch ran {len(self.outcomes)} stage run(s) in {self.seconds:.1f} s, "
+                f"{len(self.failed)} failed")
 
 
 def pending_rows(source: Source, topic: str, consumer: str, *, before: str | None = None) -> tuple[int, int]:

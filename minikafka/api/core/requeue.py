@@ -17,6 +17,7 @@ from ...ledger import acks, deliveries
 from ...ledger import quarantine as store
 from ...ledger.queues import revive_dead_in_current_transaction
 from ...util.clock import utc_now
+from ...util.results import Result
 from .rows import TopicRows, rows_of
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class RequeueResult:
+class RequeueResult(Result):
     """What a requeue did: rows appended to the topic, rows made pending again for their
     consumer, rows already in the topic (dropped from the quarantine), and rows that
     still fail (kept, with the new reason)."""
@@ -37,6 +38,10 @@ class RequeueResult:
     @property
     def requeued(self) -> int:
         return self.appended + self.replayed + self.duplicates
+
+    def summary(self) -> str:
+        return (f"requeued {self.requeued} row(s): {self.appended} appended, {self.replayed} pending again, "
+                f"{self.duplicates} already in the topic; {len(self.failed)} still failing")
 
 
 def requeue(topic: TopicHandle | TopicRows, ids: list[int] | None = None) -> RequeueResult:
