@@ -19,7 +19,8 @@ line(s) just before the fence, invisible on the rendered page::
 - ``raises: NAME``: a Python block is expected to raise an exception of that class name.
 - ``twice``: run the block a second time in the same place (an example that must be re-runnable).
 - ``spark``: the block needs Java and pyspark; the page's test carries the ``spark`` marker.
-- ``skip: REASON``: not run (say why: it sets up a machine, or runs until stopped).
+- ``skip: REASON``: not run (say why: it sets up a machine, or runs until stopped); the
+  reason runs to the end of the comment and comes last.
 - ``timeout: SECONDS``: for a slow block (default 300).
 
 Python blocks run in this process (so Spark blocks reuse the test session's SparkSession);
@@ -77,7 +78,12 @@ class Block:
 
 
 def parse_directives(text: str) -> dict[str, str]:
+    """``continue; save: a.toml``; a ``skip:`` reason runs to the end of the comment (it may hold ``;``)."""
     out: dict[str, str] = {}
+    head, sep, reason = text.partition("skip:")
+    if sep:
+        out["skip"] = reason.strip()
+        text = head
     for part in filter(None, (p.strip() for p in text.split(";"))):
         name, _, value = part.partition(":")
         name = name.strip()
