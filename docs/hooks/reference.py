@@ -237,7 +237,7 @@ def deliveries_file() -> str:
 
     example, prose = _docstring_example(delivery)
     comments = _comments_of(example)
-    spec = getattr(delivery, "DeliverySpec")
+    spec = delivery.DeliverySpec
     rows = []
     for key, type_name, required, default in _fields(spec):
         text = _field_description(spec, key) or comments.get(("delivery", key), "") or DELIVERY_KEYS.get(key, "")
