@@ -66,7 +66,7 @@ from .errors import (
 from .ledger.events import Event
 from .ledger.runlog import RunResult
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def _load_spark_engine():

@@ -2,9 +2,12 @@
 # Install what minikafka needs on a fresh Debian machine, idempotently:
 #   Java 17 and Debian's SQLite JDBC driver (apt-get, only when missing),
 #   Debian's mosquitto (the MQTT tests' broker),
-#   a virtualenv in .venv with the package and its extras at the versions in constraints.txt
-#   (only when pyproject.toml or constraints.txt changed).
+#   a virtualenv in .venv with the package (distribution minikafka-spark, import name minikafka)
+#   and its dev extras at the versions in constraints.txt (only when pyproject.toml or
+#   constraints.txt changed).
 # Usage: scripts/setup.sh            (run as root, or with sudo available)
+# Without root, for the library alone: python3 -m venv .venv && .venv/bin/pip install -c constraints.txt .
+# (add extras as needed: ".[spark]", ".[all]"; the Spark ones also need Java 17 and the JDBC jar).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +41,12 @@ want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing Python packages into .venv"
   log=.venv/pip-install.log
-  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -c constraints.txt -e ".[dev]"; } >"$log" 2>&1; then
+  # koaning's minikafka (or this project under its old distribution name) owns the same
+  # import name: the two cannot be installed side by side
+  if .venv/bin/python -m pip show minikafka >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall -y minikafka >"$log" 2>&1
+  fi
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -c constraints.txt -e ".[dev]"; } >>"$log" 2>&1; then
     tail -n 40 "$log"; echo "setup: pip install failed (full log: $log)" >&2; exit 1
   fi
   echo "$want" > "$stamp"

@@ -68,7 +68,7 @@ class MinikafkaGroup(click.Group):
 
 
 @click.group(cls=MinikafkaGroup)
-@click.version_option(package_name="minikafka")
+@click.version_option(package_name="minikafka-spark", prog_name="minikafka")
 def main() -> None:
     """Typed, durable pipelines with one SQLite file as the state ledger.
 

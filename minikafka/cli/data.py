@@ -85,7 +85,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     The first ingest into a pipeline's 'source =' creates that ledger (its directory
     must exist); any other missing ledger is an error unless --create is given.
 
-    Example: curl -s https://example.org/feed.jsonl | minikafka ingest --source data/homelab.sqlite --model schemas.homelab:RssItem rss.items -
+    Example: cat examples/feed.jsonl | minikafka ingest --source data/homelab.sqlite --model schemas.homelab:RssItem rss.items -
     """
     import tempfile
 
@@ -282,7 +282,7 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     a killed run can be re-run and loads nothing twice. Options, files and the topic are
     checked before Spark starts.
 
-    Example: minikafka backfill --source data/homelab.sqlite rss.items dumps/2025-*.jsonl.gz
+    Example: minikafka backfill --source data/homelab.sqlite rss.items 'examples/dumps/*.jsonl.gz'
     """
     from ..spark.backfill import backfill as run_backfill
     from ..spark.backfill import check_staging, detect_format, discover

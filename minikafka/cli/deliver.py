@@ -25,7 +25,7 @@ def deliver(file: str, once: bool, source_path: str | None) -> None:
     Without --once the worker runs until SIGTERM or SIGINT, finishes the batches in
     flight, commits them and exits 0.
 
-    Example: minikafka deliver conf/deliveries.toml --once
+    Example: minikafka deliver examples/deliveries.toml --once
     """
     try:
         defn = load_deliveries(file)

@@ -49,7 +49,7 @@ def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], ev
 
     --json keys: id, topic, consumer, run_id, row_id, payload, reason, attempts, origin, created_at.
 
-    Example: minikafka quarantine rss.items requeue 12 13 --source data/homelab.sqlite
+    Example: minikafka quarantine rss.items --source data/homelab.sqlite
     """
     source.layout(topic)
     conn = source.ledger.conn

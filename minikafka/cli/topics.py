@@ -194,7 +194,7 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
     _consumer_status with --consumer). --json prints one JSON array instead of lines.
     Filters are checked against the topic's columns; values are never pasted into SQL.
 
-    Example: minikafka show rss.items --consumer split_youtube --status new --where 'feed=hn' --limit 5
+    Example: minikafka show rss.items --consumer split_youtube --status new --where 'feed=lwn.net' --limit 5
     """
     layout: TopicLayout = source.layout(topic)
     if follow and as_json:
@@ -313,7 +313,7 @@ def schema(source: Source, topic: str, as_sql: bool, as_json: bool) -> None:
 def replay(source: Source, topic: str, consumer: str, from_id: int | None, to_id: int | None) -> None:
     """Make a range of rows pending again for one consumer.
 
-    Example: minikafka replay rss.items --consumer summarise --from-id 100 --to-id 200
+    Example: minikafka replay rss.items --consumer split_youtube --from-id 1 --to-id 20
     """
     from ..util.clock import utc_now
 

@@ -29,7 +29,7 @@ def work(source: Source, handler: str, queue_name: str, concurrency: int, once: 
     the jobs in flight finish. Progress goes to stderr, a summary line to stdout, and
     the run to the run log.
 
-    Example: minikafka work myjobs:summarise --queue rss.summarise --concurrency 4 -s homelab.sqlite
+    Example: minikafka work examples.myjobs:summarise --queue rss.summarise --concurrency 2 --once -s data/homelab.sqlite
     """
     from ..api.modes.workers import work as run_work
 

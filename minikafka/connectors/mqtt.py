@@ -1,4 +1,4 @@
-"""MQTTSource and MQTTSink (paho-mqtt 2.x; ``pip install minikafka[mqtt]``).
+"""MQTTSource and MQTTSink (paho-mqtt 2.x; ``pip install 'minikafka-spark[mqtt]'``).
 
 The source subscribes to a topic filter and appends each message's JSON payload to a
 topic. It keeps a persistent session (``clean_session=False``) under a stable client id

@@ -49,6 +49,7 @@ from ..errors import (
 )
 from ..ledger.identifiers import validate_consumer_name, validate_topic_name
 from ..util.dag import topological_order
+from ..util.optional import install_hint
 from ..util.tomlfile import read_toml
 from .schema import STAGE_KEYS, TOP_KEYS, TOPIC_KEYS, TRIGGER_KEYS, WINDOW_KEYS, check_shape
 
@@ -367,7 +368,7 @@ def _check_job(path: Path, where: str, stage: StageDefinition) -> None:
     try:
         module = stage.job_module()
     except ImportError as exc:
-        raise _fail(path, f"{where}.job", f"cannot import job module {stage.job!r}: {exc}") from exc
+        raise _fail(path, f"{where}.job", f"cannot import job module {stage.job!r}: {exc}{install_hint(exc)}") from exc
     has_transform = callable(getattr(module, "transform", None))
     has_row_fn = callable(getattr(module, "row_fn", None))
     if has_transform == has_row_fn:

@@ -398,12 +398,18 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
 
 def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, dry_run: bool, echo,
                    staging: str | None = None, py_files: str | None = None) -> StageOutcome:
+    from ..spark.session import SparkSetupError, check_java
     from ..util.procs import run_tied
 
     run_id = new_run_id(sd.name)
     cmd = submit_command(defn, sd, master=master, run_id=run_id, dry_run=dry_run, staging=staging,
                          py_files=py_files)
     t0 = time.perf_counter()
+    try:
+        check_java()  # spark-submit itself would only say "JAVA_HOME is not set"
+    except SparkSetupError as exc:
+        row = None if dry_run else record_failed_run(defn, run_id, str(exc), sd, details={"phase": "launch"})
+        return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, str(exc))
     # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
     try:
         proc = run_tied(cmd, env=submit_env())

@@ -1,4 +1,5 @@
-"""The README's ingest examples without a pipeline file give rss.items the same dedup key as the pipeline."""
+"""The documented ingest examples without a pipeline file (docs/reference/cli-conventions.md) give rss.items the
+same dedup key as the pipeline."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from minikafka import Source
 
 from .helpers import invoke
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "reference" / "cli-conventions.md"
 
 
 def _stdin_ingest_examples() -> list[list[str]]:
     commands = []
-    for line in README.read_text().splitlines():
-        if line.startswith("cat feed.jsonl | minikafka ingest"):
+    for line in PAGE.read_text().splitlines():
+        if line.startswith("cat examples/feed.jsonl | minikafka ingest"):
             command = line.split("|", 1)[1].split("#", 1)[0]
             commands.append(shlex.split(command)[1:])  # without "minikafka"
     return commands
@@ -28,14 +30,14 @@ def _feed() -> str:
                                "published": "2026-01-01T00:00:00Z"}) + "\n" for i in range(3))
 
 
-def test_readme_stdin_ingest_examples_declare_the_pipelines_dedup_key():
+def test_documented_stdin_ingest_examples_declare_the_pipelines_dedup_key():
     examples = _stdin_ingest_examples()
     assert len(examples) == 2
     for args in examples:
         assert "--model" in args and args[args.index("--dedup") + 1] == "url", args
 
 
-def test_running_both_readme_stdin_ingest_examples_does_not_duplicate_rows(tmp_path):
+def test_running_both_documented_stdin_ingest_examples_does_not_duplicate_rows(tmp_path):
     db = tmp_path / "new" / "ledger.sqlite"
     first, second = _stdin_ingest_examples()
     first = [str(db) if a == "new/ledger.sqlite" else a for a in first]
@@ -50,6 +52,6 @@ def test_running_both_readme_stdin_ingest_examples_does_not_duplicate_rows(tmp_p
 
 
 def _pipeline_dedup() -> list[str]:
-    text = (README.parent / "conf" / "homelab.toml").read_text()
+    text = (ROOT / "conf" / "homelab.toml").read_text()
     block = re.search(r'\[topics\."rss\.items"\]\n(.*?)\n\n', text, re.S).group(1)
     return json.loads(re.search(r"dedup = (\[.*\])", block).group(1))

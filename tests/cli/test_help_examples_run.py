@@ -1,0 +1,148 @@
+"""Every command's --help ends with an example, and that example runs on the shipped example.
+
+The scenario is the repository's example after the nightly tutorial's first step: conf/,
+schemas/, jobs/ and examples/ copied to a scratch directory, examples/feed.jsonl ingested
+into the pipeline's ledger, every stage's consumer registered (plus one a renamed stage left
+behind), a work queue with jobs, the shop ledger the deliveries file names and a receiver on
+its endpoint. Commands run as a user types them (bash, the checkout's minikafka), with
+``MINIKAFKA_SOURCE=data/homelab.sqlite`` as the CLI reference says; each must exit 0 and
+print something. The four Spark commands run after the example pipeline ran once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from minikafka import Source
+from minikafka.cli import main
+
+from ..docs.runner import Session
+
+SPARK_COMMANDS = {"run", "check", "watch", "backfill"}
+LONG_RUNNING = {"watch"}  # runs until SIGTERM: stopped once it printed its first line
+RECEIVER = ("127.0.0.1", 18080)  # examples/deliveries.toml's endpoint
+
+
+def help_examples() -> dict[str, str]:
+    """The example of every command, from its help text (wrapped lines joined)."""
+    out = {}
+    for name, command in sorted(main.commands.items()):
+        text = command.help or ""
+        m = re.search(r"Example:\s*(.+?)(?:\n\s*\n|\Z)", text, re.S)
+        out[name] = " ".join(m.group(1).split()) if m else ""
+    return out
+
+
+EXAMPLES = help_examples()
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    bodies: list = []
+
+    def do_POST(self):
+        self.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def _env(session: Session) -> dict[str, str]:
+    return {**session.env(), "MINIKAFKA_SOURCE": "data/homelab.sqlite", "ORDERS_TOKEN": "example-token"}
+
+
+def _bash(session: Session, command: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", f"set -e -o pipefail\n{command}"], cwd=session.dir, env=_env(session),
+                          text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    from examples.myjobs import Summarise
+    from minikafka.pipelines.definition import load_pipeline
+    from minikafka.pipelines.runner import open_source
+    from schemas.homelab import RssItem
+
+    session = Session(tmp_path_factory.mktemp("help-examples"))
+    ingest = _bash(session, "minikafka ingest conf/homelab.toml rss.items examples/feed.jsonl")
+    assert ingest.returncode == 0, ingest.stdout
+    defn = load_pipeline(session.dir / "conf" / "homelab.toml")
+    with open_source(defn, register=True):
+        pass
+    with Source(session.dir / "data" / "homelab.sqlite") as source:
+        source.topic("rss.items", RssItem, dedup=("url",)).consumer("old_summary")  # a stage renamed since
+        queue = source.queue("rss.summarise", Summarise)
+        queue.enqueue({"url": "https://example.com/a", "body": "An article to summarise."})
+        queue.enqueue({"url": "https://example.com/b", "body": "Another one."})
+    with Source(session.dir / "data" / "shop.sqlite") as shop:
+        from pydantic import BaseModel
+
+        class Order(BaseModel):
+            order_id: int
+            user: str
+            amount: float
+
+        orders = shop.topic("orders", Order, dedup=("order_id",), partitions=2, key=("user",))
+        orders.extend([{"order_id": i, "user": f"user-{i % 3}", "amount": 1.0 + i} for i in range(6)])
+    server = HTTPServer(RECEIVER, _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield session
+    server.shutdown()
+    server.server_close()
+    session.close()
+
+
+@pytest.fixture(scope="module")
+def ran_example(example, spark):
+    """The example after one in-process run of its pipeline (the shared SparkSession)."""
+    from minikafka.pipelines.definition import load_pipeline
+    from minikafka.pipelines.runner import run_pipeline
+
+    result = run_pipeline(load_pipeline(example.dir / "conf" / "homelab.toml"), in_process=True, echo=lambda *_: None)
+    assert not result.failed, [o.error for o in result.outcomes]
+    return example
+
+
+def test_every_command_help_ends_with_an_example():
+    missing = [name for name, example in EXAMPLES.items() if not example.startswith(("minikafka ", "cat "))]
+    assert not missing, f"commands whose --help has no runnable example: {missing}"
+    assert set(EXAMPLES) >= SPARK_COMMANDS
+
+
+@pytest.mark.parametrize("name", sorted(set(EXAMPLES) - SPARK_COMMANDS))
+def test_help_example_runs_on_the_shipped_example(name, example):
+    proc = _bash(example, EXAMPLES[name], timeout=120)
+    assert proc.returncode == 0, f"{EXAMPLES[name]}\n{proc.stdout}"
+    assert proc.stdout.strip(), f"{EXAMPLES[name]} printed nothing"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", sorted(SPARK_COMMANDS - LONG_RUNNING))
+def test_spark_help_example_runs_on_the_shipped_example(name, ran_example):
+    proc = _bash(ran_example, EXAMPLES[name], timeout=600)
+    assert proc.returncode == 0, f"{EXAMPLES[name]}\n{proc.stdout}"
+    assert proc.stdout.strip(), f"{EXAMPLES[name]} printed nothing"
+
+
+@pytest.mark.spark
+def test_watch_help_example_runs_until_sigterm_and_exits_0(ran_example):
+    proc = subprocess.Popen(["bash", "-c", f"exec {EXAMPLES['watch']}"], cwd=ran_example.dir, env=_env(ran_example),
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        first = proc.stdout.readline()
+        assert first.strip(), "watch printed nothing before it was stopped"
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, first + rest
