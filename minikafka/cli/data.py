@@ -17,6 +17,7 @@ from .common import (
     load_with_source,
     open_ledger,
     pipeline_model,
+    row_dict,
     status_where,
     verbose_option,
     with_source,
@@ -162,14 +163,40 @@ def _open_topic(source: Source, topic: str, model: str | None, dedup: tuple[str,
     return source.topic(topic, cls, dedup=layout.dedup or None)
 
 
+EXPORT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                  ".json": "json", ".csv": "csv"}
+
+
+def export_format(path: str, fmt: str | None) -> str:
+    """--format, else the format PATH's suffix names; a usage error when neither tells."""
+    if fmt:
+        return fmt
+    from pathlib import Path
+
+    suffix = Path(path).suffix.lower()
+    if suffix in EXPORT_FORMATS:
+        return EXPORT_FORMATS[suffix]
+    known = ", ".join(EXPORT_FORMATS)
+    what = "standard output" if path == "-" else f"{path!r} (suffix {suffix or 'none'})"
+    raise click.UsageError(f"which format? --format is needed for {what}; suffixes that tell it: {known}")
+
+
 @main.command()
 @click.argument("topic")
 @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), required=True)
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl", "json", "csv"]),
+              help="Default: from PATH's suffix (.parquet .pq, .jsonl .ndjson, .json, .csv).")
 @click.option("--status", "which", type=click.Choice(["new", "handled", "all"]), default="all", show_default=True)
+@click.option("--where", "where", multiple=True, metavar="'FIELD OP VALUE'",
+              help="Only rows matching, as in 'show --where' ('score>=0.5', 'feed=hn', 'lang = null'); "
+                   "repeat to AND several. Values are parameters, never SQL.")
 @with_source(read_only=True)
-def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
-    """Export a topic to Parquet or JSON lines, in pages of 50,000 rows.
+def export(source: Source, topic: str, path: str, fmt: str | None, which: str, where: tuple[str, ...]) -> None:
+    """Export a topic to Parquet, JSON lines, a JSON array or CSV, in pages of 50,000 rows.
+
+    The format comes from PATH's suffix (x.parquet, x.jsonl, x.json, x.csv) unless
+    --format names it. Rows carry _id, _created_at, _status, _parent_id, then the
+    model's fields; in CSV nested values are JSON text.
 
     The file appears complete or not at all (written beside it, fsynced, renamed); a
     missing directory or a full disk is an error naming the file. PATH '-' (or
@@ -177,7 +204,7 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     link's target is replaced (the link stays); a named pipe or a device such as
     /dev/null is written directly; a directory or a socket is refused.
 
-    Example: minikafka export rss.scored --format parquet data/scored.parquet
+    Example: minikafka export rss.scored data/scored.csv --where 'score>=0.5' --source data/homelab.sqlite
     """
     import contextlib
     import sys
@@ -185,6 +212,8 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     from ..util.atomicfile import atomic_write
 
     layout = source.layout(topic)  # no such topic: nothing opened, nothing written
+    fmt = export_format(path, fmt)
+    condition = _where(layout, where)
     to_stdout = path == "-" or _is_standard_output(path)
     if to_stdout:
         if fmt == "parquet" and sys.stdout.isatty():
@@ -194,10 +223,20 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     else:
         out = atomic_write(path)
     with out as fh:
-        written = _write_export(source, layout, fmt, which, fh)
+        written = _write_export(source, layout, fmt, which, fh, condition)
         fh.flush()
     click.echo(f"exported {written} row(s) of {topic} to {'standard output' if path == '-' else path}",
                err=to_stdout)
+
+
+def _where(layout, where: tuple[str, ...]) -> tuple[str, tuple]:
+    """The --where filters as (SQL condition, parameters), as ``show`` parses them."""
+    from ..ledger.filters import InvalidFilterError, where_clause
+
+    try:
+        return where_clause(layout, where)
+    except InvalidFilterError as exc:
+        raise click.BadParameter(str(exc), param_hint="--where") from exc
 
 
 def _is_standard_output(path: str) -> bool:
@@ -214,36 +253,54 @@ def _is_standard_output(path: str) -> bool:
     return same_file(path, fd)
 
 
-def _write_export(source: Source, layout, fmt: str, which: str, fh) -> int:
+def _write_export(source: Source, layout, fmt: str, which: str, fh, condition: tuple[str, tuple] = ("1", ())) -> int:
     """Write the topic's rows to the binary file ``fh`` page by page; the row count."""
     from ..ledger.arrow import rows_to_arrow
+    from .output import progress
+    from .tables import csv_lines
 
     decode = layout.decoder()
     where, params, fix = status_where(source, layout, which)
-    sql = f"{layout.select_sql()} WHERE {where} AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
+    params = (*params, *condition[1])
+    sql = f"{layout.select_sql()} WHERE {where} AND ({condition[0]}) AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
     conn = source.ledger.conn
+    columns = ["_id", "_created_at", "_status", "_parent_id", *layout.field_names]
     last, written, writer = 0, 0, None
+    if fmt == "csv":
+        fh.write(next(csv_lines([], columns)).encode("utf-8"))
+    elif fmt == "json":
+        fh.write(b"[")
     try:
-        while True:
-            page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
-            if not page:
-                break
-            last = page[-1][0]
-            written += len(page)
-            if written > len(page) or len(page) == 50000:
-                click.echo(f"  {written} row(s) written...", err=True)
-            if fmt == "jsonl":
-                fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))
-            else:
-                import pyarrow.parquet as pq
+        with progress(f"export {layout.name}") as shown:
+            while True:
+                page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
+                if not page:
+                    break
+                last = page[-1][0]
+                written += len(page)
+                if written > len(page) or len(page) == 50000:
+                    shown.update(f"{written} row(s) written", completed=written)
+                if fmt == "jsonl":
+                    fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))
+                elif fmt == "json":
+                    first = written == len(page)
+                    fh.write(("" if first else ",").encode("utf-8")
+                             + ",".join("\n" + _row_json(row, decode) for row in page).encode("utf-8"))
+                elif fmt == "csv":
+                    fh.write("".join(csv_lines((row_dict(row, decode) for row in page), columns,
+                                               header=False)).encode("utf-8"))
+                else:
+                    import pyarrow.parquet as pq
 
-                table = rows_to_arrow(layout, page, decode)
-                if writer is None:
-                    writer = pq.ParquetWriter(fh, table.schema)
-                writer.write_table(table)
+                    table = rows_to_arrow(layout, page, decode)
+                    if writer is None:
+                        writer = pq.ParquetWriter(fh, table.schema)
+                    writer.write_table(table)
     finally:
         if writer is not None:
             writer.close()
+    if fmt == "json":
+        fh.write(b"\n]\n" if written else b"]\n")
     if writer is None and fmt == "parquet":
         import pyarrow.parquet as pq
 
