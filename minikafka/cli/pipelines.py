@@ -137,13 +137,22 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
 
 @main.command()
 @pipeline_argument
-@click.option("--counts", is_flag=True, help="Label each topic with its new/handled counts.")
+@click.option("--counts", is_flag=True, help="Label each topic with its new/handled counts (reads the ledger).")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE",
+              help="Write the graph to FILE instead of printing Mermaid: .svg, .png or .pdf drawn by Graphviz's "
+                   "dot, .dot DOT text, .mmd Mermaid text.")
+@click.option("--no-stages", is_flag=True, help="Leave the stage names off the edges.")
 @pipeline_source_option
-def plot(pipeline: str, counts: bool, source_override: str | None) -> None:
-    """Print the pipeline's topic graph as Mermaid.
+def plot(pipeline: str, counts: bool, output: str | None, no_stages: bool, source_override: str | None) -> None:
+    """Print the pipeline's topic graph as Mermaid, or draw it (SVG, PNG, PDF) with Graphviz.
 
-    Example: minikafka plot conf/homelab.toml --counts
+    Topics are the nodes, each edge is labelled with the stage that reads one topic and
+    writes the other. Topics whose names differ only in punctuation (a.b, a_b, a-b) are
+    distinct nodes. Drawing needs Graphviz's 'dot' (Debian: apt-get install graphviz).
+
+    Example: minikafka plot conf/homelab.toml --counts --output homelab.svg
     """
+    from ..util.dotgraph import format_of, render_image, to_dot
     from ..util.mermaid import render
 
     defn = load_with_source(pipeline, source_override)
@@ -159,4 +168,19 @@ def plot(pipeline: str, counts: bool, source_override: str | None) -> None:
                     continue
                 topic = source.topic(name, t.model, dedup=t.dedup or None)
                 numbers[name] = (topic.count("new"), topic.count("handled"))
-    click.echo(render(defn.edges(), numbers))
+    edges = [(i, o) for s in defn.stages for i in s.inputs for o in s.outputs]
+    stages = None if no_stages else [s.name for s in defn.stages for _i in s.inputs for _o in s.outputs]
+    if output is None or output == "-":
+        click.echo(render(edges, numbers, stages))
+        return
+    from ..util.atomicfile import atomic_write
+
+    fmt = format_of(output)
+    if fmt == "mermaid":
+        data = (render(edges, numbers, stages) + "\n").encode("utf-8")
+    else:
+        text = to_dot(edges, numbers, stages, title=defn.name)
+        data = text.encode("utf-8") if fmt == "dot" else render_image(text, fmt)
+    with atomic_write(output) as fh:
+        fh.write(data)
+    click.echo(f"plot: wrote {output} ({fmt}, {len(defn.topics)} topic(s), {len(defn.stages)} stage(s))")
