@@ -89,7 +89,7 @@ def resolve_run_id(conn, given: str, where) -> str:
 @main.command()
 @click.option("--stage", help="Only this stage.")
 @click.option("--run", "run_id", help="Only this run (its id as shown in the first column, or a unique prefix).")
-@click.option("--failed", is_flag=True, help="Only runs that failed or left rows failed (status failed or partial).")
+@click.option("--failed", is_flag=True, help="Only runs that failed, were interrupted or left rows failed (status failed, interrupted, partial).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @json_option
 @with_source(read_only=True)
