@@ -6,14 +6,15 @@ import click
 
 from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
-from ..util.progress import heartbeat
 from .app import main
 from .common import (
     CREATE_HINT,
     SOURCE_HINT,
     _row_json,
     create_option,
+    echo_json,
     ensure_pipeline_ledger,
+    json_option,
     load_with_source,
     open_ledger,
     pipeline_model,
@@ -22,6 +23,7 @@ from .common import (
     verbose_option,
     with_source,
 )
+from .output import note, progress, stage_running
 
 
 def import_model(spec: str):
@@ -42,10 +44,6 @@ def import_model(spec: str):
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise click.BadParameter(f"{spec!r} is not a pydantic model", param_hint="--model")
     return model
-
-
-def _err(message: str) -> None:
-    click.echo(message, err=True)
 
 
 def _spool_stdin(tmpdir: str) -> str:
@@ -70,12 +68,17 @@ def _spool_stdin(tmpdir: str) -> str:
               help="With --source: the topic's model (default: the one recorded in the ledger for TOPIC).")
 @click.option("--dedup", multiple=True, metavar="FIELD", help="With --source, for a new topic: its dedup field(s).")
 @create_option
+@json_option
 def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | None, model: str | None,
-           dedup: tuple[str, ...], create_ledger: bool) -> None:
+           dedup: tuple[str, ...], create_ledger: bool, as_json: bool) -> None:
     """Append a JSONL file (or .jsonl.gz; '-' for standard input) to a topic, validating every line.
 
     Invalid lines go to the quarantine with file:line and the reason; duplicates are
-    skipped. Exit code 1 when no line could be stored.
+    skipped. The file is one transaction: Ctrl-C (exit 130) stores nothing of it. Exit
+    code 1 when no line could be stored.
+
+    --json prints one object: {topic, file, lines, appended, duplicates, quarantined,
+    already_quarantined, blank} (lines = the other five summed).
 
     \b
     minikafka ingest PIPELINE TOPIC PATH          the topic as the pipeline declares it
@@ -125,13 +128,13 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 ensure_pipeline_ledger(defn, create=create_ledger or not explicit_source, parents=create_ledger,
                                        creates=True)
                 notes: list[str] = []
-                with open_source(defn, notes=notes) as source, heartbeat(_err, f"ingest {shown}"):
+                with open_source(defn, notes=notes) as source, stage_running(f"ingest {shown}"):
                     for line in notes:  # a stage registered here that starts past rows that exist
-                        _err(line)
+                        note(line)
                     r = ingest_jsonl(source.opened(topic), path)
             else:
                 with open_ledger(source_path, create=create_ledger, parents=create_ledger,
-                                 hint=SOURCE_HINT + CREATE_HINT) as source, heartbeat(_err, f"ingest {shown}"):
+                                 hint=SOURCE_HINT + CREATE_HINT) as source, stage_running(f"ingest {shown}"):
                     r = ingest_jsonl(_open_topic(source, topic, model, dedup), path)
         except InputFileError as exc:
             # the spooled copy of standard input is named as the user knows it
@@ -139,7 +142,12 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
             raise click.ClickException(f"{message}; nothing was stored") from exc
         except (MinikafkaError, OSError) as exc:
             raise click.ClickException(str(exc)) from exc
-    click.echo(r.summary(shown))
+    if as_json:
+        echo_json({"topic": topic, "file": shown, "lines": r.lines, "appended": r.appended,
+                   "duplicates": r.duplicates, "quarantined": r.quarantined,
+                   "already_quarantined": r.already_quarantined, "blank": r.blank})
+    else:
+        click.echo(r.summary(shown))
     if r.rows and not (r.appended or r.duplicates):
         raise click.ClickException(
             f"no line of {shown} could be stored: every one of its {r.rows} line(s) is in the quarantine "
@@ -328,16 +336,21 @@ def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> st
 @click.option("--batch-rows", default=50_000, show_default=True, type=click.IntRange(min=1),
               help="Rows per commit transaction (at least 1).")
 @click.option("--staging", help="Staging URI every node sees (needed with a non-local --master).")
+@json_option
 @verbose_option
 @with_source(creates=True)
 def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | None, fmt: str | None, delimiter: str,
              quote: str, no_header: bool, as_handled: bool, master: str | None, batch_rows: int,
-             staging: str | None) -> None:
+             staging: str | None, as_json: bool) -> None:
     """Load historical dumps (JSONL, CSV, Parquet, gzip; files, directories, globs) into a topic.
 
     Bad rows go to the quarantine with file:line and the reason; duplicates are skipped;
     a killed run can be re-run and loads nothing twice. Options, files and the topic are
-    checked before Spark starts.
+    checked before Spark starts. Progress goes to stderr; Ctrl-C stops after the batch
+    being committed (exit 130, the run recorded as 'interrupted'; a re-run goes on).
+
+    --json prints one object: {topic, run_id, status, files, skipped_files, rows_read,
+    rows_loaded, rows_duplicate, rows_quarantined, seconds}.
 
     Example: minikafka backfill --source data/homelab.sqlite rss.items 'examples/dumps/*.jsonl.gz'
     """
@@ -362,8 +375,21 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     from ..spark.session import build_session
 
     hint = "" if os.environ.get("MINIKAFKA_VERBOSE") else " (the JVM's own output is hidden; --verbose shows it)"
-    click.echo(f"starting Spark{hint}...", err=True)
+    note(f"starting Spark{hint}...")
     spark = build_session("minikafka:backfill", master)
-    run_backfill(spark, source, topic, list(paths), model=model_cls, fmt=fmt, delimiter=delimiter, quote=quote,
-                 header=not no_header, as_handled=as_handled, batch_rows=batch_rows, staging=staging,
-                 progress=lambda m: click.echo(m, err=True))
+    with progress(f"backfill {topic}") as shown:
+        def report(line: str) -> None:
+            if line.startswith("backfill "):  # the closing summary (on stderr, as before --json existed)
+                note(line) if as_json else click.echo(line, err=True)
+            else:
+                shown.update(line.strip())
+
+        result = run_backfill(spark, source, topic, list(paths), model=model_cls, fmt=fmt, delimiter=delimiter,
+                              quote=quote, header=not no_header, as_handled=as_handled, batch_rows=batch_rows,
+                              staging=staging, progress=report)
+    if as_json:
+        r = result.run
+        echo_json({"topic": topic, "run_id": r.run_id, "status": r.status, "files": [str(f.path) for f in result.files],
+                   "skipped_files": result.skipped_files, "rows_read": result.rows_read, "rows_loaded": r.rows_out,
+                   "rows_duplicate": r.rows_duplicate, "rows_quarantined": r.rows_quarantined,
+                   "seconds": r.duration_s})

@@ -79,6 +79,15 @@ STATUSES = ("running", "succeeded", "failed", "partial", "interrupted")
 INTERRUPTED = "interrupted by Ctrl-C (SIGINT)"
 
 
+def mark_interrupted_in_current_transaction(conn: sqlite3.Connection, run_ids: list[str]) -> None:
+    """Record that Ctrl-C stopped these finished runs: status 'interrupted' (a failed run stays
+    failed), their counts and details unchanged."""
+    conn.executemany(
+        "UPDATE _minikafka_runs SET status = 'interrupted', error = coalesce(error, ?) "
+        "WHERE run_id = ? AND status IN ('running', 'succeeded', 'partial')",
+        [(INTERRUPTED, run_id) for run_id in run_ids])
+
+
 def failure_status(exc: BaseException) -> str:
     """The status of a run that ``exc`` ended: 'interrupted' for Ctrl-C (KeyboardInterrupt), else 'failed'."""
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"

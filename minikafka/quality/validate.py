@@ -7,7 +7,6 @@ import math
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .gx_env import context, import_gx
