@@ -14,6 +14,7 @@ from pathlib import Path
 from ..api.source import Source
 from ..errors import MinikafkaError
 from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write_run_in_current_transaction
+from ..util.clock import utc_now
 from ..util.progress import heartbeat
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
@@ -373,19 +374,25 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                 result.outcomes.append(StageOutcome(sd.name, "skipped", error="upstream stage failed"))
                 blocked.update(sd.outputs)
                 continue
-            echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
-            if not _has_pending(defn, sd):
-                # nothing new: record the empty run without starting a JVM
-                outcome = _run_in_process(None, defn, sd, dry_run)
-            elif in_process:
-                with running(sd.name):
-                    if spark is None:
-                        spark, outcome = _start_session(defn, sd, master, py_files, dry_run)
-                    if spark is not None:
-                        outcome = _run_in_process(spark, defn, sd, dry_run, staging)
-            else:
-                with running(sd.name):
-                    outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files)
+            since = utc_now()
+            try:
+                echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
+                if not _has_pending(defn, sd):
+                    # nothing new: record the empty run without starting a JVM
+                    outcome = _run_in_process(None, defn, sd, dry_run)
+                elif in_process:
+                    with running(sd.name):
+                        if spark is None:
+                            spark, outcome = _start_session(defn, sd, master, py_files, dry_run)
+                        if spark is not None:
+                            outcome = _run_in_process(spark, defn, sd, dry_run, staging)
+                else:
+                    with running(sd.name):
+                        outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files)
+            except KeyboardInterrupt:
+                if not dry_run:
+                    _record_interrupted(defn, sd, since)
+                raise
             _note_quarantine(defn, outcome)
             result.outcomes.append(outcome)
             if outcome.status == "failed":
@@ -414,11 +421,6 @@ def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, p
     t0 = time.perf_counter()
     try:
         spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
-    except KeyboardInterrupt:
-        if not dry_run:
-            record_failed_run(defn, new_run_id(sd.name), INTERRUPTED, sd, details={"phase": "session"},
-                              status="interrupted")
-        raise
     except MinikafkaError as exc:  # SparkSetupError: no Java, no JDBC jar, the JVM did not start
         error = f"the Spark application did not start: {exc}"
         row = None if dry_run else record_failed_run(defn, new_run_id(sd.name), error, sd,
@@ -449,6 +451,19 @@ def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: Sta
             return _run_row(source, run_id)
     except Exception:  # noqa: BLE001 - the original failure matters more than its log row
         return None
+
+
+def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, since: str) -> None:
+    """After Ctrl-C: an 'interrupted' row for the stage, unless its run (started at or after
+    ``since``) already wrote one (the stage's own handler, or its commit just before)."""
+    try:
+        with Source(str(defn.source)) as source:
+            latest = read_runs(source._ledger.conn, stage=sd.name, limit=1)
+    except Exception:  # noqa: BLE001 - the interrupt matters more than its log row
+        return
+    if latest and latest[0]["started_at"] >= since:
+        return
+    record_failed_run(defn, new_run_id(sd.name), INTERRUPTED, sd, details={"phase": "start"}, status="interrupted")
 
 
 def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
