@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import re
 import sys
@@ -17,6 +18,8 @@ from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write
 from ..util.clock import utc_now
 from ..util.progress import heartbeat
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
+
+log = logging.getLogger("minikafka.pipelines")
 
 STRATEGIES = ("strict", "best_effort")
 HEARTBEAT_S = float(os.environ.get("MINIKAFKA_HEARTBEAT_S", "15"))
@@ -523,6 +526,10 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
     except SparkSetupError as exc:
         row = None if dry_run else record_failed_run(defn, run_id, str(exc), sd, details={"phase": "launch"})
         return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, str(exc))
+    if log.isEnabledFor(logging.DEBUG):
+        import shlex
+
+        log.debug("stage %s: %s", sd.name, shlex.join(cmd))
     # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
     try:
         proc = run_tied(cmd, env=submit_env())
