@@ -16,6 +16,7 @@ from .common import (
     ensure_pipeline_ledger,
     json_option,
     load_with_source,
+    log,
     open_ledger,
     pipeline_model,
     row_dict,
@@ -53,6 +54,7 @@ def _spool_stdin(tmpdir: str) -> str:
     from pathlib import Path
 
     path = Path(tmpdir) / "<stdin>"
+    log.debug("reading standard input into %s", path)
     with open(path, "wb") as fh:
         shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
     return str(path)
