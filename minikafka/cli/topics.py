@@ -103,6 +103,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
     Example: minikafka status --failed --stage llm_summary
     """
     from ..ledger.runlog import quarantine_topics, quarantined_everything, read_runs
+    from ..quality.report import describe
 
     conn = source.ledger.conn
     if run_id:
@@ -139,8 +140,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
             click.echo(f"    quality {suite['suite']} ({suite['policy']}): {verdict}"
                        + (f", {suite['quarantined_rows']} row(s) quarantined" if suite["quarantined_rows"] else ""))
             for r in bad:
-                click.echo(f"      - {r['expectation']}({r['column'] or ''}) unexpected={r['unexpected_count']} "
-                           f"observed={r['observed_value']}")
+                click.echo(f"      - {r['expectation']}({r['column'] or ''}) {describe(r)}")
         if (run["quality"] or {}).get("report"):
             click.echo(f"    report: {run['quality']['report']}")
     if not runs:
