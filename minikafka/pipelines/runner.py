@@ -461,7 +461,7 @@ def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, since: st
     ``since``) already wrote one (the stage's own handler, or its commit just before)."""
     try:
         with Source(str(defn.source)) as source:
-            latest = read_runs(source._ledger.conn, stage=sd.name, limit=1)
+            latest = read_runs(source.ledger.conn, stage=sd.name, limit=1)
     except Exception:  # noqa: BLE001 - the interrupt matters more than its log row
         return
     if latest and latest[0]["started_at"] >= since:
