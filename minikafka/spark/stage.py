@@ -341,7 +341,11 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
                      quarantine=quarantined)
 
     if dry_run:  # the very commit, rolled back: the counts (duplicates included) are what a run would do
-        _rehearse(source, commit)
+        def rehearsed() -> None:
+            register_consumers(source, [stage])  # as the real run does first (its start rule), rolled back too
+            commit()
+
+        _rehearse(source, rehearsed)
         run.details["dry_run"] = True
     else:
         commit()
