@@ -207,6 +207,10 @@ class MissingDependencyError(MinikafkaError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
 
+class RenderError(MinikafkaError):
+    """A picture could not be drawn (Graphviz's dot failed, or an unknown image format)."""
+
+
 class PartitionOutOfRangeError(MinikafkaError, ValueError):
     """A partition number outside a topic's partitions (the message names topic and range)."""
 

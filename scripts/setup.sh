@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what minikafka needs on a fresh Debian machine, idempotently:
 #   Java 17 and Debian's SQLite JDBC driver (apt-get, only when missing),
-#   Debian's mosquitto (the MQTT tests' broker),
+#   Debian's mosquitto (the MQTT tests' broker) and graphviz (dot draws 'minikafka plot -o x.svg'),
 #   a virtualenv in .venv with the package (distribution minikafka-spark, import name minikafka)
 #   and its dev extras at the versions in constraints.txt (only when pyproject.toml or
 #   constraints.txt changed).
@@ -21,6 +21,10 @@ fi
 # the MQTT tests run a real broker on 127.0.0.1
 if [ ! -x /usr/sbin/mosquitto ] && ! command -v mosquitto >/dev/null 2>&1; then
   need_apt+=(mosquitto)
+fi
+# 'minikafka plot --output pipeline.svg' draws the DAG with Graphviz's dot
+if ! command -v dot >/dev/null 2>&1; then
+  need_apt+=(graphviz)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""

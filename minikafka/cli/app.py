@@ -10,6 +10,9 @@ import sys
 import click
 
 from ..errors import MinikafkaError
+from .output import DEBUG_HELP, QUIET_HELP, _set_debug, _set_quiet, output_options, print_traceback
+
+INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 
 
 def working_directory_on_path() -> None:
@@ -47,17 +50,33 @@ def quiet_stdout() -> None:
 
 class MinikafkaGroup(click.Group):
     """The command group. A library or SQLite error no command caught is still one ``Error:``
-    line (exit 1), never a traceback; a reader closing standard output early
+    line (exit 1), never a traceback (``--debug`` adds it); Ctrl-C (SIGINT) ends a command
+    with exit code 130 after it recorded what it did; a reader closing standard output early
     (``minikafka show T | head -1``) ends the command quietly with exit code 0, like other
-    Unix tools (click would exit 1)."""
+    Unix tools (click would exit 1). Every command accepts ``--quiet`` and ``--debug``."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        taken = {opt for p in cmd.params for opt in getattr(p, "opts", ())}
+        cmd.params.extend(o for o in output_options() if not set(o.opts) & taken)
+        super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            print_traceback(exc)
+            click.echo("interrupted (Ctrl-C): stopped; what was committed stays, the rest is as before", err=True)
+            raise click.exceptions.Exit(INTERRUPTED) from None
         except MinikafkaError as exc:
+            print_traceback(exc)
             raise click.ClickException(str(exc)) from exc
         except sqlite3.Error as exc:
+            print_traceback(exc)
             raise click.ClickException(f"SQLite: {exc}") from exc
+        except click.ClickException as exc:
+            if exc.__cause__ is not None:
+                print_traceback(exc.__cause__)
+            raise
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise
@@ -69,11 +88,18 @@ class MinikafkaGroup(click.Group):
 
 @click.group(cls=MinikafkaGroup)
 @click.version_option(package_name="minikafka-spark", prog_name="minikafka")
+@click.option("--quiet", "-q", "quiet_flag", is_flag=True, expose_value=False, callback=_set_quiet, help=QUIET_HELP)
+@click.option("--debug", "debug_flag", is_flag=True, expose_value=False, callback=_set_debug, help=DEBUG_HELP)
 def main() -> None:
     """Typed, durable pipelines with one SQLite file as the state ledger.
 
     Commands that read or write a ledger take --source FILE (or $MINIKAFKA_SOURCE, or
-    --pipeline FILE for the pipeline's ledger); --json prints machine-readable output.
+    --pipeline FILE for the pipeline's ledger); --json prints one machine-readable JSON
+    value on standard output (its keys are listed in each command's help).
+
+    Standard output carries results; progress, notes and errors go to standard error.
+    --quiet and --debug work before or after the command name. Exit codes: 0 done,
+    1 failed, 2 usage or definition error, 130 interrupted by Ctrl-C.
 
     Example: minikafka topics --source data/homelab.sqlite
     """

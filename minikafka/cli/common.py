@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -33,6 +34,8 @@ from ..api.source import Source
 from ..errors import LedgerError, LedgerNotFoundError, MinikafkaError
 from ..ledger.columns import float_text
 from ..util.clock import format_timestamp
+
+log = logging.getLogger("minikafka.cli")
 
 SOURCE_ENV = "MINIKAFKA_SOURCE"
 PIPELINE_ENV = "MINIKAFKA_PIPELINE"
@@ -210,6 +213,7 @@ def open_ledger(path: str, *, read_only: bool = False, create: bool = False, par
         click.ClickException: no ledger at ``path`` (the message names it), or it cannot be opened.
     """
     check_ledger_path(path)
+    log.debug("opening the ledger %s (%s)", path, "read-only" if read_only else "for writing")
     if create and parents:
         try:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)

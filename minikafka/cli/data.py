@@ -6,21 +6,25 @@ import click
 
 from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
-from ..util.progress import heartbeat
 from .app import main
 from .common import (
     CREATE_HINT,
     SOURCE_HINT,
     _row_json,
     create_option,
+    echo_json,
     ensure_pipeline_ledger,
+    json_option,
     load_with_source,
+    log,
     open_ledger,
     pipeline_model,
+    row_dict,
     status_where,
     verbose_option,
     with_source,
 )
+from .output import note, progress, stage_running
 
 
 def import_model(spec: str):
@@ -43,10 +47,6 @@ def import_model(spec: str):
     return model
 
 
-def _err(message: str) -> None:
-    click.echo(message, err=True)
-
-
 def _spool_stdin(tmpdir: str) -> str:
     """Copy standard input to a file named ``<stdin>`` (quarantine origins read ``<stdin>:LINE``)."""
     import shutil
@@ -54,6 +54,7 @@ def _spool_stdin(tmpdir: str) -> str:
     from pathlib import Path
 
     path = Path(tmpdir) / "<stdin>"
+    log.debug("reading standard input into %s", path)
     with open(path, "wb") as fh:
         shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
     return str(path)
@@ -69,12 +70,17 @@ def _spool_stdin(tmpdir: str) -> str:
               help="With --source: the topic's model (default: the one recorded in the ledger for TOPIC).")
 @click.option("--dedup", multiple=True, metavar="FIELD", help="With --source, for a new topic: its dedup field(s).")
 @create_option
+@json_option
 def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | None, model: str | None,
-           dedup: tuple[str, ...], create_ledger: bool) -> None:
+           dedup: tuple[str, ...], create_ledger: bool, as_json: bool) -> None:
     """Append a JSONL file (or .jsonl.gz; '-' for standard input) to a topic, validating every line.
 
     Invalid lines go to the quarantine with file:line and the reason; duplicates are
-    skipped. Exit code 1 when no line could be stored.
+    skipped. The file is one transaction: Ctrl-C (exit 130) stores nothing of it. Exit
+    code 1 when no line could be stored.
+
+    --json prints one object: {topic, file, lines, appended, duplicates, quarantined,
+    already_quarantined, blank} (lines = the other five summed).
 
     \b
     minikafka ingest PIPELINE TOPIC PATH          the topic as the pipeline declares it
@@ -124,13 +130,13 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 ensure_pipeline_ledger(defn, create=create_ledger or not explicit_source, parents=create_ledger,
                                        creates=True)
                 notes: list[str] = []
-                with open_source(defn, notes=notes) as source, heartbeat(_err, f"ingest {shown}"):
+                with open_source(defn, notes=notes) as source, stage_running(f"ingest {shown}"):
                     for line in notes:  # a stage registered here that starts past rows that exist
-                        _err(line)
+                        note(line)
                     r = ingest_jsonl(source.opened(topic), path)
             else:
                 with open_ledger(source_path, create=create_ledger, parents=create_ledger,
-                                 hint=SOURCE_HINT + CREATE_HINT) as source, heartbeat(_err, f"ingest {shown}"):
+                                 hint=SOURCE_HINT + CREATE_HINT) as source, stage_running(f"ingest {shown}"):
                     r = ingest_jsonl(_open_topic(source, topic, model, dedup), path)
         except InputFileError as exc:
             # the spooled copy of standard input is named as the user knows it
@@ -138,7 +144,12 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
             raise click.ClickException(f"{message}; nothing was stored") from exc
         except (MinikafkaError, OSError) as exc:
             raise click.ClickException(str(exc)) from exc
-    click.echo(r.summary(shown))
+    if as_json:
+        echo_json({"topic": topic, "file": shown, "lines": r.lines, "appended": r.appended,
+                   "duplicates": r.duplicates, "quarantined": r.quarantined,
+                   "already_quarantined": r.already_quarantined, "blank": r.blank})
+    else:
+        click.echo(r.summary(shown))
     if r.rows and not (r.appended or r.duplicates):
         raise click.ClickException(
             f"no line of {shown} could be stored: every one of its {r.rows} line(s) is in the quarantine "
@@ -162,14 +173,40 @@ def _open_topic(source: Source, topic: str, model: str | None, dedup: tuple[str,
     return source.topic(topic, cls, dedup=layout.dedup or None)
 
 
+EXPORT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                  ".json": "json", ".csv": "csv"}
+
+
+def export_format(path: str, fmt: str | None) -> str:
+    """--format, else the format PATH's suffix names; a usage error when neither tells."""
+    if fmt:
+        return fmt
+    from pathlib import Path
+
+    suffix = Path(path).suffix.lower()
+    if suffix in EXPORT_FORMATS:
+        return EXPORT_FORMATS[suffix]
+    known = ", ".join(EXPORT_FORMATS)
+    what = "standard output" if path == "-" else f"{path!r} (suffix {suffix or 'none'})"
+    raise click.UsageError(f"which format? --format is needed for {what}; suffixes that tell it: {known}")
+
+
 @main.command()
 @click.argument("topic")
 @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), required=True)
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl", "json", "csv"]),
+              help="Default: from PATH's suffix (.parquet .pq, .jsonl .ndjson, .json, .csv).")
 @click.option("--status", "which", type=click.Choice(["new", "handled", "all"]), default="all", show_default=True)
+@click.option("--where", "where", multiple=True, metavar="'FIELD OP VALUE'",
+              help="Only rows matching, as in 'show --where' ('score>=0.5', 'feed=hn', 'lang = null'); "
+                   "repeat to AND several. Values are parameters, never SQL.")
 @with_source(read_only=True)
-def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
-    """Export a topic to Parquet or JSON lines, in pages of 50,000 rows.
+def export(source: Source, topic: str, path: str, fmt: str | None, which: str, where: tuple[str, ...]) -> None:
+    """Export a topic to Parquet, JSON lines, a JSON array or CSV, in pages of 50,000 rows.
+
+    The format comes from PATH's suffix (x.parquet, x.jsonl, x.json, x.csv) unless
+    --format names it. Rows carry _id, _created_at, _status, _parent_id, then the
+    model's fields; in CSV nested values are JSON text.
 
     The file appears complete or not at all (written beside it, fsynced, renamed); a
     missing directory or a full disk is an error naming the file. PATH '-' (or
@@ -177,7 +214,7 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     link's target is replaced (the link stays); a named pipe or a device such as
     /dev/null is written directly; a directory or a socket is refused.
 
-    Example: minikafka export rss.scored --format parquet data/scored.parquet
+    Example: minikafka export rss.scored data/scored.csv --where 'score>=0.5' --source data/homelab.sqlite
     """
     import contextlib
     import sys
@@ -185,6 +222,8 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     from ..util.atomicfile import atomic_write
 
     layout = source.layout(topic)  # no such topic: nothing opened, nothing written
+    fmt = export_format(path, fmt)
+    condition = _where(layout, where)
     to_stdout = path == "-" or _is_standard_output(path)
     if to_stdout:
         if fmt == "parquet" and sys.stdout.isatty():
@@ -194,10 +233,20 @@ def export(source: Source, topic: str, path: str, fmt: str, which: str) -> None:
     else:
         out = atomic_write(path)
     with out as fh:
-        written = _write_export(source, layout, fmt, which, fh)
+        written = _write_export(source, layout, fmt, which, fh, condition)
         fh.flush()
     click.echo(f"exported {written} row(s) of {topic} to {'standard output' if path == '-' else path}",
                err=to_stdout)
+
+
+def _where(layout, where: tuple[str, ...]) -> tuple[str, tuple]:
+    """The --where filters as (SQL condition, parameters), as ``show`` parses them."""
+    from ..ledger.filters import InvalidFilterError, where_clause
+
+    try:
+        return where_clause(layout, where)
+    except InvalidFilterError as exc:
+        raise click.BadParameter(str(exc), param_hint="--where") from exc
 
 
 def _is_standard_output(path: str) -> bool:
@@ -214,36 +263,54 @@ def _is_standard_output(path: str) -> bool:
     return same_file(path, fd)
 
 
-def _write_export(source: Source, layout, fmt: str, which: str, fh) -> int:
+def _write_export(source: Source, layout, fmt: str, which: str, fh, condition: tuple[str, tuple] = ("1", ())) -> int:
     """Write the topic's rows to the binary file ``fh`` page by page; the row count."""
     from ..ledger.arrow import rows_to_arrow
+    from .output import progress
+    from .tables import csv_lines
 
     decode = layout.decoder()
     where, params, fix = status_where(source, layout, which)
-    sql = f"{layout.select_sql()} WHERE {where} AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
+    params = (*params, *condition[1])
+    sql = f"{layout.select_sql()} WHERE {where} AND ({condition[0]}) AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
     conn = source.ledger.conn
+    columns = ["_id", "_created_at", "_status", "_parent_id", *layout.field_names]
     last, written, writer = 0, 0, None
+    if fmt == "csv":
+        fh.write(next(csv_lines([], columns)).encode("utf-8"))
+    elif fmt == "json":
+        fh.write(b"[")
     try:
-        while True:
-            page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
-            if not page:
-                break
-            last = page[-1][0]
-            written += len(page)
-            if written > len(page) or len(page) == 50000:
-                click.echo(f"  {written} row(s) written...", err=True)
-            if fmt == "jsonl":
-                fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))
-            else:
-                import pyarrow.parquet as pq
+        with progress(f"export {layout.name}") as shown:
+            while True:
+                page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
+                if not page:
+                    break
+                last = page[-1][0]
+                written += len(page)
+                if written > len(page) or len(page) == 50000:
+                    shown.update(f"{written} row(s) written", completed=written)
+                if fmt == "jsonl":
+                    fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))
+                elif fmt == "json":
+                    first = written == len(page)
+                    fh.write(("" if first else ",").encode("utf-8")
+                             + ",".join("\n" + _row_json(row, decode) for row in page).encode("utf-8"))
+                elif fmt == "csv":
+                    fh.write("".join(csv_lines((row_dict(row, decode) for row in page), columns,
+                                               header=False)).encode("utf-8"))
+                else:
+                    import pyarrow.parquet as pq
 
-                table = rows_to_arrow(layout, page, decode)
-                if writer is None:
-                    writer = pq.ParquetWriter(fh, table.schema)
-                writer.write_table(table)
+                    table = rows_to_arrow(layout, page, decode)
+                    if writer is None:
+                        writer = pq.ParquetWriter(fh, table.schema)
+                    writer.write_table(table)
     finally:
         if writer is not None:
             writer.close()
+    if fmt == "json":
+        fh.write(b"\n]\n" if written else b"]\n")
     if writer is None and fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -271,16 +338,21 @@ def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> st
 @click.option("--batch-rows", default=50_000, show_default=True, type=click.IntRange(min=1),
               help="Rows per commit transaction (at least 1).")
 @click.option("--staging", help="Staging URI every node sees (needed with a non-local --master).")
+@json_option
 @verbose_option
 @with_source(creates=True)
 def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | None, fmt: str | None, delimiter: str,
              quote: str, no_header: bool, as_handled: bool, master: str | None, batch_rows: int,
-             staging: str | None) -> None:
+             staging: str | None, as_json: bool) -> None:
     """Load historical dumps (JSONL, CSV, Parquet, gzip; files, directories, globs) into a topic.
 
     Bad rows go to the quarantine with file:line and the reason; duplicates are skipped;
     a killed run can be re-run and loads nothing twice. Options, files and the topic are
-    checked before Spark starts.
+    checked before Spark starts. Progress goes to stderr; Ctrl-C stops after the batch
+    being committed (exit 130, the run recorded as 'interrupted'; a re-run goes on).
+
+    --json prints one object: {topic, run_id, status, files, skipped_files, rows_read,
+    rows_loaded, rows_duplicate, rows_quarantined, seconds}.
 
     Example: minikafka backfill --source data/homelab.sqlite rss.items 'examples/dumps/*.jsonl.gz'
     """
@@ -305,8 +377,21 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     from ..spark.session import build_session
 
     hint = "" if os.environ.get("MINIKAFKA_VERBOSE") else " (the JVM's own output is hidden; --verbose shows it)"
-    click.echo(f"starting Spark{hint}...", err=True)
+    note(f"starting Spark{hint}...")
     spark = build_session("minikafka:backfill", master)
-    run_backfill(spark, source, topic, list(paths), model=model_cls, fmt=fmt, delimiter=delimiter, quote=quote,
-                 header=not no_header, as_handled=as_handled, batch_rows=batch_rows, staging=staging,
-                 progress=lambda m: click.echo(m, err=True))
+    with progress(f"backfill {topic}") as shown:
+        def report(line: str) -> None:
+            if line.startswith("backfill "):  # the closing summary (on stderr, as before --json existed)
+                note(line) if as_json else click.echo(line, err=True)
+            else:
+                shown.update(line.strip())
+
+        result = run_backfill(spark, source, topic, list(paths), model=model_cls, fmt=fmt, delimiter=delimiter,
+                              quote=quote, header=not no_header, as_handled=as_handled, batch_rows=batch_rows,
+                              staging=staging, progress=report)
+    if as_json:
+        r = result.run
+        echo_json({"topic": topic, "run_id": r.run_id, "status": r.status, "files": [str(f.path) for f in result.files],
+                   "skipped_files": result.skipped_files, "rows_read": result.rows_read, "rows_loaded": r.rows_out,
+                   "rows_duplicate": r.rows_duplicate, "rows_quarantined": r.rows_quarantined,
+                   "seconds": r.duration_s})

@@ -8,8 +8,9 @@ import click
 
 from ..connectors.delivery import DeliveryWorker, load_deliveries
 from ..errors import DeliveryConfigError, MinikafkaError
-from .app import main
-from .common import DefinitionProblem, require_ledger
+from .app import INTERRUPTED, main
+from .common import DefinitionProblem, echo_json, json_option, require_ledger
+from .output import progress
 
 
 @main.command()
@@ -17,16 +18,25 @@ from .common import DefinitionProblem, require_ledger
 @click.option("--once", is_flag=True, help="Deliver everything pending, then exit (for cron).")
 @click.option("--source", "-s", "source_path", default=None,
               help="The SQLite ledger (default: the file's 'source' or [pipeline].source).")
-def deliver(file: str, once: bool, source_path: str | None) -> None:
+@json_option
+def deliver(file: str, once: bool, source_path: str | None, as_json: bool) -> None:
     """POST each topic partition's pending rows to its endpoint as a consumer group.
 
     FILE holds [[deliveries]] tables (a pipeline file may too). A 2xx answer commits
     the batch; failures are retried with backoff (and quarantined after max_attempts).
     Without --once the worker runs until SIGTERM or SIGINT, finishes the batches in
-    flight, commits them and exits 0.
+    flight, commits them and exits 0 (SIGTERM) or 130 (SIGINT, Ctrl-C; the run log
+    then says 'interrupted'). Progress goes to stderr: a live line on a terminal, else a
+    line only when a count changed (an idle worker writes nothing).
+
+    --json prints one object instead of the summary lines: {delivered, quarantined,
+    seconds, run_ids, errors, interrupted, partitions: [{group, topic, partition,
+    delivered, batches, failed_attempts, quarantined, committed, lag, error}]}.
 
     Example: minikafka deliver examples/deliveries.toml --once
     """
+    from dataclasses import asdict
+
     try:
         defn = load_deliveries(file)
     except MinikafkaError as exc:
@@ -35,21 +45,39 @@ def deliver(file: str, once: bool, source_path: str | None) -> None:
     if path is None:
         raise DefinitionProblem(f"{file}: no ledger: set 'source' in the file or pass --source")
     require_ledger(path, hint=f"check 'source' in {file} (or --source)")  # delivering never creates one
-    worker = DeliveryWorker(path, defn.deliveries, once=once, progress=lambda line: click.echo(line, err=True))
+    received: list[int] = []
+    with progress("deliver") as shown:
+        worker = DeliveryWorker(path, defn.deliveries, once=once,
+                                progress=lambda line: shown.update(line.removeprefix("deliver: ")))
 
-    def on_signal(signum, _frame):
-        click.echo(f"deliver: {signal.Signals(signum).name}: finishing the batches in flight", err=True)
-        worker.stop()
+        def on_signal(signum, _frame):
+            received.append(signum)
+            shown.log(f"deliver: {signal.Signals(signum).name}: finishing the batches in flight")
+            worker.stop()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        summary = worker.run()
-    except DeliveryConfigError as exc:  # a header's variable unset or unsendable: the file's problem
-        raise DefinitionProblem(str(exc)) from exc
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    for line in summary.lines():
-        click.echo(line)
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            summary = worker.run()
+        except DeliveryConfigError as exc:  # a header's variable unset or unsendable: the file's problem
+            raise DefinitionProblem(str(exc)) from exc
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    interrupted = signal.SIGINT in received
+    if interrupted:
+        from ..api.source import Source
+        from ..ledger.runlog import mark_interrupted_in_current_transaction
+
+        with Source(path) as source, source.ledger.atomic() as conn:
+            mark_interrupted_in_current_transaction(conn, summary.run_ids)
+    if as_json:
+        echo_json({"delivered": summary.delivered, "quarantined": summary.quarantined,
+                   "seconds": round(summary.seconds, 3), "run_ids": summary.run_ids, "errors": summary.errors,
+                   "interrupted": interrupted, "partitions": [asdict(p) for p in summary.partitions]})
+    else:
+        for line in summary.lines():
+            click.echo(line)
     if summary.errors:
         raise click.ClickException("delivery incomplete:\n  " + "\n  ".join(summary.errors))
+    if interrupted:
+        raise click.exceptions.Exit(INTERRUPTED)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -12,7 +11,9 @@ from .app import main
 from .common import (
     DefinitionProblem,
     create_option,
+    echo_json,
     ensure_pipeline_ledger,
+    json_option,
     load_with_source,
     open_ledger,
     pipeline_argument,
@@ -20,6 +21,7 @@ from .common import (
     stage_selection,
     verbose_option,
 )
+from .output import note, stage_running
 
 
 @main.command()
@@ -27,26 +29,41 @@ from .common import (
 @stage_selection
 @click.option("--strategy", type=click.Choice(["strict", "best_effort"]), default="strict", show_default=True,
               help="strict: stop after a failed stage; best_effort: run every branch not downstream of a failure.")
-@click.option("--dry-run", is_flag=True, help="Compute every stage but commit nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Compute every stage and count what it would commit (duplicates, quarantine), writing nothing.")
 @click.option("--in-process", is_flag=True, help="Run all stages in one Spark application (one JVM start).")
 @click.option("--staging", help="Staging URI every node sees (file:///mnt/shared/mk, hdfs://..., s3a://...); "
               "default: the pipeline's [spark] staging. 'local' forces JDBC reads of the ledger.")
+@json_option
 @verbose_option
 @pipeline_source_option
 @create_option
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
         dry_run: bool, in_process: bool, source_override: str | None, staging: str | None,
-        create_ledger: bool) -> None:
+        create_ledger: bool, as_json: bool) -> None:
     """Run a pipeline's stages in DAG order, each as its own spark-submit.
 
+    Prints one line per stage (rows in, out, duplicates, quarantined, failed), then every
+    expectation that failed under policy warn or quarantine (how many rows, samples, the
+    report's path), failures, and "nothing to do" when no stage had new rows. A dry run
+    says "dry run: nothing was written"; its counts are the real run's (the commit is
+    rehearsed and rolled back).
+
     Exit code 0 when every stage succeeded, 1 when a stage failed, 2 for a bad
-    definition or usage.
+    definition or usage, 130 when stopped by Ctrl-C (the stage in flight is recorded as
+    'interrupted' in the run log and commits nothing).
 
     On a non-local master (spark://, yarn, k8s://) the stages exchange data through a
     staging URI every node sees; the ledger never leaves this machine.
 
     A missing ledger is an error naming it (a typo in 'source =' never "succeeds" with
     0 rows); --create starts a new one, creating its directory.
+
+    --json prints one object: {pipeline, ok, dry_run, nothing_to_do, seconds, stages:
+    [{stage, status, run_id, seconds, rows_in, rows_out, rows_duplicate, rows_quarantined,
+    rows_failed, error, quarantined_to, report, failed_expectations: [{suite, policy,
+    expectation, column, unexpected_count, unexpected_percent, observed_value,
+    unexpected_sample}]}]}.
 
     Example: minikafka run conf/homelab.toml --strategy best_effort
     """
@@ -57,10 +74,13 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
     try:
         result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
-                              in_process=in_process, staging=staging, echo=lambda m: click.echo(m, err=True))
+                              in_process=in_process, staging=staging, echo=note, running=stage_running)
     except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
-    click.echo(result.table())
+    if as_json:
+        echo_json(result.as_dict())
+    else:
+        click.echo(result.table())
     if not result.ok:
         sys.exit(1)
 
@@ -69,42 +89,66 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
 @pipeline_argument
 @click.option("--stage", help="Check only this stage.")
 @click.option("--master", help="Spark master URL.")
+@json_option
 @verbose_option
 @pipeline_source_option
-def check(pipeline: str, stage: str | None, master: str | None, source_override: str | None) -> None:
+def check(pipeline: str, stage: str | None, master: str | None, source_override: str | None,
+          as_json: bool) -> None:
     """Validate what each stage with expectation suites would commit, committing nothing.
 
     Runs the stages in one Spark application in dry-run mode and prints every suite's
-    results. Exit code 1 when a check fails.
+    results: per expectation its verdict, failing rows (count, share, samples) or observed
+    value, and the path of the HTML report. With nothing pending it says so. Exit code 1
+    when a check fails.
+
+    --json prints one object: {pipeline, ok, nothing_pending, stages: [{stage, status,
+    error, rows_in, rows_out, report, suites: [{suite, topic, policy, success,
+    quarantined_rows, results: [{expectation, column, success, arguments, observed_value,
+    element_count, unexpected_count, unexpected_percent, unexpected_sample}]}]}]}.
 
     Example: minikafka check conf/homelab.toml --stage score
     """
     from ..pipelines.definition import PipelineDefinitionError
     from ..pipelines.runner import run_pipeline
+    from ..quality.report import describe
 
     defn = load_with_source(pipeline, source_override)
     ensure_pipeline_ledger(defn)
     try:
         result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
-                              in_process=True, echo=lambda m: click.echo(m, err=True))
+                              in_process=True, echo=note, running=stage_running)
     except PipelineDefinitionError as exc:  # other errors (an unreachable master, no Java): exit 1, from main
         raise DefinitionProblem(str(exc)) from exc
-    ok = True
+    ok = result.ok and all(suite["success"] for o in result.outcomes for suite in o.quality.get("suites", []))
+    pending = any((o.run or {}).get("rows_in") for o in result.outcomes)
+    if as_json:
+        echo_json({"pipeline": defn.name, "ok": ok, "nothing_pending": not pending, "stages": [
+            {"stage": o.name, "status": o.status, "error": o.error, "rows_in": (o.run or {}).get("rows_in", 0),
+             "rows_out": (o.run or {}).get("rows_out", 0), "report": o.quality.get("report"),
+             "suites": o.quality.get("suites", [])} for o in result.outcomes]})
+        if not ok:
+            sys.exit(1)
+        return
+    if not pending and ok:
+        click.echo(f"nothing to check: no stage of {defn.name} has new rows"
+                   + (f" (stage {stage})" if stage else "") + "; the suites run on what a stage would commit")
+        return
+    checked = False
     for outcome in result.outcomes:
-        quality = (outcome.run or {}).get("quality")
-        if isinstance(quality, str):
-            quality = json.loads(quality)
         if outcome.status == "failed":
-            ok = False
             click.echo(f"{outcome.name}: FAILED {outcome.error}")
-            continue
-        for suite in (quality or {}).get("suites", []):
-            ok = ok and suite["success"]
+        for suite in outcome.quality.get("suites", []):
+            checked = True
             click.echo(f"{outcome.name}: suite {suite['suite']} ({suite['policy']}): "
-                       f"{'passed' if suite['success'] else 'FAILED'}")
+                       f"{'passed' if suite['success'] else 'FAILED'}"
+                       f" on {(outcome.run or {}).get('rows_out', 0)} row(s) it would commit")
             for r in suite["results"]:
                 click.echo(f"    {'ok  ' if r['success'] else 'FAIL'} {r['expectation']}({r['column'] or ''}) "
-                           f"unexpected={r['unexpected_count']} observed={r['observed_value']}")
+                           f"{describe(r)}")
+        if outcome.quality.get("report"):
+            click.echo(f"    report: {outcome.quality['report']}")
+    if not checked and ok:
+        click.echo("no stage with expectation suites had rows to check" + (f" (stage {stage})" if stage else ""))
     if not ok:
         sys.exit(1)
 
@@ -137,13 +181,22 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
 
 @main.command()
 @pipeline_argument
-@click.option("--counts", is_flag=True, help="Label each topic with its new/handled counts.")
+@click.option("--counts", is_flag=True, help="Label each topic with its new/handled counts (reads the ledger).")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE",
+              help="Write the graph to FILE instead of printing Mermaid: .svg, .png or .pdf drawn by Graphviz's "
+                   "dot, .dot DOT text, .mmd Mermaid text.")
+@click.option("--no-stages", is_flag=True, help="Leave the stage names off the edges.")
 @pipeline_source_option
-def plot(pipeline: str, counts: bool, source_override: str | None) -> None:
-    """Print the pipeline's topic graph as Mermaid.
+def plot(pipeline: str, counts: bool, output: str | None, no_stages: bool, source_override: str | None) -> None:
+    """Print the pipeline's topic graph as Mermaid, or draw it (SVG, PNG, PDF) with Graphviz.
 
-    Example: minikafka plot conf/homelab.toml --counts
+    Topics are the nodes, each edge is labelled with the stage that reads one topic and
+    writes the other. Topics whose names differ only in punctuation (a.b, a_b, a-b) are
+    distinct nodes. Drawing needs Graphviz's 'dot' (Debian: apt-get install graphviz).
+
+    Example: minikafka plot conf/homelab.toml --counts --output homelab.svg
     """
+    from ..util.dotgraph import format_of, render_image, to_dot
     from ..util.mermaid import render
 
     defn = load_with_source(pipeline, source_override)
@@ -159,4 +212,19 @@ def plot(pipeline: str, counts: bool, source_override: str | None) -> None:
                     continue
                 topic = source.topic(name, t.model, dedup=t.dedup or None)
                 numbers[name] = (topic.count("new"), topic.count("handled"))
-    click.echo(render(defn.edges(), numbers))
+    edges = [(i, o) for s in defn.stages for i in s.inputs for o in s.outputs]
+    stages = None if no_stages else [s.name for s in defn.stages for _i in s.inputs for _o in s.outputs]
+    if output is None or output == "-":
+        click.echo(render(edges, numbers, stages))
+        return
+    from ..util.atomicfile import atomic_write
+
+    fmt = format_of(output)
+    if fmt == "mermaid":
+        data = (render(edges, numbers, stages) + "\n").encode("utf-8")
+    else:
+        text = to_dot(edges, numbers, stages, title=defn.name)
+        data = text.encode("utf-8") if fmt == "dot" else render_image(text, fmt)
+    with atomic_write(output) as fh:
+        fh.write(data)
+    click.echo(f"plot: wrote {output} ({fmt}, {len(defn.topics)} topic(s), {len(defn.stages)} stage(s))")

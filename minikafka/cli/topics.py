@@ -13,6 +13,8 @@ from ..ledger.runlog import COLUMNS as RUN_COLUMNS
 from ..ledger.runlog import failed_run_ids, run_exists, run_ids_beginning
 from .app import main
 from .common import echo_json, json_option, json_text, row_dict, with_source
+from .output import note
+from .tables import csv_lines, text_table
 
 
 def topic_summary(source: Source, name: str) -> dict:
@@ -87,7 +89,7 @@ def resolve_run_id(conn, given: str, where) -> str:
 @main.command()
 @click.option("--stage", help="Only this stage.")
 @click.option("--run", "run_id", help="Only this run (its id as shown in the first column, or a unique prefix).")
-@click.option("--failed", is_flag=True, help="Only runs that failed or left rows failed (status failed or partial).")
+@click.option("--failed", is_flag=True, help="Only runs that failed, were interrupted or left rows failed (status failed, interrupted, partial).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @json_option
 @with_source(read_only=True)
@@ -101,6 +103,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
     Example: minikafka status --failed --stage llm_summary
     """
     from ..ledger.runlog import quarantine_topics, quarantined_everything, read_runs
+    from ..quality.report import describe
 
     conn = source.ledger.conn
     if run_id:
@@ -137,8 +140,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
             click.echo(f"    quality {suite['suite']} ({suite['policy']}): {verdict}"
                        + (f", {suite['quarantined_rows']} row(s) quarantined" if suite["quarantined_rows"] else ""))
             for r in bad:
-                click.echo(f"      - {r['expectation']}({r['column'] or ''}) unexpected={r['unexpected_count']} "
-                           f"observed={r['observed_value']}")
+                click.echo(f"      - {r['expectation']}({r['column'] or ''}) {describe(r)}")
         if (run["quality"] or {}).get("report"):
             click.echo(f"    report: {run['quality']['report']}")
     if not runs:
@@ -185,20 +187,29 @@ def _show_query(source: Source, layout: TopicLayout, which: str, consumer: str |
 @click.option("--interval", default=0.5, show_default=True, type=click.FloatRange(min=0.01),
               help="With --follow: the longest wait between checks (a commit from any process wakes it at once).")
 @json_option
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row instead of JSON lines.")
+@click.option("--table", "as_table", is_flag=True, help="An aligned text table (long values cut) for reading.")
 @with_source(read_only=True)
 def show(source: Source, topic: str, which: str, consumer: str | None, from_id: int | None, where: tuple[str, ...],
-         limit: int, follow: bool, interval: float, as_json: bool) -> None:
+         limit: int, follow: bool, interval: float, as_json: bool, as_csv: bool, as_table: bool) -> None:
     """Print a topic's rows as JSON lines (metadata first), oldest first.
 
     Each row has _id, _created_at, _status, _parent_id, then the model's fields (and
-    _consumer_status with --consumer). --json prints one JSON array instead of lines.
-    Filters are checked against the topic's columns; values are never pasted into SQL.
+    _consumer_status with --consumer). --json prints one JSON array instead of lines,
+    --csv CSV with a header row (nested values as JSON text), --table an aligned table.
+    No matching row: "no rows" on stderr (stdout stays empty, or holds only the CSV
+    header; --json prints []). Filters are checked against the topic's columns; values
+    are never pasted into SQL.
 
     Example: minikafka show rss.items --consumer split_youtube --status new --where 'feed=lwn.net' --limit 5
     """
     layout: TopicLayout = source.layout(topic)
-    if follow and as_json:
-        raise click.BadParameter("--follow prints JSON lines; it cannot be combined with --json", param_hint="--json")
+    shapes = [flag for flag, on in (("--json", as_json), ("--csv", as_csv), ("--table", as_table)) if on]
+    if len(shapes) > 1:
+        raise click.UsageError(f"choose one output shape: {' or '.join(shapes)}")
+    if follow and (as_json or as_table):
+        raise click.BadParameter(f"--follow prints rows as they come; it cannot be combined with {shapes[0]}",
+                                 param_hint=shapes[0])
     cond, cond_params, cid = _show_query(source, layout, which, consumer, where)
     decode = layout.decoder()
     conn = source.ledger.conn
@@ -228,18 +239,28 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
     sql = f"{base} WHERE {cond} AND \"_id\" >= ? ORDER BY \"_id\" LIMIT ?"
     page_limit = -1 if (limit == 0 or follow) else limit
     rows = conn.execute(sql, (*params, start, page_limit)).fetchall()
+    if not rows and not follow and not as_json:  # an empty JSON array says it already
+        note("no rows" + (f" of {topic} match" if where or which != "all" or from_id is not None else f" in {topic}"))
+    columns = ["_id", "_created_at", "_status", "_parent_id", *layout.field_names] + (["_consumer_status"] if cid else [])
     if as_json:
         echo_json([render(r) for r in rows])
         return
+    if as_table:
+        if rows:
+            click.echo(text_table([render(r) for r in rows], columns))
+        return
+    line = (lambda d: next(csv_lines([d], columns, header=False)).rstrip("\r\n")) if as_csv else json_text
+    if as_csv:
+        click.echo(next(csv_lines([], columns)).rstrip("\r\n"))
     for row in rows:
-        click.echo(json_text(render(row)))
+        click.echo(line(render(row)))
     if not follow:
         return
     last = rows[-1][0] if rows else start - 1
-    _follow(source, sql, params, last, interval, render)
+    _follow(source, sql, params, last, interval, render, line)
 
 
-def _follow(source: Source, sql: str, params: tuple, last: int, interval: float, render) -> None:
+def _follow(source: Source, sql: str, params: tuple, last: int, interval: float, render, line=json_text) -> None:
     """Print rows after ``last`` as they commit: the Source's watcher wakes this loop on any
     commit (from any process); ``interval`` caps how long one wait lasts."""
     conn = source.ledger.conn
@@ -248,7 +269,7 @@ def _follow(source: Source, sql: str, params: tuple, last: int, interval: float,
         while True:
             mark = watcher.mark()
             for row in conn.execute(sql, (*params, last + 1, -1)).fetchall():
-                click.echo(json_text(render(row)))
+                click.echo(line(render(row)))
                 last = row[0]
             watcher.wait(mark, interval)
     except KeyboardInterrupt:

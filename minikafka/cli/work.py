@@ -7,8 +7,9 @@ import sys
 import click
 
 from ..api.source import Source
-from .app import main
-from .common import with_source
+from .app import INTERRUPTED, main
+from .common import echo_json, json_option, with_source
+from .output import note, progress
 
 
 @main.command()
@@ -20,27 +21,42 @@ from .common import with_source
 @click.option("--once", is_flag=True, help="Exit when nothing is claimable instead of waiting for more jobs.")
 @click.option("--retry-delay", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds before the first retry of a failed job; doubles with each attempt.")
+@json_option
 @with_source
-def work(source: Source, handler: str, queue_name: str, concurrency: int, once: bool, retry_delay: float) -> None:
+def work(source: Source, handler: str, queue_name: str, concurrency: int, once: bool, retry_delay: float,
+         as_json: bool) -> None:
     """Run MODULE:FUNCTION on every job of a queue in N worker processes.
 
     A return acks the job; an exception retries it after retry_delay * 2**(attempts-1)
     seconds, and the dead letter takes it once its attempts are used up. SIGTERM lets
-    the jobs in flight finish. Progress goes to stderr, a summary line to stdout, and
-    the run to the run log.
+    the jobs in flight finish (exit 0); Ctrl-C (SIGINT) too, then exits 130 and the run
+    log says 'interrupted'. Progress goes to stderr (a live line on a terminal, else a
+    line only when a count changed), a summary line to stdout, and the run to the run log.
+
+    --json prints one object instead of the summary: {run_id, queue, workers, claimed,
+    acked, retried, dead, lost, crashed, interrupted, seconds, errors}.
 
     Example: minikafka work examples.myjobs:summarise --queue rss.summarise --concurrency 2 --once -s data/homelab.sqlite
     """
     from ..api.modes.workers import work as run_work
 
-    def progress(r) -> None:
-        click.echo(f"  {r.duration_s:7.1f} s  claimed {r.claimed}  acked {r.acked}  retried {r.retried}  "
-                   f"dead {r.dead}", err=True)
-
     path = source.path
     source.close()  # each worker opens its own: no connection crosses the fork
-    result = run_work(path, queue_name, handler, concurrency=concurrency, once=once,
-                      retry_delay=retry_delay, progress=progress, open_source=Source)
-    click.echo(result.summary())
+    with progress(f"work {queue_name}") as shown:
+        def report(r) -> None:
+            shown.update(f"claimed {r.claimed}, acked {r.acked}, retried {r.retried}, dead {r.dead}")
+
+        result = run_work(path, queue_name, handler, concurrency=concurrency, once=once,
+                          retry_delay=retry_delay, progress=report, open_source=Source)
+    if as_json:
+        echo_json({"run_id": result.run_id, "queue": result.queue, "workers": result.workers,
+                   "claimed": result.claimed, "acked": result.acked, "retried": result.retried, "dead": result.dead,
+                   "lost": result.lost, "crashed": result.crashed, "interrupted": result.interrupted,
+                   "seconds": round(result.duration_s, 3), "errors": result.errors})
+    else:
+        click.echo(result.summary())
     if result.crashed:
         sys.exit(1)
+    if result.interrupted:
+        note("interrupted (Ctrl-C): the jobs in flight finished; the run log says 'interrupted'")
+        sys.exit(INTERRUPTED)

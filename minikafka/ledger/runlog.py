@@ -75,6 +75,22 @@ class RunResult(Result):
 
 
 COLUMNS = list(RunResult("x", "x").as_row())
+STATUSES = ("running", "succeeded", "failed", "partial", "interrupted")
+INTERRUPTED = "interrupted by Ctrl-C (SIGINT)"
+
+
+def mark_interrupted_in_current_transaction(conn: sqlite3.Connection, run_ids: list[str]) -> None:
+    """Record that Ctrl-C stopped these finished runs: status 'interrupted' (a failed run stays
+    failed), their counts and details unchanged."""
+    conn.executemany(
+        "UPDATE _minikafka_runs SET status = 'interrupted', error = coalesce(error, ?) "
+        "WHERE run_id = ? AND status IN ('running', 'succeeded', 'partial')",
+        [(INTERRUPTED, run_id) for run_id in run_ids])
+
+
+def failure_status(exc: BaseException) -> str:
+    """The status of a run that ``exc`` ended: 'interrupted' for Ctrl-C (KeyboardInterrupt), else 'failed'."""
+    return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
 
 
 def write_run_in_current_transaction(conn: sqlite3.Connection, result: RunResult) -> None:
@@ -107,8 +123,8 @@ def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str
 
 
 def failed_run_ids(conn: sqlite3.Connection, *, stage: str | None = None, limit: int = 20) -> list[str]:
-    """Ids of the failed or partial runs (of ``stage``), most recent first."""
-    where, params = "status IN ('failed', 'partial')", []
+    """Ids of the failed, interrupted or partial runs (of ``stage``), most recent first."""
+    where, params = "status IN ('failed', 'partial', 'interrupted')", []
     if stage:
         where += " AND stage = ?"
         params.append(stage)

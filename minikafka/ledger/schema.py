@@ -15,8 +15,9 @@ import sqlite3
 # 1: first release. 2: partitions (catalog partitions/key, "_partition" on topic tables,
 # partition on acks), committed offsets. 3: positions and acks are the only ack state (no
 # "_status"/"_handled_at" columns; rows handled for everyone in _minikafka_handled), and
-# each topic has its status views (status.py). Older files are upgraded on open (upgrade.py).
-LEDGER_FORMAT = 3
+# each topic has its status views (status.py). 4: run status 'interrupted' (Ctrl-C). Older
+# files are upgraded on open (upgrade.py).
+LEDGER_FORMAT = 4
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
 
 CORE = """
@@ -80,7 +81,7 @@ CREATE TABLE IF NOT EXISTS _minikafka_runs (
     rows_duplicate INTEGER NOT NULL DEFAULT 0,
     rows_failed INTEGER NOT NULL DEFAULT 0,
     rows_quarantined INTEGER NOT NULL DEFAULT 0,
-    status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'partial')),
+    status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'partial', 'interrupted')),
     error TEXT,
     started_at TEXT NOT NULL,
     finished_at TEXT,

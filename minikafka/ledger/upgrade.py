@@ -19,6 +19,10 @@ status read exactly as before:
 
 Then each topic gets its status views (status.py). Cost: one pass over each topic's
 rows (SQLite rewrites a table to drop a column), once.
+
+Format 3 -> 4 (run status 'interrupted'): SQLite cannot change a CHECK constraint in
+place, so ``_minikafka_runs`` is rebuilt: renamed aside before the CREATE statements run,
+its rows copied into the new table after, the old one dropped. Every run keeps its row.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from ..errors import LedgerError
 from . import status
 from .identifiers import quote_identifier
 from .layout import PARTITION, PARTITION_COLUMN_DDL, partition_index_ddl
+
+RUNS_ASIDE = "_minikafka_runs_before_format4"  # the old run log while the new one is created
 
 
 def stored_format(conn: sqlite3.Connection) -> int | None:
@@ -61,6 +67,14 @@ def before_schema(conn: sqlite3.Connection, found: int) -> None:
             "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_minikafka_partitions'").fetchone()
         if exists and "updated_at" not in _columns(conn, "_minikafka_partitions"):
             conn.execute("ALTER TABLE _minikafka_partitions ADD COLUMN updated_at TEXT")
+    if found < 4 and "'interrupted'" not in _table_sql(conn, "_minikafka_runs"):
+        conn.execute("DROP INDEX IF EXISTS _minikafka_runs_by_stage")  # the CREATE statements make it again
+        conn.execute(f"ALTER TABLE _minikafka_runs RENAME TO {RUNS_ASIDE}")
+
+
+def _table_sql(conn: sqlite3.Connection, table: str) -> str:
+    row = conn.execute("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    return row[0] if row else ""
 
 
 def after_schema(conn: sqlite3.Connection, found: int, now: str) -> None:
@@ -77,6 +91,10 @@ def after_schema(conn: sqlite3.Connection, found: int, now: str) -> None:
                 _drop_status_columns(conn, name)
             for statement in status.drop_view_ddl(name) + status.view_ddl(name):
                 conn.execute(statement)
+    if found < 4 and _table_sql(conn, RUNS_ASIDE):
+        columns = ", ".join(quote_identifier(r[1]) for r in conn.execute(f"PRAGMA table_info({RUNS_ASIDE})"))
+        conn.execute(f"INSERT INTO _minikafka_runs ({columns}) SELECT {columns} FROM {RUNS_ASIDE}")
+        conn.execute(f"DROP TABLE {RUNS_ASIDE}")
 
 
 def _status_to_positions(conn: sqlite3.Connection, topic: str, partitions: int, now: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import re
 import sys
@@ -13,9 +14,12 @@ from pathlib import Path
 
 from ..api.source import Source
 from ..errors import MinikafkaError
-from ..ledger.runlog import RunResult, new_run_id, read_runs, write_run_in_current_transaction
+from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write_run_in_current_transaction
+from ..util.clock import utc_now
 from ..util.progress import heartbeat
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
+
+log = logging.getLogger("minikafka.pipelines")
 
 STRATEGIES = ("strict", "best_effort")
 HEARTBEAT_S = float(os.environ.get("MINIKAFKA_HEARTBEAT_S", "15"))
@@ -32,12 +36,52 @@ class StageOutcome:
     error: str | None = None
     quarantined_to: list[str] = field(default_factory=list)  # set when every row went to the quarantine
 
+    @property
+    def quality(self) -> dict:
+        """The run's quality results ({suites: [...], report: path}); {} without suites."""
+        return _parsed((self.run or {}).get("quality")) or {}
+
+    def failed_checks(self) -> list[tuple[dict, dict]]:
+        """(suite, result) of every expectation that failed in this stage's run."""
+        return [(suite, r) for suite in self.quality.get("suites", []) for r in suite.get("results", [])
+                if not r.get("success")]
+
+    def as_dict(self) -> dict:
+        """The stage's entry in ``run --json`` (keys documented in the command's help)."""
+        r = self.run or {}
+        return {
+            "stage": self.name, "status": self.status, "run_id": r.get("run_id"), "seconds": round(self.seconds, 3),
+            **{k: r.get(k, 0) or 0 for k in ROW_COUNTS}, "error": self.error, "quarantined_to": self.quarantined_to,
+            "report": self.quality.get("report"),
+            "failed_expectations": [
+                {"suite": suite["suite"], "policy": suite["policy"], "expectation": res["expectation"],
+                 "column": res.get("column"), "unexpected_count": res.get("unexpected_count"),
+                 "unexpected_percent": res.get("unexpected_percent"), "observed_value": res.get("observed_value"),
+                 "unexpected_sample": res.get("unexpected_sample", [])}
+                for suite, res in self.failed_checks()],
+        }
+
+
+ROW_COUNTS = ("rows_in", "rows_out", "rows_duplicate", "rows_quarantined", "rows_failed")
+DRY_RUN_NOTE = "dry run: nothing was written (the counts are what 'run' would do now)"
+
+
+def _parsed(value):
+    """A run-log JSON column as a value (rows read back are parsed; a dry run's row is text)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
 
 @dataclass
 class PipelineRun:
     pipeline: str
     outcomes: list[StageOutcome] = field(default_factory=list)
     seconds: float = 0.0
+    dry_run: bool = False
 
     @property
     def ok(self) -> bool:
@@ -47,8 +91,44 @@ class PipelineRun:
     def failed(self) -> list[StageOutcome]:
         return [o for o in self.outcomes if o.status == "failed"]
 
+    @property
+    def nothing_to_do(self) -> bool:
+        """No selected stage had a row to read (every run was empty)."""
+        return self.ok and not any((o.run or {}).get("rows_in") for o in self.outcomes)
+
+    def as_dict(self) -> dict:
+        """``run --json``: {pipeline, ok, dry_run, nothing_to_do, seconds, stages: [...]}."""
+        return {"pipeline": self.pipeline, "ok": self.ok, "dry_run": self.dry_run,
+                "nothing_to_do": self.nothing_to_do, "seconds": round(self.seconds, 3),
+                "stages": [o.as_dict() for o in self.outcomes]}
+
+    def warnings(self) -> list[str]:
+        """Lines naming every failed expectation of a stage that did not fail (policy warn or
+        quarantine), with how many rows and a sample, and the report's path."""
+        from ..quality.report import describe
+
+        lines = []
+        for o in self.outcomes:
+            if o.status == "failed":
+                continue
+            for suite in o.quality.get("suites", []):
+                bad = [r for r in suite.get("results", []) if not r.get("success")]
+                if not bad:
+                    continue
+                fate = {"warn": "the rows were committed anyway",
+                        "quarantine": f"{suite.get('quarantined_rows', 0)} row(s) set aside in the quarantine"}
+                lines.append(f"WARNING {o.name}: suite {suite['suite']} ({suite['policy']}): {len(bad)} of "
+                             f"{len(suite['results'])} expectation(s) failed; "
+                             f"{fate.get(suite['policy'], 'see the report')}")
+                for r in bad:
+                    lines.append(f"    {r['expectation']}({r.get('column') or ''}) {describe(r)}")
+            if o.failed_checks() and o.quality.get("report"):
+                lines.append(f"    report: {o.quality['report']}")
+        return lines
+
     def table(self) -> str:
-        lines = [f"{'stage':22} {'status':10} {'in':>9} {'out':>9} {'dup':>7} {'quar':>6} {'fail':>6} {'time':>8}"]
+        lines = [DRY_RUN_NOTE] if self.dry_run else []
+        lines.append(f"{'stage':22} {'status':10} {'in':>9} {'out':>9} {'dup':>7} {'quar':>6} {'fail':>6} {'time':>8}")
         for o in self.outcomes:
             r = o.run or {}
             lines.append(
@@ -59,11 +139,17 @@ class PipelineRun:
         for o in self.outcomes:
             if o.quarantined_to:
                 lines.append(f"QUARANTINED {o.name}: every row it produced went to the quarantine "
-                             f"({(o.run or {}).get('rows_quarantined', 0)}), nothing was committed: "
-                             f"minikafka quarantine {o.quarantined_to[0]}")
+                             f"({(o.run or {}).get('rows_quarantined', 0)}), nothing was "
+                             f"{'to be ' if self.dry_run else ''}committed: minikafka quarantine {o.quarantined_to[0]}")
+        lines += self.warnings()
         for o in self.failed:
             lines.append(f"FAILED {o.name}: {(o.error or '')[:1500]}")
-        lines.append(f"total {self.seconds:.1f}s: {'ok' if self.ok else f'{len(self.failed)} stage(s) failed'}")
+            if o.quality.get("report"):
+                lines.append(f"    report: {o.quality['report']}")
+        verdict = "ok" if self.ok else f"{len(self.failed)} stage(s) failed"
+        if self.nothing_to_do:
+            verdict += ", nothing to do: no stage had new rows"
+        lines.append(f"total {self.seconds:.1f}s: {verdict}" + (" (dry run: nothing was written)" if self.dry_run else ""))
         return "\n".join(lines)
 
 
@@ -227,7 +313,8 @@ def submit_env() -> dict[str, str]:
 
 def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strategy: str = "strict",
                  stage: str | None = None, start: str | None = None, dry_run: bool = False,
-                 in_process: bool = False, staging: str | None = None, echo=print) -> PipelineRun:
+                 in_process: bool = False, staging: str | None = None, echo=print,
+                 running=None) -> PipelineRun:
     """Run the selected stages in DAG order.
 
     strict: after a failure no further stage runs. best_effort: every stage not
@@ -236,6 +323,12 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     ``staging``: a URI every node sees (default: the pipeline's ``[spark] staging``);
     needed on a non-local master, see ``minikafka.spark.staging``. On such a master the
     project's code is zipped and shipped to the executors.
+
+    ``running(label)``: a context manager shown while a stage runs (the CLI's live spinner);
+    default: a "still running" line through ``echo`` after 15 s, 30 s, 1 min, ...
+
+    Ctrl-C (KeyboardInterrupt) stops the run: the stage in flight is recorded as
+    'interrupted' in the run log (nothing of it is committed), and the interrupt goes on up.
 
     Raises:
         LedgerNotFoundError: the pipeline's ledger does not exist (a run never creates it).
@@ -251,7 +344,10 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     master = master or defn.master
     staging = staging or defn.staging
     chosen = select_stages(defn, stage=stage, start=start)
-    result = PipelineRun(defn.name)
+    result = PipelineRun(defn.name, dry_run=dry_run)
+    if running is None:
+        def running(label):
+            return heartbeat(echo, label, HEARTBEAT_S)
     t0 = time.perf_counter()
     from .retired import retired_messages
 
@@ -281,19 +377,25 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                 result.outcomes.append(StageOutcome(sd.name, "skipped", error="upstream stage failed"))
                 blocked.update(sd.outputs)
                 continue
-            echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
-            if not _has_pending(defn, sd):
-                # nothing new: record the empty run without starting a JVM
-                outcome = _run_in_process(None, defn, sd, dry_run)
-            elif in_process:
-                with heartbeat(echo, sd.name, HEARTBEAT_S):
-                    if spark is None:
-                        spark, outcome = _start_session(defn, sd, master, py_files, dry_run)
-                    if spark is not None:
-                        outcome = _run_in_process(spark, defn, sd, dry_run, staging)
-            else:
-                with heartbeat(echo, sd.name, HEARTBEAT_S):
-                    outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files)
+            since = utc_now()
+            try:
+                echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
+                if not _has_pending(defn, sd):
+                    # nothing new: record the empty run without starting a JVM
+                    outcome = _run_in_process(None, defn, sd, dry_run)
+                elif in_process:
+                    with running(sd.name):
+                        if spark is None:
+                            spark, outcome = _start_session(defn, sd, master, py_files, dry_run)
+                        if spark is not None:
+                            outcome = _run_in_process(spark, defn, sd, dry_run, staging)
+                else:
+                    with running(sd.name):
+                        outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files)
+            except KeyboardInterrupt:
+                if not dry_run:
+                    _record_interrupted(defn, sd, since)
+                raise
             _note_quarantine(defn, outcome)
             result.outcomes.append(outcome)
             if outcome.status == "failed":
@@ -333,9 +435,10 @@ def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, p
 
 
 def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: StageDefinition | None = None,
-                      details: dict | None = None) -> dict | None:
-    """Write a failed run that never reached the stage's own commit (master unreachable,
-    spark-submit did not launch, the job failed before running the stage); return its row.
+                      details: dict | None = None, status: str = "failed") -> dict | None:
+    """Write a failed (or ``status`` 'interrupted') run that never reached the stage's own
+    commit (master unreachable, spark-submit did not launch, the job failed before running
+    the stage, Ctrl-C); return its row.
 
     Without ``sd`` the row is the pipeline's (kind 'pipeline'). A ledger that cannot take
     the row does not hide the failure itself: None comes back.
@@ -343,7 +446,7 @@ def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: Sta
     run = RunResult(run_id, "stage" if sd else "pipeline", stage=sd.name if sd else None,
                     consumer=sd.consumer if sd else None, inputs=list(sd.inputs) if sd else [],
                     outputs=list(sd.outputs) if sd else [], details=details)
-    run.finish("failed", error)
+    run.finish(status, error)
     try:
         with Source(str(defn.source)) as source:
             with source.ledger.atomic() as conn:
@@ -351,6 +454,19 @@ def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: Sta
             return _run_row(source, run_id)
     except Exception:  # noqa: BLE001 - the original failure matters more than its log row
         return None
+
+
+def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, since: str) -> None:
+    """After Ctrl-C: an 'interrupted' row for the stage, unless its run (started at or after
+    ``since``) already wrote one (the stage's own handler, or its commit just before)."""
+    try:
+        with Source(str(defn.source)) as source:
+            latest = read_runs(source.ledger.conn, stage=sd.name, limit=1)
+    except Exception:  # noqa: BLE001 - the interrupt matters more than its log row
+        return
+    if latest and latest[0]["started_at"] >= since:
+        return
+    record_failed_run(defn, new_run_id(sd.name), INTERRUPTED, sd, details={"phase": "start"}, status="interrupted")
 
 
 def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
@@ -410,9 +526,21 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
     except SparkSetupError as exc:
         row = None if dry_run else record_failed_run(defn, run_id, str(exc), sd, details={"phase": "launch"})
         return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, str(exc))
+    if log.isEnabledFor(logging.DEBUG):
+        import shlex
+
+        log.debug("stage %s: %s", sd.name, shlex.join(cmd))
     # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
     try:
         proc = run_tied(cmd, env=submit_env())
+    except KeyboardInterrupt:  # run_tied killed the job: record it, unless it committed first
+        if not dry_run:
+            with Source(str(defn.source)) as source:
+                done = _run_row(source, run_id)
+            if done is None:
+                record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": "spark-submit"},
+                                  status="interrupted")
+        raise
     except OSError as exc:
         error = f"spark-submit did not launch ({cmd[0]}): {exc.strerror or exc}"
         row = None if dry_run else record_failed_run(defn, run_id, error, sd, details={"phase": "launch"})

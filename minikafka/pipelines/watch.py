@@ -14,7 +14,9 @@ best_effort run (failed rows) wait for fresh input or the next start, so an idle
 does exactly what one ``minikafka run`` does. Stages are visited in DAG order, so
 downstream stages run as their inputs fill. A failing stage is logged and backed off
 (exponentially, 5 s to 5 min) while the others go on. One status line per run. SIGTERM
-or SIGINT: the run in flight finishes (its commit included) and watch exits 0. With
+or SIGINT: the run in flight finishes (its commit included) and watch returns (the CLI
+exits 0, or 130 after SIGINT); a second SIGINT stops the run in flight at once (its run
+is recorded as 'interrupted', nothing of it committed). With
 ``until_idle`` watch exits once no stage has work its trigger accepts (1 if a stage failed).
 """
 
@@ -60,6 +62,7 @@ class StageState:
 class WatchResult(Result):
     outcomes: list[StageOutcome] = field(default_factory=list)
     seconds: float = 0.0
+    interrupted: bool = False  # stopped by SIGINT (Ctrl-C)
 
     @property
     def failed(self) -> list[StageOutcome]:
@@ -110,6 +113,7 @@ class Watch:
         self.states = {sd.name: StageState(sd) for sd in defn.stages}
         self._stop = threading.Event()
         self._next_retention = 0.0
+        self.interrupted = False
 
     def stop(self) -> None:
         """Finish the run in flight, then return from ``run()``."""
@@ -121,7 +125,7 @@ class Watch:
         handlers = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                handlers[sig] = signal.signal(sig, lambda *_: self._on_signal())
+                handlers[sig] = signal.signal(sig, lambda signum, _frame: self._on_signal(signum))
         try:
             notes: list[str] = []
             with open_source(self.defn, notes=notes) as source:
@@ -149,11 +153,16 @@ class Watch:
             for sig, previous in handlers.items():
                 signal.signal(sig, previous)
             result.seconds = time.perf_counter() - t0
+            result.interrupted = self.interrupted
         return result
 
-    def _on_signal(self) -> None:
+    def _on_signal(self, signum: int | None = None) -> None:
+        if signum == signal.SIGINT:
+            if self.interrupted:  # the second Ctrl-C: stop the run in flight now
+                raise KeyboardInterrupt
+            self.interrupted = True
         if not self._stop.is_set():
-            self.echo("stopping: finishing the run in flight")
+            self.echo("stopping: finishing the run in flight" + (" (Ctrl-C again stops it now)" if self.interrupted else ""))
         self._stop.set()
 
     # -- one pass over the DAG ------------------------------------------------------------

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .gx_env import context, import_gx
+from .report import describe, write_report  # noqa: F401  (stage.py writes the report through this module)
 from .suite import QualityError, Suite, expectation_class, expectation_columns, expectation_label, is_row_level
 
 ROW_KEY = "_mk_row"
@@ -42,11 +41,32 @@ class QualityFailed(QualityError):
     """A suite failed under policy 'fail' (or a table-level check under 'quarantine')."""
 
     def __init__(self, outcomes: list[SuiteOutcome]):
-        bad = [f"{o.suite}: {r['expectation']}" + (f"({r['column']})" if r["column"] else "") +
-               f" unexpected={r['unexpected_count']} observed={r['observed_value']}"
+        bad = [f"{o.suite}: {r['expectation']}" + (f"({r['column']})" if r["column"] else "") + f" {describe(r)}"
                for o in outcomes for r in o.results if not r["success"]]
         super().__init__("data quality checks failed, nothing committed: " + "; ".join(bad))
         self.outcomes = outcomes
+
+
+SAMPLE_VALUES = 10  # failing values kept per expectation (run log and report)
+SAMPLE_CHARS = 200  # of each sample value
+HIDDEN_ARGUMENTS = {"batch_id", "result_format", "catch_exceptions", "include_config", "meta", "notes",
+                    "rendered_content", "id"}
+
+
+def arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """An expectation's arguments as the suite gave them (GX's bookkeeping left out)."""
+    return {k: _jsonable(v) for k, v in kwargs.items() if k not in HIDDEN_ARGUMENTS and v is not None}
+
+
+def sample(values: Any) -> list[Any]:
+    """Up to SAMPLE_VALUES failing values, long text cut to SAMPLE_CHARS."""
+    out = []
+    for value in list(values or [])[:SAMPLE_VALUES]:
+        value = _jsonable(value)
+        if isinstance(value, str) and len(value) > SAMPLE_CHARS:
+            value = value[:SAMPLE_CHARS] + "…"
+        out.append(value)
+    return out
 
 
 def _jsonable(value: Any) -> Any:
@@ -129,7 +149,8 @@ def run_suite(df, suite: Suite, *, rows_in: int, stage: str | None = None, keyed
         low = math.floor(rows_in * suite.min_ratio) if suite.min_ratio is not None else None
         high = math.ceil(rows_in * suite.max_ratio) if suite.max_ratio is not None else None
         expectations.append(gx.expectations.ExpectTableRowCountToBeBetween(min_value=low, max_value=high))
-    validation = _validate(df, suite.name, expectations, {"result_format": "SUMMARY"})
+    validation = _validate(df, suite.name, expectations,
+                           {"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_VALUES})
     results, to_locate = [], []
     for r in validation.results:
         cfg = r.expectation_config
@@ -144,6 +165,8 @@ def run_suite(df, suite: Suite, *, rows_in: int, stage: str | None = None, keyed
             "success": bool(r.success), "row_level": row_level,
             "observed_value": _jsonable(res.get("observed_value")),
             "unexpected_count": res.get("unexpected_count"), "unexpected_percent": res.get("unexpected_percent"),
+            "element_count": res.get("element_count"), "missing_count": res.get("missing_count"),
+            "arguments": arguments(kwargs), "unexpected_sample": sample(res.get("partial_unexpected_list")),
         })
         if not r.success and row_level and suite.policy == "quarantine":
             to_locate.append((cfg.type, dict(kwargs), res.get("unexpected_count")))
@@ -174,25 +197,3 @@ def _locate(keyed, row_key: str, suite: Suite, stage: str | None, failed: list) 
         for key in keys:
             bad_rows.setdefault(key, []).append(label)
     return bad_rows
-
-
-def write_report(path: Path, run_id: str, stage: str, outcomes: list[SuiteOutcome]) -> Path:
-    """A small self-contained HTML report of one run's checks."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for o in outcomes:
-        for r in o.results:
-            mark = "pass" if r["success"] else "FAIL"
-            rows.append(
-                f"<tr class='{mark}'><td>{html.escape(o.suite)}</td><td>{html.escape(o.policy)}</td>"
-                f"<td>{html.escape(r['expectation'])}</td><td>{html.escape(str(r['column'] or ''))}</td>"
-                f"<td>{mark}</td><td>{html.escape(str(r['observed_value']))}</td>"
-                f"<td>{r['unexpected_count'] if r['unexpected_count'] is not None else ''}</td></tr>")
-    path.write_text(
-        "<!doctype html><meta charset='utf-8'><title>minikafka quality: "
-        f"{html.escape(stage)} {html.escape(run_id)}</title><style>body{{font-family:sans-serif}}"
-        "td,th{border:1px solid #ccc;padding:4px 8px}.FAIL{background:#fdd}.pass{background:#dfd}</style>"
-        f"<h1>Stage {html.escape(stage)}</h1><p>run {html.escape(run_id)}</p><table><tr><th>suite</th>"
-        "<th>policy</th><th>expectation</th><th>column</th><th>result</th><th>observed</th><th>unexpected</th></tr>"
-        + "".join(rows) + "</table>", encoding="utf-8")
-    return path

@@ -29,7 +29,7 @@ from ..errors import InputFileError, MinikafkaError
 from ..ledger import acks
 from ..ledger.layout import TopicLayout
 from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ..util import dumpfiles
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
@@ -538,7 +538,7 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
         run.finish("failed", f"backfill of {topic!r} is running ({exc.holder})")
         raise StageRunningError(f"a backfill of topic {topic!r} is running ({exc.holder}); this one did nothing") from None
     except BaseException as exc:
-        run.finish("failed", f"{type(exc).__name__}: {exc}")
+        run.finish(failure_status(exc), INTERRUPTED if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
         raise
     finally:
         if aliases is not None:

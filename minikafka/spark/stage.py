@@ -16,7 +16,7 @@ from ..ledger.commit import InputState, StagedOutput, commit_stage
 from ..ledger.events import Event
 from ..ledger.identifiers import validate_consumer_name, validate_topic_name
 from ..ledger.layout import TopicLayout
-from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ..util.faults import checkpoint
 from .conform import conform, refused_rows
 from .read import read_bounds, read_topic
@@ -223,7 +223,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
     try:
         _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run, upto)
     except BaseException as exc:
-        run.finish("failed", describe(exc))
+        run.finish(failure_status(exc), INTERRUPTED if isinstance(exc, KeyboardInterrupt) else describe(exc))
         if not dry_run:
             try:
                 with source._ledger.atomic() as conn:
@@ -326,21 +326,45 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
     _unpersist_all(spark if run.rows_in else None)
     datasets = {dst: stg.open_staged(uri, rows) for dst, (uri, rows) in staged.items()}
-    if dry_run:
-        run.rows_out = sum(rows for _uri, rows in staged.values())
-        run.finish("succeeded")
-        return
-    checkpoint("stage:staged")
+    if not dry_run:
+        checkpoint("stage:staged")
     t1 = time.perf_counter()
     inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {}, partitions=b.partitions)
               for name, b in bounds.items()]
     outputs = [StagedOutput(out_layouts[dst], _batches(datasets[dst], batch_rows, *staged[dst]))
                for dst in staged]
-    commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
-                 max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
-                 default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
-                 quarantine=quarantined)
+
+    def commit() -> None:
+        commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
+                     max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
+                     default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
+                     quarantine=quarantined)
+
+    if dry_run:  # the very commit, rolled back: the counts (duplicates included) are what a run would do
+        def rehearsed() -> None:
+            register_consumers(source, [stage])  # as the real run does first (its start rule), rolled back too
+            commit()
+
+        _rehearse(source, rehearsed)
+        run.details["dry_run"] = True
+    else:
+        commit()
     run.details["commit_seconds"] = round(time.perf_counter() - t1, 3)
+
+
+class _Rehearsal(Exception):
+    """Rolls back a dry run's commit once it has counted what it would write."""
+
+
+def _rehearse(source: Source, commit: Callable[[], None]) -> None:
+    """Run ``commit`` inside a transaction that is then rolled back: nothing stays written,
+    no event fires, and the run's counts are exactly those of the real commit."""
+    try:
+        with source._ledger.atomic():
+            commit()
+            raise _Rehearsal
+    except _Rehearsal:
+        pass
 
 
 STAGING_ROW_GROUP_BYTES = 8 * 1024 * 1024

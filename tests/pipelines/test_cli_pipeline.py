@@ -42,7 +42,7 @@ def test_run_stage_with_spark_submit_then_plan_plot_export(tmp_path):
     assert "jobs/transcribe.py --pipeline" in lines[0] and "jobs/score.py" in lines[1]
 
     plot = mk("plot", pipeline, "--counts")
-    assert 'rss_youtube["rss.youtube<br/>new: ' in plot.stdout and "rss_items --> rss_youtube" in plot.stdout
+    assert 'rss_youtube["rss.youtube<br/>new: ' in plot.stdout and "rss_items -->|split_youtube| rss_youtube" in plot.stdout
 
     out = tmp_path / "youtube.parquet"
     exported = mk("export", "rss.youtube", "--format", "parquet", out, "--source", db)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import HandlerError
-from ...ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ...ledger.runlog import INTERRUPTED, RunResult, new_run_id, write_run_in_current_transaction
 from .queues import find_queue, stored_settings
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ class WorkResult:
     crashed: int = 0
     duration_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    interrupted: bool = False  # stopped by SIGINT (Ctrl-C): the run log says 'interrupted'
 
     def summary(self) -> str:
         return (f"work {self.queue}: {self.claimed} claimed, {self.acked} acked, {self.retried} retried, "
@@ -153,10 +154,11 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
                                retry_delay, once, events))
              for i in range(concurrency)]
     out = WorkResult(result.run_id, queue_name, concurrency)
-    stopping = {"now": False}
+    stopping = {"now": False, "signal": None}
 
     def forward(signum, frame):
         stopping["now"] = True
+        stopping["signal"] = stopping["signal"] or signum
         for p in procs:
             if p.is_alive():
                 os.kill(p.pid, signal.SIGTERM)
@@ -203,8 +205,11 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
     result.details = {**(result.details or {}), "lost": out.lost, "crashed_workers": out.crashed,
                       "stopped_by_signal": stopping["now"], "errors": out.errors[:5]}
     failed = out.crashed > 0
-    result.finish("failed" if failed else "succeeded",
-                  f"{out.crashed} worker process(es) exited abnormally" if failed else None)
+    out.interrupted = stopping["signal"] == signal.SIGINT
+    if failed:
+        result.finish("failed", f"{out.crashed} worker process(es) exited abnormally")
+    else:
+        result.finish("interrupted" if out.interrupted else "succeeded", INTERRUPTED if out.interrupted else None)
     with open_source(path) as source:
         with source.ledger.atomic() as conn:
             write_run_in_current_transaction(conn, result)
