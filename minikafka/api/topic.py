@@ -13,6 +13,7 @@ from ..ledger.identifiers import quote_identifier
 from ..ledger.layout import META_SELECT, N_META, PARTITION, TopicLayout
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
+from ..util.timeouts import check_timeout
 from .core import engines
 from .core.record import Record
 from .core.rows import RecordNotFoundError, TopicRows, check_on_duplicate, check_status
@@ -212,6 +213,7 @@ class Topic(Generic[ModelT]):
         """
         from ..ledger.watcher import wait_until
 
+        timeout = check_timeout(timeout, "wait timeout")
         start = self.high_watermark()
         return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
 
