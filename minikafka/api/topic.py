@@ -13,6 +13,7 @@ from ..ledger.identifiers import quote_identifier
 from ..ledger.layout import PARTITION, STORED_META, STORED_META_SELECT, TopicLayout, stored_meta
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
+from ..util.timeouts import check_timeout
 from .core import engines
 from .core.offsets import Extended, Offset, with_offset
 from .core.record import Record
@@ -239,6 +240,7 @@ class Topic(Generic[ModelT]):
         """
         from ..ledger.watcher import wait_until
 
+        timeout = check_timeout(timeout, "wait timeout")
         start = self.high_watermark()
         return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
 

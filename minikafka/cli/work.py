@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..api.source import Source
+from ..util.procs import concurrency_limit
 from .app import INTERRUPTED, main
 from .common import echo_json, json_option, with_source
 from .output import note, progress
@@ -16,8 +17,8 @@ from .output import note, progress
 @click.argument("handler", metavar="MODULE:FUNCTION")
 @click.option("--queue", "queue_name", required=True,
               help="The queue: a topic made by source.queue(NAME, ...), or TOPIC:CONSUMER for topic.queue(CONSUMER).")
-@click.option("--concurrency", "-c", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Worker processes.")
+@click.option("--concurrency", "-c", default=1, show_default=True, type=click.IntRange(min=1, max=concurrency_limit()),
+              help=f"Worker processes (at most {concurrency_limit()}: 4 per CPU, at least 32, at most 256).")
 @click.option("--once", is_flag=True, help="Exit when nothing is claimable instead of waiting for more jobs.")
 @click.option("--retry-delay", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds before the first retry of a failed job; doubles with each attempt.")

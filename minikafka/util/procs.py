@@ -18,8 +18,8 @@ import sys
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(parent_pid: int | None = None) -> bool:
-    """Have this process SIGKILLed when its parent dies (Linux only; returns False elsewhere).
+def die_with_parent(parent_pid: int | None = None, signum: int = signal.SIGKILL) -> bool:
+    """Have this process sent ``signum`` (SIGKILL) when its parent dies (Linux only; returns False elsewhere).
 
     ``parent_pid``: the parent expected; if it already died before the call took
     effect (this process was re-parented), exit at once.
@@ -28,13 +28,18 @@ def die_with_parent(parent_pid: int | None = None) -> bool:
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        if libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
             return False
     except OSError:
         return False
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(137)
     return True
+
+
+def concurrency_limit() -> int:
+    """The most worker processes a command starts: 4 per CPU, at least 32, at most 256."""
+    return min(256, max(32, 4 * (os.cpu_count() or 1)))
 
 
 def popen_tied(cmd: list[str], **kwargs) -> subprocess.Popen:

@@ -21,6 +21,7 @@ from ...errors import InvalidNameError, InvalidRecordError
 from ...ledger import notifications as store
 from ...ledger.columns import find_non_finite, json_refusal
 from ...util.clock import format_timestamp, parse_timestamp, utc_now
+from ...util.timeouts import check_timeout
 
 if TYPE_CHECKING:
     from .handles import SourceHandle
@@ -90,9 +91,7 @@ class Listener:
     def __init__(self, source: SourceHandle, channel: str, timeout: float | None = None):
         self.source = source
         self.channel = _check_channel(channel)
-        if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be >= 0 seconds, got {timeout!r}")
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout, "listen timeout")
         self._watcher = source.watcher
         # the watcher mark comes before the max-id read: a commit in between wakes us
         self._mark = self._watcher.mark()

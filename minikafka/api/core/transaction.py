@@ -48,6 +48,16 @@ _CREATES = {
     sqlite3.SQLITE_CREATE_TRIGGER: 1,
 }
 _DANGEROUS_PRAGMAS = {"writable_schema"}
+# TEMP objects: SQLite resolves an unqualified name to ``temp`` first, so a TEMP table, view or
+# trigger named like a topic or a ledger table would take the ledger's own statements
+# (action -> index of the name that must not shadow: 1 = arg1, 2 = arg2)
+_TEMP_CREATES = {
+    sqlite3.SQLITE_CREATE_TEMP_TABLE: 1, sqlite3.SQLITE_CREATE_TEMP_VIEW: 1,
+    sqlite3.SQLITE_CREATE_TEMP_TRIGGER: 1, sqlite3.SQLITE_CREATE_TEMP_INDEX: 1,
+}
+# what SQLite would execute, whatever the text looks like ("/* x */ COMMIT", a BOM, ...)
+_CONTROL_ACTIONS = {sqlite3.SQLITE_TRANSACTION: "end or begin the transaction",
+                    sqlite3.SQLITE_SAVEPOINT: "use savepoints"}
 
 
 class _Guard:
@@ -62,6 +72,7 @@ class _Guard:
     def __init__(self, topics: set[str]):
         self.topics = {t.lower() for t in topics}
         self.denied: tuple[str, str] | None = None
+        self.shadow = False
 
     def protected(self, table: str | None) -> bool:
         if not table:
@@ -70,6 +81,21 @@ class _Guard:
         return lowered.startswith(RESERVED_PREFIX) or lowered in self.topics
 
     def __call__(self, action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
+        control = _CONTROL_ACTIONS.get(action)
+        if control is not None:
+            return self._deny(control, "CONTROL")
+        which = _TEMP_CREATES.get(action)
+        if which is None and (db or "").lower() == "temp":  # CREATE TABLE temp.x: a plain create, in temp
+            which = _CREATES.get(action)
+        if which is not None:
+            name = arg1 if which == 1 else arg2
+            if self.protected(name):
+                return self._deny("create a TEMP object named", name, shadow=True)
+            if action in (sqlite3.SQLITE_CREATE_TEMP_TRIGGER, sqlite3.SQLITE_CREATE_TRIGGER) and self.protected(arg2):
+                return self._deny("create a TEMP trigger on", arg2)
+        if action == sqlite3.SQLITE_ALTER_TABLE and (arg1 or "").lower() == "temp":
+            # the new name of a RENAME is not shown to the authorizer: it could shadow a ledger table
+            return self._deny("alter a TEMP table", arg2 or "", shadow=True)
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _DANGEROUS_PRAGMAS:
             return self._deny("use", f"PRAGMA {arg1}")
         write = _WRITES.get(action)
@@ -85,9 +111,10 @@ class _Guard:
             return self._deny("create", arg1)
         return sqlite3.SQLITE_OK
 
-    def _deny(self, verb: str, table: str) -> int:
+    def _deny(self, verb: str, table: str, *, shadow: bool = False) -> int:
         if self.denied is None:
             self.denied = (verb, table)
+            self.shadow = shadow
         return sqlite3.SQLITE_DENY
 
 
@@ -155,6 +182,17 @@ class Transaction:
             if guard.denied is None:
                 raise
             verb, target = guard.denied
+            if target == "CONTROL":
+                raise TransactionError(
+                    f"transaction control statements are not allowed in {what}: it may not {verb} "
+                    "(the `with` block commits or rolls back; nothing ran, the transaction is still open)"
+                ) from exc
+            if guard.shadow:
+                raise ProtectedTableError(
+                    f"{what} may not {verb} {target!r}: a TEMP object named like a topic's or the ledger's table "
+                    "would take the ledger's own statements (use another name; nothing ran, "
+                    "the transaction is still open)"
+                ) from exc
             if target.startswith("PRAGMA "):
                 why = "it could corrupt the ledger's catalog"
             elif target.lower().startswith(RESERVED_PREFIX):

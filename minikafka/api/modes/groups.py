@@ -27,6 +27,7 @@ from ...ledger.groups import N_FETCH_META
 from ...ledger.identifiers import validate_consumer_name
 from ...ledger.layout import TopicLayout
 from ...util.clock import parse_timestamp, utc_now
+from ...util.timeouts import check_timeout
 from ..core.record import Record
 
 if TYPE_CHECKING:
@@ -297,7 +298,16 @@ class ConsumerGroup:
 
         Raises:
             PartitionOutOfRangeError: a partition the topic does not have.
+            InvalidSettingError: (a ValueError) a timeout or poll that is not a finite number >= 0.
         """
+        # checked here, not at the first next(): a NaN timeout would otherwise never end the wait
+        timeout = check_timeout(timeout, "follow timeout")
+        poll = check_timeout(poll, "poll", none=False, positive=True)
+        return self._follow(topic, partitions, max_messages, timeout, poll, sleep, clock)
+
+    def _follow(self, topic: TopicHandle | str, partitions: list[int] | None, max_messages: int,
+                timeout: float | None, poll: float, sleep: Callable[[float], None] | None,
+                clock: Callable[[], float]) -> Iterator[list[Record]]:
         watcher = self.source.watcher if sleep is None and self.source.path != ":memory:" else None
         sleep = sleep or time.sleep
         positions: dict[int, int] = {}

@@ -45,6 +45,7 @@ from ...ledger.identifiers import validate_consumer_name
 from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ...ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
 from ...util.clock import format_timestamp
+from ...util.timeouts import check_timeout
 from ..core.rows import TopicRows
 from ..core.transaction import Transaction, joined
 
@@ -406,6 +407,7 @@ class Queue(Generic[ModelT]):
         """
         from ...ledger.watcher import wait_until
 
+        timeout = check_timeout(timeout, "wait timeout")
         return bool(wait_until(self.source.watcher, self.claimable, timeout, next_deadline=self.next_due_in))
 
     async def wait_async(self, timeout: float | None = None) -> bool:
@@ -447,8 +449,7 @@ class Queue(Generic[ModelT]):
         It wakes on a commit by any process (the Source's watcher), the next due time or
         lease expiry, or after ``idle_poll`` seconds at most. Stop by breaking out of the loop.
         """
-        if idle_poll is not None and idle_poll <= 0:
-            raise ValueError(f"idle_poll must be > 0 seconds, got {idle_poll!r}")
+        check_timeout(idle_poll, "idle_poll", positive=True)
         watcher = self.source.watcher
         while True:
             mark = watcher.mark()

@@ -9,25 +9,32 @@ gathers progress from the workers and writes one run-log row for the whole run.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import inspect
 import multiprocessing
 import os
 import queue as stdlib_queue
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...errors import HandlerError
+from ...errors import HandlerError, InvalidSettingError
 from ...ledger.runlog import INTERRUPTED, RunResult, new_run_id, write_run_in_current_transaction
-from .queues import find_queue, stored_settings
+from ...util.procs import concurrency_limit, die_with_parent
+from ...util.results import Result
+from .queues import Job, find_queue, stored_settings
 
 if TYPE_CHECKING:
     from ..core.handles import SourceOpener
 
 IDLE_CHECK = 0.5  # seconds between looks at the stop flag while idle
+HEARTBEAT_FRACTION = 1 / 3  # a running job's lease is extended every third of the visibility timeout
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
 def load_handler(ref: str) -> Callable[[Any], Any]:
@@ -62,7 +69,7 @@ def backoff_delay(retry_delay: float, attempts: int) -> float:
 
 
 @dataclass
-class WorkResult:
+class WorkResult(Result):
     """What a ``work`` run did, summed over its workers."""
 
     run_id: str
@@ -84,41 +91,123 @@ class WorkResult:
                 f"{self.duration_s:.2f} s" + (f", {self.crashed} worker(s) crashed" if self.crashed else ""))
 
 
+class _Heartbeat:
+    """Keeps the lease of the job a worker is running: a thread, with its own Source (a Source
+    belongs to the thread that opened it), extends the lease every ``interval`` seconds."""
+
+    def __init__(self, open_source: SourceOpener, path: str, queue_name: str, interval: float):
+        self.open_source, self.path, self.queue_name, self.interval = open_source, path, queue_name, interval
+        self.lock = threading.Lock()
+        self.job: Job | None = None
+        self.lost = False
+        self.wake = threading.Event()
+        self.closed = False
+        self.thread = threading.Thread(target=self._run, name="minikafka-work-heartbeat", daemon=True)
+        self.thread.start()
+
+    def keep(self, job: Job) -> None:
+        with self.lock:
+            self.job, self.lost = job, False
+
+    def release(self) -> bool:
+        """Stop keeping the job's lease; True if a heartbeat found the lease already lost."""
+        with self.lock:  # waits for a heartbeat in progress
+            self.job = None
+            return self.lost
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake.set()
+        self.thread.join(5)
+
+    def _run(self) -> None:
+        try:
+            with self.open_source(self.path) as source:
+                topic, consumer = find_queue(source, self.queue_name)
+                q = source.topic(topic, source.model_of(topic), dedup=source.layout(topic).dedup or None).queue(
+                    consumer)
+                while not self.closed:
+                    self.wake.wait(self.interval)
+                    with self.lock:
+                        job = self.job
+                        if job is None or self.closed:
+                            continue
+                        mine = Job(id=job.id, data=None, attempts=job.attempts, worker_id=job.worker_id,
+                                   lease_expires_at=job.lease_expires_at, _queue=q)
+                        if not mine.heartbeat():
+                            self.lost = True
+                            self.job = None
+        except Exception as exc:  # a heartbeat that cannot run must not kill the worker: leases then expire
+            print(f"minikafka work: heartbeat stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _call(handler: Callable[[Any], Any], data: Any, loop: list) -> Any:
+    """Call the handler and return what it returned; an ``async def`` handler (any awaitable
+    result) is run to completion on the worker's own event loop, so a job is never acked
+    before its coroutine ran, and the coroutine's value is the result."""
+    result = handler(data)
+    if inspect.isawaitable(result):
+        if not loop:
+            loop.append(asyncio.new_event_loop())
+        result = loop[0].run_until_complete(result)
+    return result
+
+
 def _worker_main(open_source: SourceOpener, path: str, queue_name: str, handler_ref: str, worker_id: str,
-                 retry_delay: float, once: bool, events) -> None:
+                 retry_delay: float, once: bool, events, parent_pid: int) -> None:
     stop = {"now": False}
 
     def on_signal(signum, frame):
         stop["now"] = True
 
+    # the parent blocked SIGTERM/SIGINT around the fork: set our handlers, then take signals
     signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    die_with_parent(parent_pid, signal.SIGTERM)  # a killed parent stops its workers (the job in flight ends)
     handler = load_handler(handler_ref)
+    loop: list = []
     with open_source(path) as source:
         topic, consumer = find_queue(source, queue_name)
         timeout, max_attempts = stored_settings(source, topic, consumer)
         model = source.model_of(topic)
         q = source.topic(topic, model, dedup=source.layout(topic).dedup or None).queue(
             consumer, visibility_timeout=timeout, max_attempts=max_attempts)
-        while not stop["now"]:
-            job = q.claim_one(worker_id)
-            if job is None:
-                if once:
-                    break
-                q.wait(timeout=IDLE_CHECK)
-                continue
-            events.put(("claimed", job.id, None))
-            try:
-                acked = job.ack(handler(job.data))  # the return value is the job's result (JSON)
-            except Exception as exc:
-                delay = backoff_delay(retry_delay, job.attempts)
-                error = f"{type(exc).__name__}: {exc}"
-                ok = job.retry(delay=delay, error=error)
-                kind = "lost" if not ok else ("dead" if job.attempts >= max_attempts else "retried")
-                events.put((kind, job.id, error))
-            else:
-                events.put(("acked" if acked else "lost", job.id, None))
+        beat = _Heartbeat(open_source, path, queue_name, max(0.05, timeout * HEARTBEAT_FRACTION))
+        try:
+            while not stop["now"] and os.getppid() == parent_pid:
+                job = q.claim_one(worker_id)
+                if job is None:
+                    if once:
+                        break
+                    q.wait(timeout=IDLE_CHECK)
+                    continue
+                events.put(("claimed", job.id, None))
+                beat.keep(job)
+                try:
+                    result = _call(handler, job.data, loop)  # the return value is the job's result (JSON)
+                except Exception as exc:
+                    beat.release()
+                    delay = backoff_delay(retry_delay, job.attempts)
+                    error = f"{type(exc).__name__}: {exc}"
+                    ok = job.retry(delay=delay, error=error)
+                    kind = "lost" if not ok else ("dead" if job.attempts >= max_attempts else "retried")
+                    events.put((kind, job.id, error))
+                else:
+                    beat.release()
+                    events.put(("acked" if job.ack(result) else "lost", job.id, None))
+        finally:
+            beat.close()
+            if loop:
+                loop[0].close()
     events.put(("exit", None, None))
+
+
+def _dead_count(open_source: SourceOpener, path: str, queue_name: str) -> int:
+    with open_source(path) as source:
+        topic, consumer = find_queue(source, queue_name)
+        return source.topic(topic, source.model_of(topic), dedup=source.layout(topic).dedup or None).queue(
+            consumer).stats()["dead"]
 
 
 def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, once: bool = False,
@@ -133,8 +222,11 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
 
     ``open_source`` opens the ledger at a path (``minikafka.Source``), here and in every worker.
     """
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    limit = concurrency_limit()
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= limit:
+        raise InvalidSettingError(
+            f"concurrency must be an integer from 1 to {limit} (4 worker processes per CPU, at least 32, "
+            f"at most 256), got {concurrency!r}")
     if retry_delay < 0:
         raise ValueError(f"retry_delay must be >= 0 seconds, got {retry_delay}")
     load_handler(handler_ref)  # fail here, once, rather than in every worker
@@ -151,23 +243,40 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
     events = ctx.Queue()
     procs = [ctx.Process(target=_worker_main, name=f"minikafka-work-{i}",
                          args=(open_source, path, queue_name, handler_ref, f"{os.uname().nodename}:{os.getpid()}:{i}",
-                               retry_delay, once, events))
+                               retry_delay, once, events, os.getpid()))
              for i in range(concurrency)]
     out = WorkResult(result.run_id, queue_name, concurrency)
+    dead_before = _dead_count(open_source, path, queue_name)
     stopping = {"now": False, "signal": None}
+
+    started_procs: list = []
 
     def forward(signum, frame):
         stopping["now"] = True
         stopping["signal"] = stopping["signal"] or signum
-        for p in procs:
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGTERM)
+        for p in started_procs:
+            if p.exitcode is None:
+                try:
+                    os.kill(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
 
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    # handlers first, then the workers: a signal at any instant stops the run
+    old = {s: signal.signal(s, forward) for s in _STOP_SIGNALS}
     started = time.perf_counter()
     try:
         for p in procs:
-            p.start()
+            if stopping["now"]:
+                break
+            # blocked around the fork: a child takes no signal before it has set its own handlers
+            signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            try:
+                p.start()
+                started_procs.append(p)
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        procs = started_procs
+        concurrency = len(procs)
         exited, last_report = 0, time.monotonic()
         while exited < concurrency:
             try:
@@ -197,8 +306,15 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
                 setattr(out, kind, getattr(out, kind) + 1)
         out.crashed = sum(1 for p in procs if p.exitcode not in (0, None))
     finally:
+        for p in started_procs:  # a worker that did not stop in time does not outlive the run
+            if p.exitcode is None:
+                p.kill()
+                p.join(5)
         for s, handler in old.items():
             signal.signal(s, handler)
+    out.workers = len(started_procs)
+    # a job whose lease ran out and whose attempts were used up went to the dead letter at a claim
+    out.dead = max(out.dead, _dead_count(open_source, path, queue_name) - dead_before)
     out.duration_s = time.perf_counter() - started
     result.rows_in, result.rows_out = out.claimed, out.acked
     result.rows_failed, result.rows_quarantined = out.retried, out.dead
