@@ -204,3 +204,12 @@ def _row_payload(conn: sqlite3.Connection, layout: TopicLayout, row_id: int) -> 
     if row is None:
         return None
     return json.dumps(layout.decoder()(row), default=str, ensure_ascii=False)
+
+
+def failed_rows_since(conn: sqlite3.Connection, topic: str, consumer: str, since: str) -> list[tuple[int, str]]:
+    """(row id, last error) of the rows of ``topic`` whose transform failed for ``consumer`` since ``since``."""
+    return conn.execute(
+        "SELECT a.row_id, a.last_error FROM _minikafka_attempts a JOIN _minikafka_consumers c "
+        "ON c.id = a.consumer_id WHERE c.topic = ? AND c.name = ? AND a.updated_at >= ? ORDER BY a.row_id",
+        (topic, consumer, since),
+    ).fetchall()

@@ -257,6 +257,21 @@ CREATE TABLE IF NOT EXISTS _minikafka_delivery_leases (
 CREATE INDEX IF NOT EXISTS _minikafka_delivery_leases_by_owner ON _minikafka_delivery_leases (owner);
 """
 
+# Backfill progress (ledger/loads.py): per topic and file content, the last line committed
+# by an interrupted load ('partial'), or 'done' for a file fully loaded.
+LOADS = """
+CREATE TABLE IF NOT EXISTS _minikafka_loads (
+    topic TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    file TEXT NOT NULL,
+    rows_done INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL CHECK (status IN ('partial', 'done')),
+    run_id TEXT,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (topic, sha256)
+) STRICT;
+"""
+
 # every block, in creation order
 # Per-job options given at enqueue (max_attempts, expires_at) and the outcome of a finished
 # job (done with its result, or cancelled) kept until keep_until (ms): what q.get/q.result read.
@@ -317,7 +332,7 @@ CREATE TABLE IF NOT EXISTS _minikafka_leases (
 ) STRICT, WITHOUT ROWID;
 """
 
-PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES, JOBS, SCHEDULES]
+PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES, JOBS, SCHEDULES, LOADS]
 
 
 def schema_statements() -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import FanOutError, FanOutFailure, PipelineError
+from ..ledger.commit import failed_rows_since
 from ..ledger.runlog import RunResult
 from .read import read_topic  # noqa: F401  (the registry hands this module out as the engine)
 from .stage import Stage, StageFailed, register_consumers, run_stage
@@ -57,9 +58,5 @@ def run_arms(full: Any, spark: Any, groups: list, strategy: str, dry_run: bool) 
 
 
 def _row_failures(source: Any, stage: Stage, result: RunResult, arm: Any) -> list[FanOutFailure]:
-    rows = source._ledger.conn.execute(
-        "SELECT a.row_id, a.last_error FROM _minikafka_attempts a JOIN _minikafka_consumers c "
-        "ON c.id = a.consumer_id WHERE c.topic = ? AND c.name = ? AND a.updated_at >= ? ORDER BY a.row_id",
-        (arm.source_name, stage.consumer_name, result.started_at),
-    ).fetchall()
+    rows = failed_rows_since(source.ledger.conn, arm.source_name, stage.consumer_name, result.started_at)
     return [FanOutFailure(row_id, arm.source_name, arm.target_name, RuntimeError(error)) for row_id, error in rows]

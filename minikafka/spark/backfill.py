@@ -5,7 +5,7 @@ number) and validates each row against the topic's model on the executors with t
 ledger's own encoders. Rows that fail go to the quarantine with ``file:line`` and the
 reason. The driver then commits the staged rows in bounded transactions of
 ``batch_rows``: each inserts its rows (duplicates of the dedup key skipped), its
-quarantined rows, and the per-file progress in ``_minikafka_loads``. A killed backfill
+quarantined rows, and the per-file progress (``ledger/loads.py``). A killed backfill
 re-run skips every row already committed, so the topic ends as if it ran once, with or
 without dedup keys; files fully loaded before (same content hash) are skipped.
 """
@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
-from ..ledger import acks
+from ..ledger import acks, loads
 from ..ledger.layout import TopicLayout
 from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
@@ -41,18 +41,6 @@ JVM_CHECKS = True  # check in the JVM what Spark can express of the model (see j
 FORMATS = ("jsonl", "csv", "parquet")
 CSV_NULL = "\x00minikafka:null\x00"  # Spark's nullValue: no CSV field equals it, so "" stays ""
 CSV_EMPTY = "\x00minikafka:empty\x00"  # what Spark reads an empty quoted field ("") as
-LOADS_DDL = """
-CREATE TABLE IF NOT EXISTS _minikafka_loads (
-    topic TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    file TEXT NOT NULL,
-    rows_done INTEGER NOT NULL DEFAULT 0,
-    status TEXT NOT NULL CHECK (status IN ('partial', 'done')),
-    run_id TEXT,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (topic, sha256)
-) STRICT
-"""
 
 
 class BackfillError(InputFileError):
@@ -122,7 +110,7 @@ class DumpFile:
 
     @property
     def keys(self) -> list[str]:
-        """Every hash this file may be recorded under in ``_minikafka_loads``."""
+        """Every hash this file may be recorded under in the loads table (``ledger/loads.py``)."""
         return [self.sha256] + ([self.raw_sha256] if self.raw_sha256 and self.raw_sha256 != self.sha256 else [])
 
 
@@ -469,11 +457,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     check_staging(staging)
     model = model or source.model_of(topic)
     layout = source.topic(topic, model, dedup=source.layout(topic).dedup or None).layout
-    conn = source._ledger.conn
-    with source._ledger.atomic():
-        conn.execute(LOADS_DDL)
-    done = {r[0]: (r[1], r[2]) for r in conn.execute(
-        "SELECT sha256, rows_done, status FROM _minikafka_loads WHERE topic = ?", (topic,))}
+    conn = source.ledger.conn
+    done = loads.load_states(conn, topic)
     finished = {sha for sha, (_rows, status) in done.items() if status == "done"}
     files = [inspect(p, fmt, delimiter=delimiter, header=header, loaded=finished) for p in discover(paths)]
     for dump in files:  # progress recorded under any of the file's hashes counts
@@ -543,13 +528,10 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     finally:
         if aliases is not None:
             aliases.cleanup()
-        with source._ledger.atomic() as conn:
+        with source.ledger.atomic() as conn:
             if run.status == "succeeded":
-                conn.executemany(
-                    "INSERT INTO _minikafka_loads (topic, sha256, file, rows_done, status, run_id, updated_at) "
-                    "VALUES (?, ?, ?, 0, 'done', ?, ?) ON CONFLICT (topic, sha256) DO UPDATE SET status = 'done', "
-                    "run_id = excluded.run_id, updated_at = excluded.updated_at",
-                    [(topic, key, d.path.name, run.run_id, utc_now()) for d in files for key in d.keys])
+                loads.mark_done_in_current_transaction(conn, topic, [(key, d.path.name) for d in files for key in d.keys],
+                                                       run.run_id, utc_now())
             write_run_in_current_transaction(conn, run)
     if progress:
         progress(result.summary())
@@ -665,7 +647,7 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
             errors = failed.column("_mk_error").to_pylist()
             payloads = failed.column("_mk_payload").to_pylist()
             bad_lines = failed.column("_mk_line").to_pylist()
-            with gc_paused(), source._ledger.atomic() as conn:
+            with gc_paused(), source.ledger.atomic() as conn:
                 before = conn.total_changes
                 top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
                 if layout.partitions > 1:  # routed by key (or spread by expected id)
@@ -680,11 +662,8 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
                 quarantine_in_current_transaction(conn, (
                     Quarantined(layout.name, payload, error, f"{dump.path.name}:{line}", now, run_id=run.run_id)
                     for payload, error, line in zip(payloads, errors, bad_lines)))
-                conn.execute(
-                    "INSERT INTO _minikafka_loads (topic, sha256, file, rows_done, status, run_id, updated_at) "
-                    "VALUES (?, ?, ?, ?, 'partial', ?, ?) ON CONFLICT (topic, sha256) DO UPDATE SET "
-                    "rows_done = excluded.rows_done, updated_at = excluded.updated_at",
-                    (layout.name, dump.sha256, dump.path.name, last_line, run.run_id, now))
+                loads.record_progress_in_current_transaction(conn, layout.name, dump.sha256, dump.path.name,
+                                                             last_line, run.run_id, now)
             from ..util.faults import checkpoint
 
             checkpoint("backfill:batch-committed")
