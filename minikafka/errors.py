@@ -357,3 +357,71 @@ class RecordNotFoundError(MinikafkaError, KeyError):
 
 class InvalidFilterError(MinikafkaError, ValueError):
     """A --where filter that names no column, uses an unknown operator or a value of the wrong type."""
+
+
+class QualityError(MinikafkaError, ValueError):
+    """A suite file is invalid (names the file and expectation), or a check failed under policy 'fail'."""
+
+
+class QualityFailed(QualityError):
+    """A suite failed under policy 'fail' (or a table-level check under 'quarantine')."""
+
+    def __init__(self, outcomes: list[Any], failures: list[str]):
+        """``outcomes``: the failing suites' outcomes; ``failures``: one text per failed expectation."""
+        bad = failures
+        super().__init__("data quality checks failed, nothing committed: " + "; ".join(bad))
+        self.outcomes = outcomes
+
+
+class QualityCheckError(QualityError):
+    """An expectation could not run (a failed metric, a JVM exception): an error, not bad data.
+
+    Attributes:
+        stage, suite, expectation: where it happened; ``messages`` the exceptions raised.
+    """
+
+    def __init__(self, stage: str | None, suite: str, expectation: str, messages: list[str]):
+        where = f"stage {stage!r}, " if stage else ""
+        super().__init__(f"{where}suite {suite!r}: expectation {expectation} could not run: " + "; ".join(messages))
+        self.stage, self.suite, self.expectation, self.messages = stage, suite, expectation, messages
+
+
+class ConcurrentRunError(MinikafkaError):
+    """Another run of the same consumer committed while this one was running."""
+
+
+class OutputSchemaError(MinikafkaError):
+    """A stage's output does not fit its target topic (names stage, topic, column)."""
+
+
+class BackfillError(InputFileError):
+    """A file-level problem (missing, unreadable, truncated gzip, wrong columns); names the file."""
+
+
+class BackfillOptionError(MinikafkaError, ValueError):
+    """A backfill option makes no sense (``batch_rows`` below 1, a delimiter of two characters...)."""
+
+
+class SparkSetupError(MinikafkaError):
+    """Java or the SQLite JDBC driver is missing; the message says what to install."""
+
+
+class MasterUnreachableError(SparkSetupError):
+    """No Spark master of a ``spark://`` URL accepts a connection; nothing was submitted."""
+
+
+class StageFailed(MinikafkaError):
+    """A stage run failed; nothing of it was committed (``__cause__`` holds the error).
+
+    Attributes:
+        stage: the stage name.
+        run_id: the run id (its row in the run log has status 'failed').
+        result: the stage's ``RunResult`` (what it read, its error, its timings), when known.
+    """
+
+    def __init__(self, stage: str, run_id: str, exc: BaseException | str, result: Any = None):
+        text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+        super().__init__(f"stage {stage!r} failed (run {run_id}): {text}")
+        self.stage = stage
+        self.run_id = run_id
+        self.result = result

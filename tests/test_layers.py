@@ -188,3 +188,23 @@ def test_api_has_no_import_circle_but_the_facade_pair_type_hints_included():
 def test_the_api_face_is_source_topic_and_streams():
     face = sorted(p.name for p in (PACKAGE / "api").glob("*.py"))
     assert face == ["__init__.py", "source.py", "streams.py", "topic.py"], face
+
+
+def test_every_exception_lives_in_errors_py_and_is_exported():
+    import minikafka
+    from minikafka import errors
+
+    outside = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "errors.py" and path.parent == PACKAGE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                bases = {ast.unparse(b) for b in node.bases}
+                if any(b.endswith(("Error", "Exception", "Failed")) or b == "MinikafkaError" for b in bases):
+                    outside.append(f"{module_name(path)}.{node.name}")
+    outside = [c for c in outside if not c.startswith("minikafka.cli.")]  # click's own exception types
+    assert not outside, "exception classes outside errors.py: " + ", ".join(sorted(outside))
+    defined = [n for n, v in vars(errors).items()
+               if isinstance(v, type) and issubclass(v, BaseException) and v.__module__ == "minikafka.errors"]
+    assert not set(defined) - set(minikafka.__all__), sorted(set(defined) - set(minikafka.__all__))

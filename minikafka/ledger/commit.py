@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from ..errors import InvalidRecordError, MinikafkaError
+from ..errors import ConcurrentRunError, InvalidRecordError
 from ..util.clock import utc_now
 from ..util.faults import checkpoint
 from ..util.gcpause import gc_paused
@@ -40,8 +40,6 @@ PARENT = "_parent_id"
 PARENT_TOPIC = "_parent_topic"
 
 
-class ConcurrentRunError(MinikafkaError):
-    """Another run of the same consumer committed while this one was running."""
 
 
 @dataclass

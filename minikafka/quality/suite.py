@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import MinikafkaError
+from ..errors import QualityError
 from ..util.tomlfile import read_toml
 
 POLICIES = ("fail", "warn", "quarantine")
@@ -52,8 +52,6 @@ def is_row_level(type_name: str) -> bool:
     return type_name.startswith(ROW_LEVEL_PREFIX) and type_name != "expect_column_values_to_be_unique"
 
 
-class QualityError(MinikafkaError, ValueError):
-    """A suite file is invalid (names the file and expectation), or a check failed under policy 'fail'."""
 
 
 @dataclass

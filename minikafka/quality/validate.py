@@ -9,9 +9,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import QualityCheckError
 from .gx_env import context, import_gx
 from .report import describe, write_report  # noqa: F401  (stage.py writes the report through this module)
-from .suite import QualityError, Suite, expectation_class, expectation_columns, expectation_label, is_row_level
+from .suite import Suite, expectation_class, expectation_columns, expectation_label, is_row_level
 
 ROW_KEY = "_mk_row"
 
@@ -37,14 +38,6 @@ class SuiteOutcome:
         return [r for r in self.results if not r["success"] and not r["row_level"]]
 
 
-class QualityFailed(QualityError):
-    """A suite failed under policy 'fail' (or a table-level check under 'quarantine')."""
-
-    def __init__(self, outcomes: list[SuiteOutcome]):
-        bad = [f"{o.suite}: {r['expectation']}" + (f"({r['column']})" if r["column"] else "") + f" {describe(r)}"
-               for o in outcomes for r in o.results if not r["success"]]
-        super().__init__("data quality checks failed, nothing committed: " + "; ".join(bad))
-        self.outcomes = outcomes
 
 
 SAMPLE_VALUES = 10  # failing values kept per expectation (run log and report)
@@ -77,17 +70,6 @@ def _jsonable(value: Any) -> Any:
         return str(value)
 
 
-class QualityCheckError(QualityError):
-    """An expectation could not run (a failed metric, a JVM exception): an error, not bad data.
-
-    Attributes:
-        stage, suite, expectation: where it happened; ``messages`` the exceptions raised.
-    """
-
-    def __init__(self, stage: str | None, suite: str, expectation: str, messages: list[str]):
-        where = f"stage {stage!r}, " if stage else ""
-        super().__init__(f"{where}suite {suite!r}: expectation {expectation} could not run: " + "; ".join(messages))
-        self.stage, self.suite, self.expectation, self.messages = stage, suite, expectation, messages
 
 
 def raised_exceptions(info: Any) -> list[str]:

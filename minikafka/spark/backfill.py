@@ -25,7 +25,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from ..api.source import Source
-from ..errors import InputFileError, MinikafkaError
+from ..errors import BackfillError, BackfillOptionError, InputFileError
 from ..ledger import acks, loads
 from ..ledger.layout import TopicLayout
 from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
@@ -33,6 +33,7 @@ from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, 
 from ..util import dumpfiles
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
+from ..util.results import Result
 from . import jvmcheck
 from .types import storage_arrow_fields
 
@@ -43,12 +44,8 @@ CSV_NULL = "\x00minikafka:null\x00"  # Spark's nullValue: no CSV field equals it
 CSV_EMPTY = "\x00minikafka:empty\x00"  # what Spark reads an empty quoted field ("") as
 
 
-class BackfillError(InputFileError):
-    """A file-level problem (missing, unreadable, truncated gzip, wrong columns); names the file."""
 
 
-class BackfillOptionError(MinikafkaError, ValueError):
-    """A backfill option makes no sense (``batch_rows`` below 1, a delimiter of two characters...)."""
 
 
 def check_options(*, fmt: str | None, delimiter: str, quote: str, batch_rows: int) -> None:
@@ -115,7 +112,7 @@ class DumpFile:
 
 
 @dataclass
-class BackfillResult:
+class BackfillResult(Result):
     run: RunResult
     files: list[DumpFile] = field(default_factory=list)
     skipped_files: list[str] = field(default_factory=list)

@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import MinikafkaError
+from ..errors import OutputSchemaError
 from ..ledger.columns import (
     FLOAT_NAN_REFUSED,
     JSON_NON_FINITE_REFUSED,
@@ -37,8 +37,6 @@ WIDENING = {
 }
 
 
-class OutputSchemaError(MinikafkaError):
-    """A stage's output does not fit its target topic (names stage, topic, column)."""
 
 
 def _fits(actual: T.DataType, wanted: T.DataType) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import MinikafkaError
+from ..errors import MasterUnreachableError, SparkSetupError
 from ..util.optional import require
 
 DEFAULT_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
@@ -20,12 +20,8 @@ JDBC_JAR_CONF = "spark.minikafka.jdbcJar"
 VERBOSE_ENV = "MINIKAFKA_VERBOSE"  # set (the CLI's --verbose): the JVM's own output shows
 
 
-class SparkSetupError(MinikafkaError):
-    """Java or the SQLite JDBC driver is missing; the message says what to install."""
 
 
-class MasterUnreachableError(SparkSetupError):
-    """No Spark master of a ``spark://`` URL accepts a connection; nothing was submitted."""
 
 
 MASTER_TIMEOUT_S = 3.0

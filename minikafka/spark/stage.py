@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api.source import Source
-from ..errors import MinikafkaError, PipelineError
+from ..errors import PipelineError, StageFailed
 from ..ledger import acks
 from ..ledger import runlog_retention as retention
 from ..ledger.commit import InputState, StagedOutput, commit_stage
@@ -26,18 +26,6 @@ from .types import quote_back, storage_sql_type
 STRATEGIES = ("strict", "best_effort")
 
 
-class StageFailed(MinikafkaError):
-    """A stage run failed; nothing of it was committed (``__cause__`` holds the error).
-
-    Attributes:
-        stage: the stage name.
-        run_id: the run id (its row in the run log has status 'failed').
-    """
-
-    def __init__(self, stage: str, run_id: str, exc: BaseException):
-        super().__init__(f"stage {stage!r} failed (run {run_id}): {describe(exc)}")
-        self.stage = stage
-        self.run_id = run_id
 
 
 def describe(exc: BaseException) -> str:
@@ -232,7 +220,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
                 pass
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise StageFailed(stage.name, run.run_id, exc) from exc
+        raise StageFailed(stage.name, run.run_id, describe(exc), result=run) from exc
     finally:
         if run_uri:
             try:
@@ -405,7 +393,10 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
                    "seconds": round((run.quality or {}).get("seconds", 0) + time.perf_counter() - t0, 3)}
     failing = [o for o in results if (o.policy == "fail" and not o.success) or (o.policy == "quarantine" and o.table_failures)]
     if failing:
-        raise QualityFailed(failing)
+        from ..quality.report import describe as described
+
+        raise QualityFailed(failing, [f"{o.suite}: {r['expectation']}" + (f"({r['column']})" if r["column"] else "")
+                                      + f" {described(r)}" for o in failing for r in o.results if not r["success"]])
     bad: dict[int, list[str]] = {}
     for o in results:
         for key, labels in o.bad_rows.items():
