@@ -14,7 +14,7 @@ from .common import echo_json, json_option, with_source
 def queue() -> None:
     """Work queues: look up one job, cancel one.
 
-    Example: minikafka queue get rss.summarise 42 --source homelab.sqlite
+    Example: minikafka queue get rss.summarise 1 --source data/homelab.sqlite
     """
 
 
@@ -28,7 +28,7 @@ def get(source: Source, name: str, job_id: int, as_json: bool) -> None:
 
     QUEUE is a topic made by source.queue(NAME, ...), or TOPIC:CONSUMER.
 
-    Example: minikafka queue get rss.summarise 42 --json -s homelab.sqlite
+    Example: minikafka queue get rss.summarise 1 --json -s data/homelab.sqlite
     """
     info = open_queue(source, name).get(job_id)
     if info is None:
@@ -50,7 +50,7 @@ def cancel(source: Source, name: str, job_ids: tuple[int, ...], as_json: bool) -
     """Cancel pending or running jobs of QUEUE: they never run (again); a worker holding one
     finds its ack refused.
 
-    Example: minikafka queue cancel rss.summarise 42 43 -s homelab.sqlite
+    Example: minikafka queue cancel rss.summarise 2 -s data/homelab.sqlite
     """
     q = open_queue(source, name)
     cancelled = [j for j in job_ids if q.cancel(j)]

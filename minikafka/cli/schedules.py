@@ -20,7 +20,7 @@ def schedule() -> None:
     Jobs are enqueued by whichever process ticks while holding the ledger's leader lease
     (``schedule run``, or ``schedule tick`` from cron); a due time fires once however many tick.
 
-    Example: minikafka schedule add nightly --queue reports --cron "0 3 * * *" --payload '{"kind": "daily"}' -s homelab.sqlite
+    Example: minikafka schedule add nightly --queue rss.summarise --cron "0 3 * * *" --payload '{"url": "https://example.com/daily", "body": "The daily digest."}' -s data/homelab.sqlite
     """
 
 
@@ -36,7 +36,7 @@ def _echo(info) -> None:
 def list_(source: Source, as_json: bool) -> None:
     """List the ledger's schedules.
 
-    Example: minikafka schedule list -s homelab.sqlite
+    Example: minikafka schedule list -s data/homelab.sqlite
     """
     infos = source.scheduler().list()
     if as_json:
@@ -63,7 +63,7 @@ def add(source: Source, name: str, queue_name: str, cron: str | None, every: flo
         priority: int, max_catch_up: int, as_json: bool) -> None:
     """Create or replace the schedule NAME.
 
-    Example: minikafka schedule add ping --queue tasks --every 300 --payload '{"n": 1}' -s homelab.sqlite
+    Example: minikafka schedule add ping --queue rss.summarise --every 300 --payload '{"url": "https://example.com/ping", "body": "ping"}' -s data/homelab.sqlite
     """
     try:
         data = json.loads(payload)
@@ -89,10 +89,10 @@ def _simple(action: str):
         click.echo(f"schedule {name}: {action}d" if action != "remove" else f"schedule {name}: removed")
 
     command.__doc__ = {
-        "pause": "Stop firing NAME until resumed.\n\n    Example: minikafka schedule pause ping -s homelab.sqlite",
+        "pause": "Stop firing NAME until resumed.\n\n    Example: minikafka schedule pause ping -s data/homelab.sqlite",
         "resume": "Fire NAME again, from its first due time after now.\n\n"
-                  "    Example: minikafka schedule resume ping -s homelab.sqlite",
-        "remove": "Delete NAME.\n\n    Example: minikafka schedule remove ping -s homelab.sqlite",
+                  "    Example: minikafka schedule resume ping -s data/homelab.sqlite",
+        "remove": "Delete NAME.\n\n    Example: minikafka schedule remove ping -s data/homelab.sqlite",
     }[action]
     command.help = command.__doc__
     return command
@@ -108,7 +108,7 @@ for _action in ("pause", "resume", "remove"):
 def tick(source: Source, as_json: bool) -> None:
     """Fire what is due now (when no other process holds the leader lease), then exit: for cron.
 
-    Example: * * * * * minikafka schedule tick -s homelab.sqlite
+    Example: * * * * * minikafka schedule tick -s data/homelab.sqlite
     """
     sched = source.scheduler()
     fired = sched.tick()
@@ -127,7 +127,7 @@ def tick(source: Source, as_json: bool) -> None:
 def run(source: Source) -> None:
     """Tick until interrupted (Ctrl-C or SIGTERM), firing each due time as it comes.
 
-    Example: minikafka schedule run -s homelab.sqlite
+    Example: minikafka schedule run -s data/homelab.sqlite
     """
     import signal
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import InvalidSettingError
+from ..errors import InvalidDurationError
 
 
 def check_timeout(value: Any, what: str = "timeout", *, none: bool = True, positive: bool = False) -> float | None:
@@ -14,7 +14,7 @@ def check_timeout(value: Any, what: str = "timeout", *, none: bool = True, posit
     ``positive``: 0 is refused too (a poll interval of 0 would be a busy loop).
 
     Raises:
-        InvalidSettingError: (a ValueError) NaN, an infinity, a negative number, a bool or a
+        InvalidDurationError: (an InvalidSettingError, a ValueError) NaN, an infinity, a negative number, a bool or a
             non-number; the message names ``what`` and the value.
     """
     if value is None and none:
@@ -24,5 +24,5 @@ def check_timeout(value: Any, what: str = "timeout", *, none: bool = True, posit
     if not ok:
         bound = "> 0" if positive else ">= 0"
         never = " or None (no limit)" if none else ""
-        raise InvalidSettingError(f"{what} must be a finite number of seconds {bound}{never}, got {value!r}")
+        raise InvalidDurationError(f"{what} must be a finite number of seconds {bound}{never}, got {value!r}")
     return float(value)

@@ -245,7 +245,7 @@ def test_to_polars_without_polars_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_polars)
     with Source(":memory:") as src:
         clips = src.topic("clips", Clip, dedup=None)
-        with pytest.raises(MissingDependencyError, match=r"minikafka\[polars\]"):
+        with pytest.raises(MissingDependencyError, match=r"minikafka-spark\[polars\]"):
             clips.to_polars()
         with pytest.raises(ImportError):  # minikafka raised ImportError: still caught
             clips.to_polars()
