@@ -31,6 +31,7 @@ from ..ledger import windows as stored
 from ..ledger.identifiers import validate_consumer_name
 from ..util import clock
 from .core.rows import StreamRows
+from .core.transaction import Transaction
 from .modes.streaming import StreamingConsumer, consumer_name
 from .modes.windows import Window, WindowEmitter, check_emitter_arguments, make_emitter
 from .topic import Topic
@@ -62,21 +63,37 @@ class Stream(Topic):
     def __repr__(self) -> str:
         return f"Stream({self.name!r})"
 
-    def append(self, payload: dict[str, Any], *, on_duplicate: str = "raise") -> dict[str, Any] | None:
+    def append(self, payload: dict[str, Any], *, on_duplicate: str = "raise",
+               tx: Transaction | None = None) -> dict[str, Any] | None:
         """Append one JSON object; returns it.
 
+        Args:
+            payload: a dict of plain JSON values.
+            on_duplicate: "raise" or "ignore" (as ``Topic.append``).
+            tx: join the caller's transaction (``source.transaction()``), exactly as a typed
+                topic's ``append(..., tx=)``: the event commits with the business write, or
+                not at all.
+
         Raises:
-            InvalidRecordError: not a dict, or a value JSON cannot hold.
+            InvalidRecordError: not a dict, or a value JSON cannot hold faithfully (NaN,
+                infinity, datetime, Decimal, set, bytes, a non-str key, an object...), naming
+                its path (``$.a.b``); nothing is stored. Notifications refuse the same values.
 
         Emits:
             message_appended, after the commit.
         """
-        stored_model = super().append(self.rows.validate(payload), on_duplicate=on_duplicate)
+        stored_model = super().append(payload, on_duplicate=on_duplicate, tx=tx)  # rows.validate checks it
         return None if stored_model is None else stored_model.data
 
-    def extend(self, rows, *, on_duplicate: str = "raise", status: str = "new") -> int:
-        """Append many JSON objects in one transaction (all or nothing); returns how many."""
-        return super().extend([self.rows.validate(r) for r in rows], on_duplicate=on_duplicate, status=status)
+    def extend(self, rows, *, on_duplicate: str = "raise", status: str = "new",
+               tx: Transaction | None = None) -> int:
+        """Append many JSON objects in one transaction (all or nothing); returns how many.
+
+        ``tx=`` joins the caller's transaction, as ``append``; a refused value (see ``append``)
+        stores nothing.
+        """
+        return super().extend([self.rows.validate(r) for r in rows], on_duplicate=on_duplicate, status=status,
+                              tx=tx)
 
     def stop(self) -> None:
         """Cancel every source attached to this stream from this object."""

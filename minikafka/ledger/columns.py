@@ -228,6 +228,55 @@ def json_refusal(path: str, value: float) -> str:
     return f"{path} is {float_text(value)}: {JSON_NON_FINITE_REFUSED}"
 
 
+JSON_UNFAITHFUL_REFUSED = ("JSON cannot hold it faithfully (it would be read back as something else, or not at all), "
+                           "so it is refused; use dicts with string keys, lists, strings, finite numbers, "
+                           "booleans and None")
+
+
+def json_value_refusal(value: Any, path: str = "$") -> str | None:
+    """The one rule for schemaless JSON (stream appends, notification payloads, job results).
+
+    Returns the reason the first value inside ``value`` that JSON cannot hold faithfully is
+    refused, naming its path (``$.a.b``, ``$.items[2]``), or None when ``value`` is plain
+    JSON: dicts with str keys, lists and tuples, str, int, finite float, bool and None.
+    Refused: NaN and infinity, datetime/date/time, Decimal, set/frozenset, bytes, non-str
+    dict keys, a container that holds itself, and every other object.
+    """
+    try:
+        return _json_value_refusal(value, path, set())
+    except RecursionError:
+        return f"{path} is nested too deeply to be written as JSON"
+
+
+def _json_value_refusal(value: Any, path: str, active: set[int]) -> str | None:
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else json_refusal(path, value)
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in active:
+            return f"{path} holds itself (Circular reference): JSON cannot hold it"
+        active.add(id(value))
+        try:
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    if not isinstance(k, str):
+                        return (f"{path} has the key {k!r:.80} of type {type(k).__name__}: JSON object keys are "
+                                f"strings (it would be read back as a string), so it is refused")
+                    found = _json_value_refusal(v, path + key_path(k), active)
+                    if found:
+                        return found
+            else:
+                for i, v in enumerate(value):
+                    found = _json_value_refusal(v, f"{path}[{i}]", active)
+                    if found:
+                        return found
+        finally:
+            active.discard(id(value))
+        return None
+    return f"{path} is a {type(value).__name__} ({value!r:.80}): {JSON_UNFAITHFUL_REFUSED}"
+
+
 def _decode_bool(v: Any) -> bool:
     return bool(v)
 

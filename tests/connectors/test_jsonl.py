@@ -137,7 +137,7 @@ def test_a_nan_or_infinity_line_is_quarantined_with_its_origin_and_the_lines_aro
     assert [r.sensor for r in readings.iter_new()] == ["a", "c", "e"]
     assert len(file_source.quarantined("readings")) == 2
     # a stream too; and a number too large for a float (1e999 reads as infinity) is refused
-    # by the ledger when written: that line goes to the quarantine, the rest of its batch stays
+    # when validated: that line goes to the quarantine, the rest of its batch stays
     other = tmp_path / "other.jsonl"
     other.write_text('{"v": 1}\n{"v": NaN}\n{"v": 1e999}\n{"v": 4}\n')
     events = file_source.stream("events")
@@ -145,7 +145,8 @@ def test_a_nan_or_infinity_line_is_quarantined_with_its_origin_and_the_lines_aro
     assert [d["v"] for d in events.iter_new()] == [1, 4]
     bad = sorted(file_source.quarantined("events"), key=lambda q: q["origin"])
     assert [q["origin"] for q in bad] == [f"{other}:2", f"{other}:3"]
-    assert "NaN is not a JSON value" in bad[0]["reason"] and "cannot be stored" in bad[1]["reason"]
+    # the stream's JSON rule (the one notifications share) refuses it, naming the path
+    assert "NaN is not a JSON value" in bad[0]["reason"] and "$.v is Infinity" in bad[1]["reason"]
 
 
 def test_a_copytruncate_with_more_new_lines_than_before_within_one_poll_loses_no_line(file_source, tmp_path):

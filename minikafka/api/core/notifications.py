@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidNameError, InvalidRecordError
 from ...ledger import notifications as store
-from ...ledger.columns import find_non_finite, json_refusal
+from ...ledger.columns import json_value_refusal
 from ...util.clock import format_timestamp, parse_timestamp, utc_now
 from ...util.timeouts import check_timeout
 
@@ -49,24 +49,17 @@ def payload_json(channel: str, payload: Any) -> str | None:
     """``payload`` as the JSON text stored (None stays None).
 
     Raises:
-        InvalidRecordError: NaN or infinity inside (JSON has neither), or a value JSON cannot
-            hold (a set, bytes, an object...); the message names the channel and the problem.
+        InvalidRecordError: a value JSON cannot hold faithfully (NaN, infinity, a set, bytes, a
+            datetime, a Decimal, a non-str key, an object...: ``columns.json_value_refusal``, the
+            rule streams and job results share); the message names the channel and the path.
     """
     if payload is None:
         return None
-    try:
-        return json.dumps(payload, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        problem = exc
-    try:
-        found = find_non_finite(payload, "payload")
-    except RecursionError:  # a payload that holds itself
-        found = None
-    if found is not None:
-        raise InvalidRecordError(f"notification on channel {channel!r}: {json_refusal(*found)}")
-    raise InvalidRecordError(
-        f"notification on channel {channel!r}: the payload cannot be written as JSON ({problem}); "
-        "pass dicts, lists, strings, finite numbers, booleans and None")
+    problem = json_value_refusal(payload, "payload")
+    if problem is not None:
+        raise InvalidRecordError(f"notification on channel {channel!r}: the payload cannot be written as JSON: "
+                                 f"{problem}")
+    return json.dumps(payload, allow_nan=False)
 
 
 def notify_in_current_transaction(conn: sqlite3.Connection, channel: str, payload: Any) -> int:

@@ -23,6 +23,7 @@ from ...errors import (
     UnknownStatusError,
 )
 from ...ledger import acks
+from ...ledger.columns import json_value_refusal
 from ...ledger.connection import Ledger
 from ...ledger.events import Event
 from ...ledger.layout import N_META, TopicLayout
@@ -434,13 +435,24 @@ class StreamRows(TopicRows):
     is_stream = True
 
     def validate(self, payload: Any) -> Any:
+        """``payload`` (a dict, a pydantic model, or a JsonObject) as the stream's JsonObject.
+
+        Raises:
+            InvalidRecordError: not a JSON object, or a value inside that JSON cannot hold
+                faithfully (NaN, infinity, datetime, Decimal, set, bytes, a non-str key, an
+                object...), naming its path (``$.a.b``): the rule notifications share
+                (``columns.json_value_refusal``).
+        """
         if isinstance(payload, self.model):
-            return payload
-        if isinstance(payload, BaseModel):
+            payload = payload.data
+        elif isinstance(payload, BaseModel):
             payload = payload.model_dump(mode="json")
         if not isinstance(payload, dict):
             raise InvalidRecordError(
                 f"stream {self.name!r} takes JSON objects (dicts), got {type(payload).__name__}: {payload!r:.200}")
+        problem = json_value_refusal(payload, "$")
+        if problem is not None:
+            raise InvalidRecordError(f"stream {self.name!r}: {problem}")
         return self.model(data=payload)
 
     def value_of_row(self, row: tuple) -> Any:

@@ -39,7 +39,7 @@ from ...errors import (
 )
 from ...ledger import acks
 from ...ledger import queues as store
-from ...ledger.columns import find_non_finite, json_refusal
+from ...ledger.columns import json_value_refusal
 from ...ledger.events import Event
 from ...ledger.identifiers import validate_consumer_name
 from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
@@ -751,25 +751,18 @@ def result_json(queue: str, job_id: int, result: Any) -> str | None:
     """A job's result as the JSON text stored (None stays None; a pydantic model is dumped).
 
     Raises:
-        InvalidRecordError: NaN or infinity inside, or a value JSON cannot hold.
+        InvalidRecordError: a value JSON cannot hold faithfully (``columns.json_value_refusal``,
+            the rule streams and notifications share), naming its path.
     """
     if result is None:
         return None
     if isinstance(result, BaseModel):
         result = result.model_dump(mode="json")
-    try:
-        return json.dumps(result, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        problem = exc
-    try:
-        found = find_non_finite(result, "result")
-    except RecursionError:
-        found = None
-    if found is not None:
-        raise InvalidRecordError(f"result of job {job_id} of queue {queue!r}: {json_refusal(*found)}")
-    raise InvalidRecordError(
-        f"result of job {job_id} of queue {queue!r}: the value cannot be written as JSON ({problem}); "
-        "return dicts, lists, strings, finite numbers, booleans, None or a pydantic model")
+    problem = json_value_refusal(result, "result")
+    if problem is not None:
+        raise InvalidRecordError(f"result of job {job_id} of queue {queue!r}: the value cannot be written as JSON: "
+                                 f"{problem}; return plain JSON values or a pydantic model")
+    return json.dumps(result, allow_nan=False)
 
 
 def find_queue(source: SourceHandle, name: str) -> tuple[str, str]:
