@@ -1,20 +1,6 @@
-"""Streams (the face): ``Stream``, a schemaless topic, and ``streaming()``, which starts the
-runner in ``api.modes.streaming``. Minibatch's model on the ledger.
-
-``source.stream(name)`` is a schemaless topic of JSON objects. ``source.streaming(name,
-size=N | interval=s [, relaxed=False] | emitter=Cls, ...)`` delivers windows of a stream
-(or of any typed topic) to a function:
-
-1. a window is decided and **stored** (id, row range, time range) before the function
-   runs, in one transaction;
-2. the function runs (here, or in one of ``workers`` processes);
-3. the window commits in one transaction that acks exactly its rows for the consumer,
-   writes the function's output when the sink is a topic, and marks it committed.
-
-A crash or an exception between 1 and 3 offers the same window again (same id, same
-rows); a committed window is never offered again. Windows commit in id order, also
-with several workers. External sinks (MQTT, HTTP) get the output before the commit:
-at-least-once, keyed by window.
+"""Streams (the face): ``Stream``, a schemaless topic of JSON objects (``source.stream(name)``),
+and ``streaming()``, which starts the windowed runner of ``api.modes.streaming`` (minibatch's
+model on the ledger; its module docstring states the window and crash contract).
 """
 
 from __future__ import annotations
