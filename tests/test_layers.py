@@ -208,3 +208,31 @@ def test_every_exception_lives_in_errors_py_and_is_exported():
     defined = [n for n, v in vars(errors).items()
                if isinstance(v, type) and issubclass(v, BaseException) and v.__module__ == "minikafka.errors"]
     assert not set(defined) - set(minikafka.__all__), sorted(set(defined) - set(minikafka.__all__))
+
+
+def test_every_import_from_the_package_names_something_that_exists():
+    """Lazy imports run only on their path: check each names a module or attribute that exists."""
+    import importlib
+
+    missing = []
+    for path in PACKAGE.rglob("*.py"):
+        name = module_name(path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")
+                target = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("minikafka"):
+                continue
+            module = importlib.import_module(target)
+            for alias in node.names:
+                if alias.name != "*" and not hasattr(module, alias.name):
+                    try:
+                        importlib.import_module(f"{target}.{alias.name}")
+                    except ImportError:
+                        missing.append(f"{name}:{node.lineno} imports {alias.name} from {target}")
+    assert not missing, "\n".join(missing)

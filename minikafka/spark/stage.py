@@ -377,7 +377,8 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from ..quality.validate import ROW_KEY, QualityFailed, run_suite, write_report
+    from ..errors import QualityFailed
+    from ..quality.validate import ROW_KEY, run_suite, write_report
 
     t0 = time.perf_counter()
     keyed = frame.withColumn(ROW_KEY, F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
