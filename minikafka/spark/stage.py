@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..api.source import Source
-from ..errors import PipelineError, StageFailed
+from ..errors import PipelineError, SchemaMismatchError, StageFailed
 from ..ledger import acks
 from ..ledger import runlog_retention as retention
 from ..ledger.commit import InputState, StagedOutput, commit_stage
@@ -118,13 +120,43 @@ def _layout(source: Source, name: str) -> TopicLayout:
     return topic.layout if topic is not None else source.layout(name)
 
 
-def _model(source: Source, name: str, stage: str):
+def _model(source: Source, name: str, stage: Stage, role: str):
+    """The model of a row_fn stage's input (``role="input"``) or output topic.
+
+    In order: the topic as opened on this Source; the row_fn's annotation (its first
+    parameter for the input, its return for the output), checked against the stored
+    layout; the model stored in the catalog, when it can be imported.
+    """
     topic = source._topics.get(name)
-    if topic is None:
+    if topic is not None:
+        return topic.model
+    hinted = _annotated_model(stage.row_fn, role)
+    if hinted is not None:
+        return source.topic(name, hinted, dedup=_layout(source, name).dedup or None).model
+    try:
+        return source.model_of(name)
+    except SchemaMismatchError as exc:
         raise PipelineError(
-            f"stage {stage!r}: row_fn needs the model of topic {name!r}; open it with source.topic({name!r}, Model)"
-        )
-    return topic.model
+            f"stage {stage.name!r}: row_fn needs the model of topic {name!r}; annotate the function "
+            f"or open the topic with source.topic({name!r}, Model) ({exc})"
+        ) from exc
+
+
+def _annotated_model(fn, role: str):
+    import inspect
+    import typing
+
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: fall back to the catalog
+        return None
+    if role == "output":
+        hint = hints.get("return")
+    else:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        hint = hints.get(params[0].name) if params else None
+    return hint if isinstance(hint, type) and issubclass(hint, BaseModel) else None
 
 
 def register_consumers(source: Source, stages: list[Stage]) -> list:
@@ -285,8 +317,8 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
         frames = _read_inputs(spark, source, stage, in_layouts, bounds, area, run_uri, run)
         if stage.row_fn is not None:
             (src,), (dst,) = stage.inputs, stage.outputs
-            out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage.name),
-                                     _model(source, dst, stage.name), out_layouts[dst])
+            out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage, "input"),
+                                     _model(source, dst, stage, "output"), out_layouts[dst])
             out = _apply_quality(out, stage, dst, out_layouts[dst], run, outcomes, quarantined, "_parent_id",
                                  report_dir)
             uri = stg.join(run_uri, "out", dst)

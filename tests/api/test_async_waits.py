@@ -66,10 +66,11 @@ def test_topic_wait_async_and_listen_async_wake_on_another_connections_commit(db
                 s.topic("orders", Order, dedup=None).append({"n": 1})
                 s.notify("orders", {"n": 1})
 
+            listener = src.listen_async("orders", timeout=30)  # sees what commits after it is made
             writer = _later(db_path, started, write)
             assert await topic.wait_async(timeout=30) is True
             got = None
-            async for note in src.listen_async("orders", timeout=30):
+            async for note in listener:
                 got = note.payload
                 break
             stop.set()
