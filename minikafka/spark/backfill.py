@@ -99,6 +99,8 @@ class DumpFile:
     raw_sha256: str | None = None  # of the file's bytes when ``sha256`` is of its decompressed content
     gzip: bool = False  # the content is gzip (by its magic bytes, whatever the name says)
     spark_path: Path | None = None  # where Spark reads it when its name misleads Spark about gzip
+    chunks: list = field(default_factory=list)  # JSONL content cut into line chunks (``dumpsplit``)
+    checked_in_jvm: bool = False  # staged rows carry ``_mk_ok``: the driver validates the rest
 
     @property
     def misnamed(self) -> bool:
@@ -158,27 +160,38 @@ def discover(paths: list[str | Path]) -> list[Path]:
 
 
 def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
-            loaded: frozenset[str] | set[str] = frozenset()) -> DumpFile:
+            loaded: frozenset[str] | set[str] = frozenset(), chunks_to: str | None = None) -> DumpFile:
     """Hash the file, check a gzip is complete, read a CSV header (``minikafka.util.dumpfiles``).
 
     Gzip is known by its magic bytes, not by the name. A gzip file is known by the hash of
     its decompressed content, so a re-compressed copy of a loaded dump is recognised as
     loaded; a file whose bytes hash to one of ``loaded`` is returned at once, without
     decompressing it.
+
+    ``chunks_to``: a JSONL file's content is also cut into line chunks under this URI in
+    the same pass (``dumpsplit``), for Spark to read in parallel.
     """
+    from .dumpsplit import ChunkWriter
+
     fmt = fmt or detect_format(path)
+    writer = None
     try:
         gz = dumpfiles.is_gzip(path)
         raw_digest = dumpfiles.raw_digest(path) if gz else None
         if gz and raw_digest in loaded:
             return DumpFile(path, fmt, raw_digest, path.stat().st_size, False, raw_sha256=raw_digest, gzip=True)
-        scanned = dumpfiles.scan(path, raw_sha256=raw_digest)
-    except BackfillError:
+        if chunks_to is not None and fmt == "jsonl":
+            writer = ChunkWriter(chunks_to)
+        scanned = dumpfiles.scan(path, raw_sha256=raw_digest, sink=writer.feed if writer else None)
+    except BaseException as exc:
+        if writer is not None:
+            writer.abort()  # the caller removes the staging directory
+        if isinstance(exc, InputFileError) and not isinstance(exc, BackfillError):
+            raise BackfillError(str(exc)) from exc
         raise
-    except InputFileError as exc:
-        raise BackfillError(str(exc)) from exc
     dump = DumpFile(path, fmt, scanned.sha256, path.stat().st_size, not scanned.has_data,
-                    raw_sha256=scanned.raw_sha256, gzip=scanned.gzip)
+                    raw_sha256=scanned.raw_sha256, gzip=scanned.gzip,
+                    chunks=writer.close() if writer else [])
     if fmt == "csv" and header and not dump.empty:
         import csv
 
@@ -272,29 +285,49 @@ def map_line(points: list[tuple[int, int]], line: int) -> int:
     return line + points[i][1] if i >= 0 else line
 
 
-def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: set[str], *, fast: bool = False,
-               csv_opts: dict | None = None):
-    """The mapInArrow function: rows -> storage values, or an error with the raw row.
+class RowChecker:
+    """Rows -> storage values, or an error with the raw row (Arrow batches in and out).
 
     Each batch is parsed row by row (cheap), validated in one pydantic call, and only
     the rows pydantic names as failing are set aside; the rest are re-validated together.
 
     ``csv_opts``: ``columns``, ``delimiter``, ``quote`` and ``lines`` (:func:`csv_line_map`).
 
-    With ``fast``, batches carry ``_mk_ok`` and the storage columns the JVM computed
-    (``jvmcheck``): rows it passed are forwarded with Arrow operations alone, only the
+    Runs on the executors (``mapper`` in a ``mapInArrow``) or on the driver (``split``):
+    batches the JVM checked carry ``_mk_ok`` and the storage columns the JVM computed
+    (``jvmcheck``); rows it passed are forwarded with Arrow operations alone, only the
     others are parsed and validated here; the output stays in line order.
     """
-    from pydantic import TypeAdapter, ValidationError
 
-    from ..ledger.layout import TopicLayout as Layout
+    def __init__(self, model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: set[str],
+                 csv_opts: dict | None = None):
+        self.model, self.layout, self.fmt, self.nullable, self.csv_opts = model, layout, fmt, nullable, csv_opts
+        self._tools = None
 
-    name, dedup = layout.name, layout.dedup
+    def __getstate__(self):
+        return {**self.__dict__, "_tools": None}  # the encoder and adapter are built where it runs
 
-    def parse(row: dict):
+    def tools(self):
+        if self._tools is None:
+            from pydantic import TypeAdapter
+
+            from ..ledger.layout import TopicLayout as Layout
+
+            out_fields = storage_arrow_fields(self.layout)
+            self._tools = (Layout.for_model(self.layout.name, self.model, self.layout.dedup).encoder(),
+                           TypeAdapter(list[self.model]), out_fields, _arrow_schema(out_fields))
+        return self._tools
+
+    def mapper(self, batches, fast: bool = False):
+        """The mapInArrow function (``fast``: the batches carry the JVM's verdict)."""
+        for batch in batches:
+            with gc_paused():
+                yield self.split(batch) if fast else self.validate(batch)
+
+    def parse(self, row: dict):
         """(data, raw text for the quarantine) or raises with the row's reason."""
         text = row.pop("_mk_text", None)
-        if fmt == "jsonl":
+        if self.fmt == "jsonl":
             if text is None or not text.strip():
                 return None, None
             decoded, problem = dumpfiles.decode_line(text)
@@ -303,29 +336,20 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
             if problem is not None:
                 raise ValueError(problem)
             return data, decoded
-        if fmt == "csv":
+        if self.fmt == "csv":
+            opts = self.csv_opts
             if text is not None:
-                raise ValueError(malformed_csv_reason(text, expected=len(csv_opts["columns"]),
-                                                      delimiter=csv_opts["delimiter"], quote=csv_opts["quote"]))
-            data = {k: _csv_value(v, k in nullable) for k, v in row.items()}
+                raise ValueError(malformed_csv_reason(text, expected=len(opts["columns"]),
+                                                      delimiter=opts["delimiter"], quote=opts["quote"]))
+            data = {k: _csv_value(v, k in self.nullable) for k, v in row.items()}
             return data, data
         return row, row
 
-    def mapper(batches):
-        encode = Layout.for_model(name, model, dedup).encoder()
-        adapter = TypeAdapter(list[model])
-        out_fields = storage_arrow_fields(layout)
-        schema = _arrow_schema(out_fields)
-        for batch in batches:
-            with gc_paused():
-                if fast:
-                    yield _split_batch(batch, encode, adapter, out_fields, schema)
-                else:
-                    yield _validate_batch(batch, encode, adapter, out_fields, schema)
-
-    def _split_batch(batch, encode, adapter, out_fields, schema):
+    def split(self, batch):
+        """A batch the JVM checked: rows it passed as they are, the others validated here."""
         import pyarrow.compute as pc
 
+        _encode, _adapter, out_fields, schema = self.tools()
         ok = batch.column("_mk_ok")
         good = batch.filter(ok)
         n = good.num_rows
@@ -335,29 +359,37 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
         rest = batch.filter(pc.invert(ok))
         if rest.num_rows == 0:
             return passed
-        checked = _validate_batch(rest.select(["_mk_text", "_mk_file", "_mk_line"]), encode, adapter, out_fields,
-                                  schema)
+        checked = self.validate(rest.select(["_mk_text", "_mk_file", "_mk_line"]))
         merged = pa.Table.from_batches([passed, checked], schema=schema).sort_by("_mk_line")
         return merged.combine_chunks().to_batches()[0] if merged.num_rows else passed
 
-    def _validate_batch(batch, encode, adapter, out_fields, schema):
+    def validate(self, batch):
+        from pydantic import ValidationError
+        from pyspark.sql.types import LongType
+
+        from ..ledger.columns import check_int_range
+
+        encode, adapter, out_fields, schema = self.tools()
         files = batch.column("_mk_file").to_pylist()
         lines = batch.column("_mk_line").to_pylist()
-        if csv_opts and csv_opts["lines"]:
-            lines = [map_line(csv_opts["lines"], n) for n in lines]
+        if self.csv_opts and self.csv_opts["lines"]:
+            lines = [map_line(self.csv_opts["lines"], n) for n in lines]
         rows = batch.drop_columns(["_mk_file", "_mk_line"]).to_pylist()
         results: list = [None] * len(rows)  # (values | None, error | None, payload)
         pending: list[tuple[int, dict, object]] = []
         for i, row in enumerate(rows):
             raw = row.get("_mk_text")
+            if isinstance(raw, bytes) and raw.endswith(b"\r"):
+                raw = row["_mk_text"] = raw.rstrip(b"\r")  # a CRLF line's \r, as ingest drops it
             try:
-                data, payload = parse(row)
+                data, payload = self.parse(row)
             except ValueError as exc:
                 results[i] = (None, str(exc), _payload(raw))
                 continue
             if data is None:
                 continue  # an empty line
             pending.append((i, data, payload))
+        longs = [(j, n) for j, (n, t) in enumerate(out_fields) if isinstance(t, LongType)]
         while pending:
             try:
                 models = adapter.validate_python([d for _, d, _ in pending])
@@ -372,11 +404,6 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
                     results[i] = (None, reason, _payload(payload))
                 pending = [p for k, p in enumerate(pending) if k not in failing]
                 continue
-            from pyspark.sql.types import LongType
-
-            from ..ledger.columns import check_int_range
-
-            longs = [(j, n) for j, (n, t) in enumerate(out_fields) if isinstance(t, LongType)]
             for (i, _d, payload), m in zip(pending, models):
                 try:
                     values = encode(m)
@@ -400,8 +427,6 @@ def _validator(model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: 
             meta["_mk_error"].append(error)
             meta["_mk_payload"].append(payload)
         return pa.RecordBatch.from_pydict({**cols, **meta}, schema=schema)
-
-    return mapper
 
 
 def _payload(raw) -> str:
@@ -439,7 +464,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     """Load dumps into ``topic``; see the module docstring.
 
     ``staging``: as for ``run_stage``: a URI every node sees (required on a non-local
-    master; the dumps must then lie on storage the executors see too, at the same path).
+    master). JSONL dumps are cut into chunks there, so only CSV and Parquet dumps must
+    lie on storage the executors see too, at the same path.
 
     Raises:
         StageRunningError: another backfill of this topic is running.
@@ -450,77 +476,86 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
         StagingError: also raised before anything is read when a local staging path is missing.
         TopicNotFoundError: the topic does not exist.
     """
-    check_options(fmt=fmt, delimiter=delimiter, quote=quote, batch_rows=batch_rows)
-    check_staging(staging)
-    model = model or source.model_of(topic)
-    layout = source.topic(topic, model, dedup=source.layout(topic).dedup or None).layout
-    conn = source.ledger.conn
-    done = loads.load_states(conn, topic)
-    finished = {sha for sha, (_rows, status) in done.items() if status == "done"}
-    files = [inspect(p, fmt, delimiter=delimiter, header=header, loaded=finished) for p in discover(paths)]
-    for dump in files:  # progress recorded under any of the file's hashes counts
-        state = next((done[k] for k in dump.keys if k in done), None)
-        if state is not None:
-            done[dump.sha256] = state
-    run = RunResult(new_run_id(f"backfill-{topic}"), "backfill", stage=f"backfill:{topic}", outputs=[topic],
-                    inputs=[str(f.path) for f in files], details={"as_handled": as_handled})
-    result = BackfillResult(run, files)
-    todo = []
-    for dump in files:
-        state = done.get(dump.sha256)
-        if state and state[1] == "done":
-            result.skipped_files.append(str(dump.path))
-        elif not dump.empty:
-            todo.append(dump)
-    for dump in todo:
-        if dump.format == "csv" and not header:  # no header row: the model's fields, in order
-            dump.columns = list(model.model_fields)
-        if dump.format == "csv" and dump.columns is not None:
-            required = [n for n, f in model.model_fields.items() if f.is_required()]
-            missing = [n for n in required if n not in dump.columns]
-            if missing:
-                raise BackfillError(f"{dump.path}: CSV header lacks required column(s) {missing} (header: {dump.columns})")
     from ..errors import StageRunningError
     from ..util.filelock import LockBusy, exclusive_lock
     from . import staging as stg
     from .stage import lock_path
 
-    misnamed = [d for d in todo if d.misnamed and d.format != "parquet"]
-    if misnamed and not stg.is_local_master(spark.sparkContext.master):
-        d = misnamed[0]
-        raise BackfillError(f"{d.path}: its content is {'gzip' if d.gzip else 'not gzip'} but its name says "
-                            f"otherwise; rename it (executors on a cluster go by the name)")
+    check_options(fmt=fmt, delimiter=delimiter, quote=quote, batch_rows=batch_rows)
+    check_staging(staging)
+    model = model or source.model_of(topic)
+    layout = source.topic(topic, model, dedup=source.layout(topic).dedup or None).layout
+    found = discover(paths)
+    run = RunResult(new_run_id(f"backfill-{topic}"), "backfill", stage=f"backfill:{topic}", outputs=[topic],
+                    inputs=[str(p) for p in found], details={"as_handled": as_handled})
+    result = BackfillResult(run, [])
+    master = spark.sparkContext.master if spark is not None else "local[*]"
     staging_uri = None
     aliases = None
+    files: list[DumpFile] = []
     try:
-        if misnamed:
-            aliases = _alias_misnamed(misnamed)
-        if todo:
-            # one backfill of a topic at a time; staging is per run and removed after
-            with exclusive_lock(lock_path(source, f"backfill-{topic}"), note=f"run {run.run_id}"):
-                area = stg.choose_staging(spark.sparkContext.master, staging, source.path)
-                stg.check_area(area)
-                staging_uri = area.run_uri(f"backfill-{topic}", run.run_id)
-                marker = lock_path(source, f"backfill-{topic}").with_suffix(".staging")
-                if marker.exists():
-                    stg.remove(marker.read_text().strip())
-                marker.write_text(staging_uri)
+        # one backfill of a topic at a time: the load states are read, and the dumps cut
+        # into chunks, under the lock; staging is per run and removed after
+        with exclusive_lock(lock_path(source, f"backfill-{topic}"), note=f"run {run.run_id}"):
+            area = stg.choose_staging(master, staging, source.path)
+            stg.check_area(area)
+            staging_uri = area.run_uri(f"backfill-{topic}", run.run_id)
+            marker = lock_path(source, f"backfill-{topic}").with_suffix(".staging")
+            if marker.exists():  # a crashed run's staging: never trusted
+                stg.remove(marker.read_text().strip())
+            marker.write_text(staging_uri)
+            done = loads.load_states(source.ledger.conn, topic)
+            finished = {sha for sha, (_rows, status) in done.items() if status == "done"}
+            t0 = time.perf_counter()
+            for i, p in enumerate(found):
+                files.append(inspect(p, fmt, delimiter=delimiter, header=header, loaded=finished,
+                                     chunks_to=stg.join(staging_uri, f"chunks-{i:05d}")))
+            result.files = files
+            run.details["split_seconds"] = round(time.perf_counter() - t0, 2)
+            for dump in files:  # progress recorded under any of the file's hashes counts
+                state = next((done[k] for k in dump.keys if k in done), None)
+                if state is not None:
+                    done[dump.sha256] = state
+            todo = []
+            for dump in files:
+                state = done.get(dump.sha256)
+                if state and state[1] == "done":
+                    result.skipped_files.append(str(dump.path))
+                elif not dump.empty:
+                    todo.append(dump)
+            _check_csv_headers(todo, model, header)
+            misnamed = [d for d in todo if d.misnamed and d.format == "csv"]
+            if misnamed and not stg.is_local_master(master):
+                d = misnamed[0]
+                raise BackfillError(f"{d.path}: its content is {'gzip' if d.gzip else 'not gzip'} but its name says "
+                                    f"otherwise; rename it (executors on a cluster go by the name)")
+            if misnamed:
+                aliases = _alias_misnamed(misnamed)
+            if todo:
+                if spark is None:
+                    raise BackfillError("backfill needs a SparkSession (spark=None)")
                 t0 = time.perf_counter()
                 written = _stage(spark, todo, model, layout, staging_uri, delimiter=delimiter, quote=quote,
-                                 header=header)
+                                 header=header, done=done)
                 run.details["spark_seconds"] = round(time.perf_counter() - t0, 2)
                 t0 = time.perf_counter()
-                _commit(source, layout, todo, staging_uri, written, run, result, done, as_handled, batch_rows,
-                        progress)
+                _commit(source, model, layout, todo, staging_uri, written, run, result, done, as_handled,
+                        batch_rows, progress)
                 run.details["commit_seconds"] = round(time.perf_counter() - t0, 2)
-                stg.remove(staging_uri)
-                marker.unlink(missing_ok=True)
+            stg.remove(staging_uri)
+            staging_uri = None
+            marker.unlink(missing_ok=True)
         run.finish("succeeded")
     except LockBusy as exc:
         run.finish("failed", f"backfill of {topic!r} is running ({exc.holder})")
         raise StageRunningError(f"a backfill of topic {topic!r} is running ({exc.holder}); this one did nothing") from None
     except BaseException as exc:
         run.finish(failure_status(exc), INTERRUPTED if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
+        if staging_uri is not None:
+            try:  # the chunks and staged rows of a failed run: nothing of them is trusted later
+                stg.remove(staging_uri)
+            except Exception:  # noqa: BLE001 - the marker removes them on the next run
+                pass
         raise
     finally:
         if aliases is not None:
@@ -533,6 +568,17 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     if progress:
         progress(result.summary())
     return result
+
+
+def _check_csv_headers(todo: list[DumpFile], model: type[BaseModel], header: bool) -> None:
+    for dump in todo:
+        if dump.format == "csv" and not header:  # no header row: the model's fields, in order
+            dump.columns = list(model.model_fields)
+        if dump.format == "csv" and dump.columns is not None:
+            required = [n for n, f in model.model_fields.items() if f.is_required()]
+            missing = [n for n in required if n not in dump.columns]
+            if missing:
+                raise BackfillError(f"{dump.path}: CSV header lacks required column(s) {missing} (header: {dump.columns})")
 
 
 def _alias_misnamed(dumps: list[DumpFile]):
@@ -551,20 +597,48 @@ def _alias_misnamed(dumps: list[DumpFile]):
     return tmp
 
 
-def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: str, **opts) -> list[int]:
-    """Validate and stage each file under ``staging``; return the rows Spark wrote per file."""
+def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: str, *, done: dict,
+           **opts) -> list[int]:
+    """Validate and stage each file under ``staging``; return the rows Spark wrote per file.
+
+    A JSONL dump is read from its chunks (one partition each, in line order, so all cores
+    work on one dump); the JVM checks what it can (``jvmcheck``) and those rows are staged
+    without any Python, the rest is validated by the driver at commit. Chunks a previous,
+    interrupted run committed entirely are not read again. CSV and Parquet files are read
+    as one partition each (their line numbers come from Spark's record order).
+    """
+    from functools import partial
+
     from .staging import join, write_counted
 
     written = []
     nullable = {c.name for c in layout.columns if c.nullable}
+    rules = jvmcheck.plan(model, layout) if JVM_CHECKS else None
     previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    # one partition per file keeps rows in file order, so line numbers are exact
+    # one partition per file (or chunk) keeps rows in order, so line numbers are exact
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(1 << 40))
     try:
         from pyspark.sql import functions as F
 
         parallel = max(2, spark.sparkContext.defaultParallelism)
         for i, dump in enumerate(todo):
+            uri = join(staging, f"{i:05d}")
+            if dump.format == "jsonl" and dump.chunks:
+                already = done.get(dump.sha256, (0, "partial"))[0]
+                chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]
+                if not chunks:
+                    written.append(write_counted(spark.createDataFrame([], _spark_schema(layout)), uri,
+                                                 row_group_bytes=8 << 20))
+                    continue
+                df = _read_chunks(spark, dump, chunks)
+                if rules is not None:
+                    dump.checked_in_jvm = True
+                    out = _jvm_checked(df, rules)
+                else:
+                    checker = RowChecker(model, layout, "jsonl", nullable)
+                    out = df.mapInArrow(checker.mapper, _spark_schema(layout))
+                written.append(write_counted(out, uri, row_group_bytes=8 << 20))
+                continue
             df = _read(spark, dump, delimiter=opts["delimiter"], quote=opts["quote"], header=opts["header"])
             csv_opts = None
             if dump.format == "csv":
@@ -574,23 +648,35 @@ def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: str
             offset = 2 if dump.format == "csv" and opts["header"] else 1
             # the file is one partition here, so the id is the row's position in the file
             numbered = df.withColumn("_mk_line", F.monotonically_increasing_id() + offset)
-            # Split by line ranges before validating, so all cores validate and part files stay
-            # in line order (the range sampling re-reads only the raw lines, not the validation).
-            rules = jvmcheck.plan(model, layout) if dump.format == "jsonl" and JVM_CHECKS else None
-            if rules is not None and parallel <= 2:
-                # with the JVM checks a file's own partition is cheaper than the range split's
-                # second read and shuffle on a small machine (measured: 19 s vs 25 s, 1M lines)
-                ranged = numbered
-            else:
-                ranged = numbered.repartitionByRange(parallel, "_mk_line").sortWithinPartitions("_mk_line")
-            if rules is not None:
-                ranged = _jvm_checked(ranged, rules)
-            out = ranged.mapInArrow(_validator(model, layout, dump.format, nullable, fast=rules is not None,
-                                               csv_opts=csv_opts), _spark_schema(layout))
-            written.append(write_counted(out, join(staging, f"{i:05d}"), row_group_bytes=8 << 20))
+            # split by line ranges before validating, so all cores validate and part files
+            # stay in line order
+            ranged = numbered.repartitionByRange(parallel, "_mk_line").sortWithinPartitions("_mk_line")
+            checker = RowChecker(model, layout, dump.format, nullable, csv_opts)
+            out = ranged.mapInArrow(partial(checker.mapper, fast=False), _spark_schema(layout))
+            written.append(write_counted(out, uri, row_group_bytes=8 << 20))
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
     return written
+
+
+ROW_IN_PARTITION = (1 << 33) - 1  # monotonically_increasing_id: partition index << 33 | row number
+
+
+def _read_chunks(spark, dump: DumpFile, chunks: list):
+    """A JSONL dump's chunks as one DataFrame: one partition per chunk, in line order, with
+    ``_mk_text`` (the raw line as bytes), ``_mk_line`` and ``_mk_file``."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    frames = []
+    for chunk in chunks:
+        line = F.lit(chunk.first_line) + F.monotonically_increasing_id().bitwiseAND(ROW_IN_PARTITION)
+        # as bytes: a line that is not UTF-8 must reach the validator to be quarantined
+        # lines end at \n only, as ingest reads them (a lone \r stays inside its line)
+        frames.append(spark.read.option("lineSep", "\n").text(chunk.uri).select(F.col("value").cast("binary").alias("_mk_text"),
+                                                        line.alias("_mk_line")))
+    return reduce(lambda a, b: a.unionAll(b), frames).withColumn("_mk_file", F.lit(dump.path.name))
 
 
 def _jvm_checked(df, rules):
@@ -606,8 +692,9 @@ def _jvm_checked(df, rules):
                      "_mk_file", "_mk_line")
 
 
-def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: str, written: list[int],
-            run: RunResult, result: BackfillResult, done: dict, as_handled: bool, batch_rows: int, progress) -> None:
+def _commit(source: Source, model: type[BaseModel], layout: TopicLayout, todo: list[DumpFile], staging: str,
+            written: list[int], run: RunResult, result: BackfillResult, done: dict, as_handled: bool,
+            batch_rows: int, progress) -> None:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
@@ -616,6 +703,7 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
     sql = layout.insert_sql(lineage=True, ignore_duplicates=bool(layout.dedup))
     names = layout.field_names
     status = "new"  # rows loaded as history are marked handled after their insert (as_handled)
+    checker = RowChecker(model, layout, "jsonl", {c.name for c in layout.columns if c.nullable})
     t0 = time.perf_counter()
     for i, dump in enumerate(todo):
         already = done.get(dump.sha256, (0, "partial"))[0]
@@ -629,6 +717,11 @@ def _commit(source: Source, layout: TopicLayout, todo: list[DumpFile], staging: 
                                         use_threads=False):
             if batch.num_rows == 0:
                 continue
+            if dump.checked_in_jvm:  # the rows the JVM could not pass are validated here
+                with gc_paused():
+                    batch = checker.split(batch)
+                if batch.num_rows == 0:
+                    continue
             last_line = batch.column("_mk_line")[-1].as_py()
             result.rows_read += batch.num_rows
             if last_line <= already:

@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -236,10 +236,12 @@ def raw_digest(path: str | os.PathLike) -> str:
             raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
-def scan(path: str | os.PathLike, *, raw_sha256: str | None = None) -> Scanned:
+def scan(path: str | os.PathLike, *, raw_sha256: str | None = None,
+         sink: Callable[[bytes], None] | None = None) -> Scanned:
     """Hash the whole content and check that a gzip file is complete (multi-member gzip allowed).
 
     ``raw_sha256``: the file's byte hash when the caller has it already (gzip files).
+    ``sink``: called with each block of the (decompressed) content, in order, as it is read.
 
     Raises:
         InputFileError: unreadable, or a corrupt or truncated gzip file (names the file).
@@ -256,6 +258,8 @@ def scan(path: str | os.PathLike, *, raw_sha256: str | None = None) -> Scanned:
                         data = decomp.decompress(chunk)
                         digest.update(data)
                         has_data = has_data or bool(data.strip())
+                        if sink is not None and data:
+                            sink(data)
                         chunk = decomp.unused_data if decomp.eof else b""
                         if decomp.eof and chunk:  # a multi-member gzip file: next member
                             decomp = zlib.decompressobj(wbits=31)
@@ -265,6 +269,8 @@ def scan(path: str | os.PathLike, *, raw_sha256: str | None = None) -> Scanned:
                 while chunk := raw.read(1 << 20):
                     digest.update(chunk)
                     has_data = has_data or bool(chunk.strip())
+                    if sink is not None:
+                        sink(chunk)
         except zlib.error as exc:
             raise InputFileError(f"{path}: corrupt gzip file: {exc}") from exc
         except OSError as exc:

@@ -71,3 +71,35 @@ def test_backfill_and_ingest_store_and_quarantine_the_same_bad_dump_alike(spark,
         assert reasons["dump.jsonl:3"].startswith("invalid row: ") and "NaN" in reasons["dump.jsonl:3"]
         if model is Blob:
             assert reasons["dump.jsonl:9"].startswith("invalid row: ")
+
+
+@pytest.mark.spark
+def test_a_dump_cut_into_many_chunks_loads_and_numbers_lines_as_ingest_does(spark, tmp_path, monkeypatch):
+    import gzip
+
+    from minikafka.spark import dumpsplit
+
+    monkeypatch.setattr(dumpsplit, "CHUNK_BYTES", 600)  # dozens of chunks; bad lines on their edges
+    copies = []
+    for k in range(30):
+        block = BAD_DUMP.replace(b'"key": "', b'"key": "%d-' % k)
+        if k % 3 == 1:
+            block = block.replace(b"\n", b"\r\n")  # CRLF lines
+        if k % 3 == 2:
+            block += b'{"key": "cr\r%d", "value": 1}\n' % k  # a lone CR inside a line
+        copies.append(block)
+    dump = tmp_path / "big.jsonl.gz"
+    dump.write_bytes(gzip.compress(b"".join(copies)))
+    for model in (Reading, Blob):
+        with Source(str(tmp_path / f"ingest-{model.__name__}.sqlite")) as src:
+            ingest_jsonl(src.topic("t", model, dedup=("key",)), dump)
+            by_ingest = stored_and_quarantined(src, model)
+            bad_payloads = sorted(q["payload"] for q in src.quarantined("t"))
+        with Source(str(tmp_path / f"backfill-{model.__name__}.sqlite")) as src:
+            src.topic("t", model, dedup=("key",))
+            result = backfill(spark, src, "t", [str(dump)], model=model, progress=None)
+            assert len(result.files[0].chunks) >= 15
+            by_backfill = stored_and_quarantined(src, model)
+            assert sorted(q["payload"] for q in src.quarantined("t")) == bad_payloads
+        assert by_backfill == by_ingest, model.__name__
+        assert len(by_ingest[1]) >= 90
