@@ -26,6 +26,7 @@ from bench_common import exit_code
 from minikafka import Source
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the example's models (schemas/), as the example pipeline imports them
 
 
 def verdict(ok: bool) -> str:

@@ -38,6 +38,8 @@ from . import upgrade
 from .events import Event, Observer, deliverer, notify
 from .schema import LEDGER_FORMAT, MIN_SQLITE, missing_objects, schema_statements, temp_table_statement
 
+CACHE_KIB = 64 * 1024  # the page cache each connection may grow to
+
 
 def _check_sqlite() -> None:
     if sqlite3.sqlite_version_info < MIN_SQLITE:
@@ -99,6 +101,9 @@ def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
                 raise LedgerError(f"cannot switch {path!r} to WAL journal mode (got {mode})")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
+        # up to 64 MiB of pages (allocated only as used): a large commit inserting into a
+        # unique index in key-random order then rereads few pages (measured: 1M rows 2x faster)
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     return conn
 
 
@@ -320,6 +325,27 @@ class Ledger:
         finally:
             if self._conn is not None:
                 self._conn.execute("PRAGMA synchronous = FULL")
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Many large commits in a row (a backfill): no fsync per commit (``relaxed_sync``) and
+        no checkpoint after each; one checkpoint at the end copies the log into the database.
+
+        Without this, every commit past 1,000 logged pages checkpoints, and a checkpoint
+        fsyncs the database file: measured, a quarter of a 1M-row backfill's commit time.
+        """
+        if self._depth or self.path == ":memory:":
+            yield
+            return
+        conn = self.conn
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        try:
+            with self.relaxed_sync():
+                yield
+        finally:
+            if self._conn is not None:
+                self._conn.execute("PRAGMA wal_autocheckpoint = 1000")
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     @contextmanager
     def atomic(self) -> Iterator[sqlite3.Connection]:

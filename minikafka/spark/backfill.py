@@ -34,10 +34,7 @@ from ..util import dumpfiles
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
 from ..util.results import Result
-from . import jvmcheck
 from .types import storage_arrow_fields
-
-JVM_CHECKS = True  # check in the JVM what Spark can express of the model (see jvmcheck); False: pydantic only
 
 FORMATS = ("jsonl", "csv", "parquet")
 CSV_NULL = "\x00minikafka:null\x00"  # Spark's nullValue: no CSV field equals it, so "" stays ""
@@ -100,7 +97,6 @@ class DumpFile:
     gzip: bool = False  # the content is gzip (by its magic bytes, whatever the name says)
     spark_path: Path | None = None  # where Spark reads it when its name misleads Spark about gzip
     chunks: list = field(default_factory=list)  # JSONL content cut into line chunks (``dumpsplit``)
-    checked_in_jvm: bool = False  # staged rows carry ``_mk_ok``: the driver validates the rest
 
     @property
     def misnamed(self) -> bool:
@@ -293,10 +289,9 @@ class RowChecker:
 
     ``csv_opts``: ``columns``, ``delimiter``, ``quote`` and ``lines`` (:func:`csv_line_map`).
 
-    Runs on the executors (``mapper`` in a ``mapInArrow``) or on the driver (``split``):
-    batches the JVM checked carry ``_mk_ok`` and the storage columns the JVM computed
-    (``jvmcheck``); rows it passed are forwarded with Arrow operations alone, only the
-    others are parsed and validated here; the output stays in line order.
+    Runs on the executors: ``mapper`` in a ``mapInArrow`` (CSV, Parquet), or ``validate``
+    for the lines of a JSONL chunk that pydantic-core's JSON validator refused
+    (``jsonlparts``). The output stays in line order.
     """
 
     def __init__(self, model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: set[str],
@@ -318,11 +313,11 @@ class RowChecker:
                            TypeAdapter(list[self.model]), out_fields, _arrow_schema(out_fields))
         return self._tools
 
-    def mapper(self, batches, fast: bool = False):
-        """The mapInArrow function (``fast``: the batches carry the JVM's verdict)."""
+    def mapper(self, batches):
+        """The mapInArrow function."""
         for batch in batches:
             with gc_paused():
-                yield self.split(batch) if fast else self.validate(batch)
+                yield self.validate(batch)
 
     def parse(self, row: dict):
         """(data, raw text for the quarantine) or raises with the row's reason."""
@@ -344,24 +339,6 @@ class RowChecker:
             data = {k: _csv_value(v, k in self.nullable) for k, v in row.items()}
             return data, data
         return row, row
-
-    def split(self, batch):
-        """A batch the JVM checked: rows it passed as they are, the others validated here."""
-        import pyarrow.compute as pc
-
-        _encode, _adapter, out_fields, schema = self.tools()
-        ok = batch.column("_mk_ok")
-        good = batch.filter(ok)
-        n = good.num_rows
-        arrays = [good.column(name).cast(schema.field(name).type) for name, _t in out_fields]
-        arrays += [good.column("_mk_file"), good.column("_mk_line"), pa.nulls(n, pa.string()), pa.nulls(n, pa.string())]
-        passed = pa.RecordBatch.from_arrays(arrays, schema=schema)
-        rest = batch.filter(pc.invert(ok))
-        if rest.num_rows == 0:
-            return passed
-        checked = self.validate(rest.select(["_mk_text", "_mk_file", "_mk_line"]))
-        merged = pa.Table.from_batches([passed, checked], schema=schema).sort_by("_mk_line")
-        return merged.combine_chunks().to_batches()[0] if merged.num_rows else passed
 
     def validate(self, batch):
         from pydantic import ValidationError
@@ -534,14 +511,11 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             if todo:
                 if spark is None:
                     raise BackfillError("backfill needs a SparkSession (spark=None)")
-                t0 = time.perf_counter()
-                written = _stage(spark, todo, model, layout, staging_uri, delimiter=delimiter, quote=quote,
-                                 header=header, done=done)
-                run.details["spark_seconds"] = round(time.perf_counter() - t0, 2)
-                t0 = time.perf_counter()
-                _commit(source, model, layout, todo, staging_uri, written, run, result, done, as_handled,
-                        batch_rows, progress)
-                run.details["commit_seconds"] = round(time.perf_counter() - t0, 2)
+                with source.ledger.bulk_load():  # the run's last commit (below) is the durable one
+                    for i, dump in enumerate(todo):
+                        _load(spark, source, model, layout, dump, stg.join(staging_uri, f"{i:05d}"), run, result,
+                              done, as_handled=as_handled, batch_rows=batch_rows, progress=progress,
+                              delimiter=delimiter, quote=quote, header=header)
             stg.remove(staging_uri)
             staging_uri = None
             marker.unlink(missing_ok=True)
@@ -597,135 +571,103 @@ def _alias_misnamed(dumps: list[DumpFile]):
     return tmp
 
 
-def _stage(spark, todo: list[DumpFile], model, layout: TopicLayout, staging: str, *, done: dict,
-           **opts) -> list[int]:
-    """Validate and stage each file under ``staging``; return the rows Spark wrote per file.
+def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, dump: DumpFile, uri: str,
+          run: RunResult, result: BackfillResult, done: dict, *, as_handled: bool, batch_rows: int, progress,
+          **opts) -> None:
+    """Validate one dump with Spark, staged under ``uri``, and commit its rows.
 
-    A JSONL dump is read from its chunks (one partition each, in line order, so all cores
-    work on one dump); the JVM checks what it can (``jvmcheck``) and those rows are staged
-    without any Python, the rest is validated by the driver at commit. Chunks a previous,
-    interrupted run committed entirely are not read again. CSV and Parquet files are read
-    as one partition each (their line numbers come from Spark's record order).
+    A JSONL dump's chunks are validated one Spark task each (``jsonlparts``), and each
+    chunk's rows are committed as soon as its task has written them. A CSV or Parquet
+    file is read as one partition (its line numbers come from Spark's record order),
+    split by line ranges so all cores validate, staged as Parquet, then committed.
     """
-    from functools import partial
+    from .jsonlparts import ChunkTask, PartStream
 
-    from .staging import join, write_counted
+    already = done.get(dump.sha256, (0, "partial"))[0]
+    details = run.details
+    if dump.format == "jsonl" and dump.chunks:
+        # chunks an interrupted run committed entirely are not read again
+        chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]
+        if not chunks:
+            return
+        stream = PartStream(spark, ChunkTask(chunks, model, layout, dump.path.name, uri, already))
+        try:
+            _commit_batches(source, layout, dump, iter(stream), run, result, already, as_handled, batch_rows,
+                            progress)
+        finally:
+            stream.close()
+            details["spark_seconds"] = round(details.get("spark_seconds", 0) + stream.spark_seconds, 2)
+        return
+    t0 = time.perf_counter()
+    written = _stage_file(spark, dump, model, layout, uri, **opts)
+    details["spark_seconds"] = round(details.get("spark_seconds", 0) + time.perf_counter() - t0, 2)
+    _commit_batches(source, layout, dump, _staged_batches(uri, written, batch_rows), run, result, already,
+                    as_handled, batch_rows, progress)
 
-    written = []
+
+def _stage_file(spark, dump: DumpFile, model, layout: TopicLayout, uri: str, *, delimiter: str, quote: str,
+                header: bool) -> int:
+    """Validate one CSV, Parquet (or unchunked JSONL) file and stage it under ``uri``; return the rows written."""
+    from pyspark.sql import functions as F
+
+    from .staging import write_counted
+
     nullable = {c.name for c in layout.columns if c.nullable}
-    rules = jvmcheck.plan(model, layout) if JVM_CHECKS else None
     previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    # one partition per file (or chunk) keeps rows in order, so line numbers are exact
+    # one partition per file keeps rows in file order, so line numbers are exact
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(1 << 40))
     try:
-        from pyspark.sql import functions as F
-
         parallel = max(2, spark.sparkContext.defaultParallelism)
-        for i, dump in enumerate(todo):
-            uri = join(staging, f"{i:05d}")
-            if dump.format == "jsonl" and dump.chunks:
-                already = done.get(dump.sha256, (0, "partial"))[0]
-                chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]
-                if not chunks:
-                    written.append(write_counted(spark.createDataFrame([], _spark_schema(layout)), uri,
-                                                 row_group_bytes=8 << 20))
-                    continue
-                df = _read_chunks(spark, dump, chunks)
-                if rules is not None:
-                    dump.checked_in_jvm = True
-                    out = _jvm_checked(df, rules)
-                else:
-                    checker = RowChecker(model, layout, "jsonl", nullable)
-                    out = df.mapInArrow(checker.mapper, _spark_schema(layout))
-                written.append(write_counted(out, uri, row_group_bytes=8 << 20))
-                continue
-            df = _read(spark, dump, delimiter=opts["delimiter"], quote=opts["quote"], header=opts["header"])
-            csv_opts = None
-            if dump.format == "csv":
-                csv_opts = {"columns": dump.columns or [], "delimiter": opts["delimiter"], "quote": opts["quote"],
-                            "lines": csv_line_map(dump.path, delimiter=opts["delimiter"], quote=opts["quote"],
-                                                  header=opts["header"])}
-            offset = 2 if dump.format == "csv" and opts["header"] else 1
-            # the file is one partition here, so the id is the row's position in the file
-            numbered = df.withColumn("_mk_line", F.monotonically_increasing_id() + offset)
-            # split by line ranges before validating, so all cores validate and part files
-            # stay in line order
-            ranged = numbered.repartitionByRange(parallel, "_mk_line").sortWithinPartitions("_mk_line")
-            checker = RowChecker(model, layout, dump.format, nullable, csv_opts)
-            out = ranged.mapInArrow(partial(checker.mapper, fast=False), _spark_schema(layout))
-            written.append(write_counted(out, uri, row_group_bytes=8 << 20))
+        df = _read(spark, dump, delimiter=delimiter, quote=quote, header=header)
+        csv_opts = None
+        if dump.format == "csv":
+            csv_opts = {"columns": dump.columns or [], "delimiter": delimiter, "quote": quote,
+                        "lines": csv_line_map(dump.path, delimiter=delimiter, quote=quote, header=header)}
+        offset = 2 if dump.format == "csv" and header else 1
+        # the file is one partition here, so the id is the row's position in the file
+        numbered = df.withColumn("_mk_line", F.monotonically_increasing_id() + offset)
+        # split by line ranges before validating, so all cores validate and part files stay in line order
+        ranged = numbered.repartitionByRange(parallel, "_mk_line").sortWithinPartitions("_mk_line")
+        checker = RowChecker(model, layout, dump.format, nullable, csv_opts)
+        out = ranged.mapInArrow(checker.mapper, _spark_schema(layout))
+        return write_counted(out, uri, row_group_bytes=8 << 20)
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
-    return written
 
 
-ROW_IN_PARTITION = (1 << 33) - 1  # monotonically_increasing_id: partition index << 33 | row number
-
-
-def _read_chunks(spark, dump: DumpFile, chunks: list):
-    """A JSONL dump's chunks as one DataFrame: one partition per chunk, in line order, with
-    ``_mk_text`` (the raw line as bytes), ``_mk_line`` and ``_mk_file``."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    frames = []
-    for chunk in chunks:
-        line = F.lit(chunk.first_line) + F.monotonically_increasing_id().bitwiseAND(ROW_IN_PARTITION)
-        # as bytes: a line that is not UTF-8 must reach the validator to be quarantined
-        # lines end at \n only, as ingest reads them (a lone \r stays inside its line)
-        frames.append(spark.read.option("lineSep", "\n").text(chunk.uri).select(F.col("value").cast("binary").alias("_mk_text"),
-                                                        line.alias("_mk_line")))
-    return reduce(lambda a, b: a.unionAll(b), frames).withColumn("_mk_file", F.lit(dump.path.name))
-
-
-def _jvm_checked(df, rules):
-    """Add ``_mk_ok`` and the storage columns the JVM computes; keep raw text only where not ok."""
-    from pyspark.sql import functions as F
-
-    text = F.col("_mk_text").cast("string")
-    utf8 = F.is_valid_utf8(text) if hasattr(F, "is_valid_utf8") else (
-        F.encode(F.decode(F.col("_mk_text"), "UTF-8"), "UTF-8") == F.col("_mk_text"))
-    ok, stored = jvmcheck.checked_columns(rules, text)
-    ok = F.coalesce(utf8, F.lit(False)) & ok
-    return df.select(*stored, ok.alias("_mk_ok"), F.when(ok, F.lit(None)).otherwise(F.col("_mk_text")).alias("_mk_text"),
-                     "_mk_file", "_mk_line")
-
-
-def _commit(source: Source, model: type[BaseModel], layout: TopicLayout, todo: list[DumpFile], staging: str,
-            written: list[int], run: RunResult, result: BackfillResult, done: dict, as_handled: bool,
-            batch_rows: int, progress) -> None:
-    import pyarrow.compute as pc
+def _staged_batches(uri: str, written: int, batch_rows: int):
     import pyarrow.dataset as ds
 
-    from .staging import filesystem, join, open_staged
+    from .staging import filesystem, open_staged
+
+    # checks the _SUCCESS marker and the row count against what Spark wrote, before any commit
+    staged = open_staged(uri, written)
+    fs, _ = filesystem(uri)
+    parts = sorted(f for f in staged.files if f.rsplit("/", 1)[-1].startswith("part-"))
+    dataset = ds.dataset(parts, format="parquet", filesystem=fs)  # part files in order: rows sorted by line
+    yield from dataset.to_batches(batch_size=batch_rows, batch_readahead=0, fragment_readahead=0, use_threads=False)
+
+
+def _commit_batches(source: Source, layout: TopicLayout, dump: DumpFile, batches, run: RunResult,
+                    result: BackfillResult, already: int, as_handled: bool, batch_rows: int, progress) -> None:
+    """Commit a dump's validated batches (in line order), at most ``batch_rows`` rows per
+    transaction, each with its quarantined rows and the file's progress."""
+    import pyarrow.compute as pc
+
+    from ..util.faults import checkpoint
 
     sql = layout.insert_sql(lineage=True, ignore_duplicates=bool(layout.dedup))
     names = layout.field_names
     status = "new"  # rows loaded as history are marked handled after their insert (as_handled)
-    checker = RowChecker(model, layout, "jsonl", {c.name for c in layout.columns if c.nullable})
     t0 = time.perf_counter()
-    for i, dump in enumerate(todo):
-        already = done.get(dump.sha256, (0, "partial"))[0]
-        uri = join(staging, f"{i:05d}")
-        # checks the _SUCCESS marker and the row count against what Spark wrote, before any commit
-        staged = open_staged(uri, written[i])
-        fs, _ = filesystem(uri)
-        parts = sorted(f for f in staged.files if f.rsplit("/", 1)[-1].startswith("part-"))
-        dataset = ds.dataset(parts, format="parquet", filesystem=fs)  # part files in order: rows sorted by line
-        for batch in dataset.to_batches(batch_size=batch_rows, batch_readahead=0, fragment_readahead=0,
-                                        use_threads=False):
-            if batch.num_rows == 0:
-                continue
-            if dump.checked_in_jvm:  # the rows the JVM could not pass are validated here
-                with gc_paused():
-                    batch = checker.split(batch)
-                if batch.num_rows == 0:
-                    continue
+    for whole in batches:
+        for start in range(0, whole.num_rows, batch_rows):
+            batch = whole.slice(start, batch_rows)
             last_line = batch.column("_mk_line")[-1].as_py()
             result.rows_read += batch.num_rows
             if last_line <= already:
                 continue  # committed by an earlier, interrupted run
+            t1 = time.perf_counter()
             now = utc_now()
             fresh = pc.greater(batch.column("_mk_line"), already)
             has_error = pc.is_valid(batch.column("_mk_error"))
@@ -754,8 +696,7 @@ def _commit(source: Source, model: type[BaseModel], layout: TopicLayout, todo: l
                     for payload, error, line in zip(payloads, errors, bad_lines)))
                 loads.record_progress_in_current_transaction(conn, layout.name, dump.sha256, dump.path.name,
                                                              last_line, run.run_id, now)
-            from ..util.faults import checkpoint
-
+            run.details["commit_seconds"] = round(run.details.get("commit_seconds", 0) + time.perf_counter() - t1, 2)
             checkpoint("backfill:batch-committed")
             run.rows_out += inserted
             run.rows_duplicate += len(rows) - inserted

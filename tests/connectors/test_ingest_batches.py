@@ -67,3 +67,13 @@ def test_ingest_refuses_a_batch_size_below_one(file_source, tmp_path):
     with pytest.raises(ValueError, match="batch_rows"):
         ingest_jsonl(topic, path, batch_rows=0)
     assert topic.count() == 0
+
+
+def test_an_int_beyond_64_bits_is_a_quarantined_row_not_a_failed_ingest(file_source, tmp_path):
+    topic = file_source.topic("items", Item, dedup=("url",))
+    path = tmp_path / "feed.jsonl"
+    path.write_text(_lines([{"url": "a", "n": 1}, {"url": "b", "n": 2**70}, {"url": "c", "n": -(2**63)}]))
+    result = ingest_jsonl(topic, path)
+    assert (result.appended, result.quarantined) == (2, 1)
+    (bad,) = file_source.quarantined("items")
+    assert bad["origin"] == "feed.jsonl:2" and "outside the 64-bit integer range" in bad["reason"]

@@ -1,7 +1,8 @@
-"""The JVM fast path of backfill accepts only rows pydantic accepts, stored the same way.
+"""Backfill's fast JSON path (pydantic-core's JSON validator) accepts only rows the exact
+path (json.loads, then the model) accepts, stored the same way.
 
-Each tricky line is loaded twice, once with the JVM checks and once with pydantic alone;
-the topic and the quarantine (with reasons) must be identical.
+Each tricky line is loaded with the fast path, without it, and by ``ingest``; the topic and
+the quarantine (with reasons) must be identical.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from datetime import datetime
 from typing import Literal
 
 import pytest
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from minikafka import Source
+from minikafka.connectors.ingest import ingest_jsonl
 from minikafka.spark import backfill as bf
-from minikafka.spark import jvmcheck
+from minikafka.spark import jsonlparts
 
 pytestmark = pytest.mark.spark
 
@@ -62,6 +64,11 @@ def variants() -> list[str]:
              '{"url": "https://x/25"}', "[1, 2]", "not json", "", "   ",
              v(url="https://x/26", extra="ignored"), v(url="https://x/27", title="ünïcode ok"),
              v(url="https://x/28", ratio="NaN"), '{"url": "https://x/29", ' + json.dumps(GOOD)[1:],
+             v(url="https://x/30") + " junk", v(url="https://x/31") + "}", v(url="https://x/32") + ' {"a": 1}',
+             v(url="https://x/33", title="a}b"), v(url="https://x/34", title="a{b"), v(url="https://x/35") + "\r",
+             v(url="https://x/36") + " \t ", v(url="https://x/37", title="-5"), v(url="https://x/38", title=""),
+             v(url="https://x/39", title="[x]"), v(url="https://x/40", title=[1]), v(url="https://x/41", title="t"),
+             v(url="https://x/42", note='say "}" {'), " " + v(url="https://x/43"),
              json.dumps(GOOD)]  # a duplicate of the first
     return lines
 
@@ -77,23 +84,46 @@ def contents(path) -> tuple:
         conn.close()
 
 
-def test_models_with_custom_validators_have_no_jvm_plan():
-    with Source(":memory:") as src:
-        assert jvmcheck.plan(Custom, src.topic("c", Custom, dedup=None).layout) is None
-        assert jvmcheck.plan(Post, src.topic("p", Post, dedup=None).layout) is not None
+class StrictPost(BaseModel):
+    """Strict: the JSON validator would take an ISO string for ``at``; the exact path refuses it."""
+
+    model_config = ConfigDict(strict=True)
+    url: str
+    at: datetime
 
 
-def test_jvm_checks_accept_exactly_what_pydantic_accepts(spark, tmp_path, monkeypatch):
+def test_strict_models_take_the_exact_path_only():
+    assert jsonlparts.fast_json_allowed(Post) and jsonlparts.fast_json_allowed(Custom)
+    assert not jsonlparts.fast_json_allowed(StrictPost)
+
+
+TRICKY = "\n".join(variants()).encode() + (
+    b'\n\xff\xfe not utf-8\n{"url": "https://x/50", "title": "a\x01b"}\n'  # a raw control character
+    b'{"url": "https://x/51", "title": "\\ud800", "votes": 1, "ratio": 0.1, "kind": "a", '
+    b'"at": "2024-05-01T10:00:00", "draft": true}\n'  # a lone surrogate escape
+    b'{"url": "https://x/52", "title": "ok", "votes": 1, "ratio": NaN, "kind": "a", "at": "2024-05-01", "draft": true}\n')
+
+
+@pytest.mark.parametrize("model", [Post, Custom, StrictPost])
+def test_the_fast_path_stores_and_quarantines_exactly_as_the_exact_path_and_ingest(spark, tmp_path, monkeypatch,
+                                                                                 model):
     dump = tmp_path / "posts.jsonl"
-    dump.write_bytes("\n".join(variants()).encode() + b"\n\xff\xfe not utf-8\n")
+    dump.write_bytes(TRICKY)
     results = []
-    for jvm in (True, False):
-        monkeypatch.setattr(bf, "JVM_CHECKS", jvm)
-        path = tmp_path / f"jvm-{jvm}.sqlite"
+    for fast in (True, False):
+        monkeypatch.setattr(jsonlparts, "FAST_JSON", fast)
+        path = tmp_path / f"fast-{fast}.sqlite"
         with Source(str(path)) as src:
-            src.topic("posts", Post, dedup=("url",))
-            bf.backfill(spark, src, "posts", [str(dump)], model=Post, progress=None)
+            src.topic("posts", model, dedup=("url",))
+            bf.backfill(spark, src, "posts", [str(dump)], model=model, progress=None)
         results.append(contents(path))
+    path = tmp_path / "ingest.sqlite"
+    with Source(str(path)) as src:
+        ingest_jsonl(src.topic("posts", model, dedup=("url",)), dump)
+    by_ingest = contents(path)
     assert results[0] == results[1]
+    assert results[0][0] == by_ingest[0]
+    assert [q[:2] for q in results[0][1]] == [q[:2] for q in by_ingest[1]]  # origin and reason
     topic, quarantine = results[0]
-    assert len(topic) >= 10 and len(quarantine) >= 15
+    if model is Post:
+        assert len(topic) >= 10 and len(quarantine) >= 15

@@ -1,0 +1,204 @@
+"""Backfill's JSONL path: one Spark task per chunk validates its lines; the driver commits
+each chunk's rows as soon as its task has written them, while the other tasks still run.
+
+A task reads its chunk (``dumpsplit``) from the staging location, validates every line
+with pydantic-core's JSON validator (``model_validate_json``, in Rust: about 2 µs a line)
+and encodes it with the ledger's own encoder. A line that validator refuses, or whose
+storage values the ledger refuses, takes the exact path ``ingest`` takes (``json.loads``
+then ``model_validate``: ``RowChecker.validate``), so every stored value and every
+quarantine reason is what ``minikafka ingest`` gives for the same line; only lines both
+validators accept are taken from the fast one, and they agree on those (tested line by
+line). A model validated strictly (``strict=True`` anywhere in its schema) takes the exact
+path for every line: the JSON validator accepts strings there that the exact one refuses.
+
+The task writes its rows as one Arrow IPC file ``part-NNNNN.arrow`` (renamed into place
+when complete: a retried task rewrites the same file). The driver reads the parts in chunk
+order as they appear, so the SQLite commit overlaps the validation of later chunks.
+
+Measured on the 1,039,545-line demo dump (2 cores): checking the same lines with Spark SQL
+expressions in the JVM (``from_json`` and one expression per constraint) cost about 12x
+the CPU of pydantic-core's validator.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+from ..errors import StagingError
+from ..ledger.layout import TopicLayout
+
+FAST_JSON = True  # False: every line takes the exact path (tests compare the two)
+POLL_SECONDS = 0.02
+_CHECKERS: dict = {}  # per Python worker: (model, topic, fields) -> RowChecker
+
+
+def fast_json_allowed(model: type[BaseModel]) -> bool:
+    """Whether lines may take ``model_validate_json``: not where any part validates strictly."""
+    return FAST_JSON and "'strict': True" not in repr(model.__pydantic_core_schema__)
+
+
+@dataclass
+class ChunkTask:
+    """What one Spark task needs (pickled to the executors): the chunks, the model, where to write."""
+
+    chunks: list  # dumpsplit.Chunk, in line order
+    model: type[BaseModel]
+    layout: TopicLayout
+    file_name: str
+    out_uri: str
+    already: int  # lines up to this one were committed by an earlier run: not validated again
+
+    def __call__(self, indexes: Iterator[int]) -> Iterator[tuple[int, int]]:
+        for k in indexes:
+            yield k, self.run(k)
+
+    def run(self, k: int) -> int:
+        """Validate chunk ``k``, write its part file; return the rows written."""
+        from .backfill import RowChecker
+        from .staging import filesystem
+
+        chunk = self.chunks[k]
+        key = (self.model, self.layout.name, tuple(self.layout.field_names))
+        checker = _CHECKERS.get(key)
+        if checker is None:  # built once per Python worker (Spark reuses them across tasks)
+            checker = _CHECKERS[key] = RowChecker(self.model, self.layout, "jsonl",
+                                                  {c.name for c in self.layout.columns if c.nullable})
+        fs, path = filesystem(chunk.uri)
+        with fs.open_input_stream(path) as fh:
+            data = fh.read()
+        batch = validate_lines(data, chunk.first_line, self.already, checker, self.file_name,
+                               fast_json_allowed(self.model))
+        out_fs, out_dir = filesystem(self.out_uri)
+        final = f"{out_dir}/part-{k:05d}.arrow"
+        partial = f"{out_dir}/.part-{k:05d}.arrow.tmp"
+        with out_fs.open_output_stream(partial) as sink, pa.ipc.new_file(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        out_fs.move(partial, final)
+        return batch.num_rows
+
+
+def validate_lines(data: bytes, first_line: int, already: int, checker, file_name: str, fast: bool):
+    """The lines of ``data`` (numbered from ``first_line``) as one Arrow batch of storage
+    values, ``_mk_file``, ``_mk_line``, ``_mk_error`` and ``_mk_payload``, in line order.
+    Blank lines and lines up to ``already`` are left out."""
+    from pyspark.sql.types import LongType
+
+    from ..ledger.columns import check_int_range
+    from ..util.gcpause import gc_paused
+
+    encode, _adapter, out_fields, schema = checker.tools()
+    longs = [(j, n) for j, (n, t) in enumerate(out_fields) if isinstance(t, LongType)]
+    validate_json = checker.model.model_validate_json
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the chunk's last line break
+    good: list[tuple] = []
+    good_lines: list[int] = []
+    rest_text: list[bytes] = []
+    rest_lines: list[int] = []
+    with gc_paused():
+        for number, raw in enumerate(lines, start=first_line):
+            if number <= already or not raw.strip():
+                continue
+            if raw.endswith(b"\r"):
+                raw = raw.rstrip(b"\r")  # a CRLF line's \r, as ingest drops it
+            if fast:
+                try:
+                    values = encode(validate_json(raw))
+                    for j, n in longs:  # SQLite stores 64 bits
+                        if values[j] is not None:
+                            check_int_range(values[j], n)
+                except Exception:  # noqa: BLE001 - the exact path gives the verdict and the reason
+                    pass
+                else:
+                    good.append(values)
+                    good_lines.append(number)
+                    continue
+            rest_text.append(raw)
+            rest_lines.append(number)
+    n = len(good)
+    columns = list(zip(*good)) if good else [() for _ in out_fields]
+    arrays = [pa.array(col, type=schema.field(name).type) for (name, _t), col in zip(out_fields, columns)]
+    arrays += [pa.array([file_name] * n, pa.string()), pa.array(good_lines, pa.int64()),
+               pa.nulls(n, pa.string()), pa.nulls(n, pa.string())]
+    passed = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if not rest_text:
+        return passed
+    rest = pa.RecordBatch.from_pydict({"_mk_text": rest_text, "_mk_file": [file_name] * len(rest_text),
+                                       "_mk_line": rest_lines},
+                                      schema=pa.schema([("_mk_text", pa.binary()), ("_mk_file", pa.string()),
+                                                        ("_mk_line", pa.int64())]))
+    with gc_paused():
+        checked = checker.validate(rest)
+    merged = pa.Table.from_batches([passed, checked], schema=schema).sort_by("_mk_line")
+    return merged.combine_chunks().to_batches()[0] if merged.num_rows else passed
+
+
+class PartStream:
+    """Runs the chunk tasks as one Spark job in a background thread and yields each part's
+    Arrow batches in chunk order as soon as its task has written it.
+
+    ``close()`` cancels the job if it still runs (the driver stopped committing: an error
+    or Ctrl-C). ``spark_seconds`` is the job's wall time.
+    """
+
+    def __init__(self, spark, task: ChunkTask):
+        from .staging import filesystem
+
+        self.spark, self.task = spark, task
+        self.fs, self.dir = filesystem(task.out_uri)
+        self.fs.create_dir(self.dir, recursive=True)
+        self.group = f"minikafka-backfill-{id(self)}"
+        self.error: BaseException | None = None
+        self.counts: dict[int, int] | None = None
+        self.spark_seconds = 0.0
+        self._thread = threading.Thread(target=self._run, name="minikafka-backfill-job", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        sc = self.spark.sparkContext
+        t0 = time.perf_counter()
+        try:
+            sc.setJobGroup(self.group, f"backfill {self.task.file_name}", interruptOnCancel=True)
+            n = len(self.task.chunks)
+            self.counts = dict(sc.parallelize(range(n), n).mapPartitions(self.task).collect())
+        except BaseException as exc:  # noqa: BLE001 - handed to the committing thread
+            self.error = exc
+        finally:
+            self.spark_seconds = time.perf_counter() - t0
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        import pyarrow.fs as pafs
+
+        for k in range(len(self.task.chunks)):
+            path = f"{self.dir}/part-{k:05d}.arrow"
+            while self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+                if not self._thread.is_alive():
+                    if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
+                        break
+                    if self.error is not None:
+                        raise self.error
+                    raise StagingError(f"staged part {self.task.out_uri}/part-{k:05d}.arrow is missing although the "
+                                       "Spark job finished (do the executors see the staging location?); "
+                                       "nothing more was committed")
+                self._thread.join(POLL_SECONDS)
+            with self.fs.open_input_file(path) as fh:
+                table = pa.ipc.open_file(fh).read_all()
+            if self.counts is not None and self.counts.get(k) != table.num_rows:
+                raise StagingError(f"staged part {path}: the task reported {self.counts.get(k)} rows, the file holds "
+                                   f"{table.num_rows}")
+            yield from table.to_batches()
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self.spark.sparkContext.cancelJobGroup(self.group)
+            self._thread.join(60)
