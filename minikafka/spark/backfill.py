@@ -581,7 +581,7 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
     file is read as one partition (its line numbers come from Spark's record order),
     split by line ranges so all cores validate, staged as Parquet, then committed.
     """
-    from .jsonlparts import ChunkTask, PartStream
+    from .jsonlparts import ChunkTask, chunk_stream
 
     already = done.get(dump.sha256, (0, "partial"))[0]
     details = run.details
@@ -590,7 +590,7 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
         chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]
         if not chunks:
             return
-        stream = PartStream(spark, ChunkTask(chunks, model, layout, dump.path.name, uri, already))
+        stream = chunk_stream(spark, ChunkTask(chunks, model, layout, dump.path.name, uri, already))
         try:
             _commit_batches(source, layout, dump, iter(stream), run, result, already, as_handled, batch_rows,
                             progress)

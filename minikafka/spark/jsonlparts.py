@@ -11,8 +11,7 @@ validators accept are taken from the fast one, and they agree on those (tested l
 line). A model validated strictly (``strict=True`` anywhere in its schema) takes the exact
 path for every line: the JSON validator accepts strings there that the exact one refuses.
 
-The task writes its rows as one Arrow IPC file ``part-NNNNN.arrow`` (renamed into place
-when complete: a retried task rewrites the same file). The driver reads the parts in chunk
+The task writes its rows as one part file (``parts``); the driver reads the parts in chunk
 order as they appear, so the SQLite commit overlaps the validation of later chunks.
 
 Measured on the 1,039,545-line demo dump (2 cores): checking the same lines with Spark SQL
@@ -22,19 +21,16 @@ the CPU of pydantic-core's validator.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pydantic import BaseModel
 
-from ..errors import StagingError
 from ..ledger.layout import TopicLayout
+from .parts import write_part
 
 FAST_JSON = True  # False: every line takes the exact path (tests compare the two)
-POLL_SECONDS = 0.02
 _CHECKERS: dict = {}  # per Python worker: (model, topic, fields) -> RowChecker
 
 
@@ -74,13 +70,7 @@ class ChunkTask:
             data = fh.read()
         batch = validate_lines(data, chunk.first_line, self.already, checker, self.file_name,
                                fast_json_allowed(self.model))
-        out_fs, out_dir = filesystem(self.out_uri)
-        final = f"{out_dir}/part-{k:05d}.arrow"
-        partial = f"{out_dir}/.part-{k:05d}.arrow.tmp"
-        with out_fs.open_output_stream(partial) as sink, pa.ipc.new_file(sink, batch.schema) as writer:
-            writer.write_batch(batch)
-        out_fs.move(partial, final)
-        return batch.num_rows
+        return write_part(self.out_uri, k, batch.schema, [batch])
 
 
 def validate_lines(data: bytes, first_line: int, already: int, checker, file_name: str, fast: bool):
@@ -140,65 +130,10 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, file_nam
     return merged.combine_chunks().to_batches()[0] if merged.num_rows else passed
 
 
-class PartStream:
-    """Runs the chunk tasks as one Spark job in a background thread and yields each part's
-    Arrow batches in chunk order as soon as its task has written it.
+def chunk_stream(spark, task: ChunkTask):
+    """The rows of every chunk of ``task`` as a ``PartStream`` (its job starts now)."""
+    from .parts import PartStream
 
-    ``close()`` cancels the job if it still runs (the driver stopped committing: an error
-    or Ctrl-C). ``spark_seconds`` is the job's wall time.
-    """
-
-    def __init__(self, spark, task: ChunkTask):
-        from .staging import filesystem
-
-        self.spark, self.task = spark, task
-        self.fs, self.dir = filesystem(task.out_uri)
-        self.fs.create_dir(self.dir, recursive=True)
-        self.group = f"minikafka-backfill-{id(self)}"
-        self.error: BaseException | None = None
-        self.counts: dict[int, int] | None = None
-        self.spark_seconds = 0.0
-        self._thread = threading.Thread(target=self._run, name="minikafka-backfill-job", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        sc = self.spark.sparkContext
-        t0 = time.perf_counter()
-        try:
-            sc.setJobGroup(self.group, f"backfill {self.task.file_name}", interruptOnCancel=True)
-            n = len(self.task.chunks)
-            self.counts = dict(sc.parallelize(range(n), n).mapPartitions(self.task).collect())
-        except BaseException as exc:  # noqa: BLE001 - handed to the committing thread
-            self.error = exc
-        finally:
-            self.spark_seconds = time.perf_counter() - t0
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        import pyarrow.fs as pafs
-
-        for k in range(len(self.task.chunks)):
-            path = f"{self.dir}/part-{k:05d}.arrow"
-            while self.fs.get_file_info(path).type == pafs.FileType.NotFound:
-                if not self._thread.is_alive():
-                    if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
-                        break
-                    if self.error is not None:
-                        raise self.error
-                    raise StagingError(f"staged part {self.task.out_uri}/part-{k:05d}.arrow is missing although the "
-                                       "Spark job finished (do the executors see the staging location?); "
-                                       "nothing more was committed")
-                self._thread.join(POLL_SECONDS)
-            with self.fs.open_input_file(path) as fh:
-                table = pa.ipc.open_file(fh).read_all()
-            if self.counts is not None and self.counts.get(k) != table.num_rows:
-                raise StagingError(f"staged part {path}: the task reported {self.counts.get(k)} rows, the file holds "
-                                   f"{table.num_rows}")
-            yield from table.to_batches()
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-
-    def close(self) -> None:
-        if self._thread.is_alive():
-            self.spark.sparkContext.cancelJobGroup(self.group)
-            self._thread.join(60)
+    n = len(task.chunks)
+    return PartStream(spark, lambda: dict(spark.sparkContext.parallelize(range(n), n).mapPartitions(task).collect()),
+                      task.out_uri, n, f"backfill {task.file_name}")
