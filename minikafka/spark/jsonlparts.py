@@ -56,7 +56,7 @@ class ChunkTask:
 
     def run(self, k: int) -> int:
         """Validate chunk ``k``, write its part file; return the rows written."""
-        from .backfill import RowChecker
+        from .rowcheck import RowChecker
         from .staging import filesystem
 
         chunk = self.chunks[k]
