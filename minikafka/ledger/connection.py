@@ -326,6 +326,13 @@ class Ledger:
             if self._conn is not None:
                 self._conn.execute("PRAGMA synchronous = FULL")
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database now, as far as readers allow (PASSIVE),
+        outside any transaction: a bulk load calls it while it waits for Spark."""
+        if self._depth or self.path == ":memory:":
+            return
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
         """Many large commits in a row (a backfill): no fsync per commit (``relaxed_sync``) and

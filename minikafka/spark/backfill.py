@@ -417,7 +417,11 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
         chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]
         if not chunks:
             return
-        stream = chunk_stream(spark, ChunkTask(chunks, model, layout, dump.path.name, uri, already))
+        from .staging import is_local_master
+
+        task = ChunkTask(chunks, model, layout, dump.path.name, uri, already,
+                         yield_cpu=is_local_master(spark.sparkContext.master))
+        stream = chunk_stream(spark, task, on_wait=source.ledger.checkpoint)
         try:
             _commit_batches(source, layout, dump, iter(stream), run, result, already, as_handled, batch_rows,
                             progress)

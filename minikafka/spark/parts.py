@@ -49,11 +49,13 @@ class PartStream:
     Raises (while iterated): the job's own error; ``StagingError`` when a part is missing
     after the job finished (the executors write where the driver cannot see) or holds
     other than the rows its task reported. ``close()`` cancels a job still running (the
-    driver stopped reading: an error, Ctrl-C). ``rows`` is the total read,
-    ``spark_seconds`` the job's wall time.
+    driver stopped reading: an error, Ctrl-C). ``on_wait`` is called once each time the
+    reader would wait for a part (work to do in that idle time). ``rows`` is the total
+    read, ``spark_seconds`` the job's wall time.
     """
 
-    def __init__(self, spark, job: Callable[[], dict[int, int]], uri: str, parts: int, description: str):
+    def __init__(self, spark, job: Callable[[], dict[int, int]], uri: str, parts: int, description: str,
+                 on_wait: Callable[[], None] | None = None):
         from .staging import filesystem
 
         self.spark, self.uri, self.parts = spark, uri, parts
@@ -65,6 +67,7 @@ class PartStream:
         self.rows = 0
         self.spark_seconds = 0.0
         self._job, self._description = job, description
+        self._on_wait = on_wait  # called when the reader is about to wait for a part (idle time)
         self._thread = threading.Thread(target=self._run, name="minikafka-parts-job", daemon=True)
         self._thread.start()
 
@@ -81,7 +84,12 @@ class PartStream:
     def _wait_for(self, path: str) -> None:
         import pyarrow.fs as pafs
 
+        waited = False
         while self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+            if not waited and self._on_wait is not None and self._thread.is_alive():
+                waited = True
+                self._on_wait()
+                continue
             if not self._thread.is_alive():
                 if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
                     return

@@ -39,3 +39,4 @@ def test_an_empty_feed_writes_no_chunk(tmp_path):
     writer = ChunkWriter(f"file://{tmp_path}/chunks", chunk_bytes=200)
     writer.feed(b"")
     assert writer.close() == []
+

@@ -87,3 +87,19 @@ def test_the_jobs_own_error_reaches_the_reader_and_close_cancels_a_running_job(t
     threading.Timer(0.05, release.set).start()
     stream.close()
     assert spark.sparkContext.cancelled == [stream.group]
+
+
+def test_the_reader_uses_its_wait_for_the_given_work_once_per_part_it_waits_for(tmp_path):
+    uri = f"file://{tmp_path}/parts"
+    go, calls = threading.Event(), []
+
+    def job():
+        go.wait(10)
+        return {0: write_part(uri, 0, SCHEMA, [batch(1)])}
+
+    def on_wait():
+        calls.append(1)
+        go.set()  # the part is written only once the reader found it missing
+
+    stream = PartStream(FakeSpark(), job, uri, 1, "test", on_wait=on_wait)
+    assert [b.num_rows for b in stream] == [1] and calls == [1]
