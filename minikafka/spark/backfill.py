@@ -95,6 +95,7 @@ class DumpFile:
     gzip: bool = False  # the content is gzip (by its magic bytes, whatever the name says)
     spark_path: Path | None = None  # where Spark reads it when its name misleads Spark about gzip
     chunks: list = field(default_factory=list)  # JSONL content cut into line chunks (``dumpsplit``)
+    jobs: object = None  # jsonlparts.ChunkJobs: its chunks validated while the file was cut
 
     @property
     def misnamed(self) -> bool:
@@ -154,7 +155,8 @@ def discover(paths: list[str | Path]) -> list[Path]:
 
 
 def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
-            loaded: frozenset[str] | set[str] = frozenset(), chunks_to: str | None = None) -> DumpFile:
+            loaded: frozenset[str] | set[str] = frozenset(), chunks_to: str | None = None,
+            on_chunk=None) -> DumpFile:
     """Hash the file, check a gzip is complete, read a CSV header (``minikafka.util.dumpfiles``).
 
     Gzip is known by its magic bytes, not by the name. A gzip file is known by the hash of
@@ -163,7 +165,8 @@ def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
     decompressing it.
 
     ``chunks_to``: a JSONL file's content is also cut into line chunks under this URI in
-    the same pass (``dumpsplit``), for Spark to read in parallel.
+    the same pass (``dumpsplit``), for Spark to read in parallel; ``on_chunk`` is called
+    with each chunk as soon as it is complete.
     """
     from .dumpsplit import ChunkWriter
 
@@ -175,7 +178,7 @@ def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
         if gz and raw_digest in loaded:
             return DumpFile(path, fmt, raw_digest, path.stat().st_size, False, raw_sha256=raw_digest, gzip=True)
         if chunks_to is not None and fmt == "jsonl":
-            writer = ChunkWriter(chunks_to)
+            writer = ChunkWriter(chunks_to, on_chunk=on_chunk)
         scanned = dumpfiles.scan(path, raw_sha256=raw_digest, sink=writer.feed if writer else None)
     except BaseException as exc:
         if writer is not None:
@@ -297,6 +300,7 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     staging_uri = None
     aliases = None
     files: list[DumpFile] = []
+    started: list = []  # ChunkJobs, closed whatever happens
     try:
         # one backfill of a topic at a time: the load states are read, and the dumps cut
         # into chunks, under the lock; staging is per run and removed after
@@ -311,9 +315,22 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             done = loads.load_states(source.ledger.conn, topic)
             finished = {sha for sha, (_rows, status) in done.items() if status == "done"}
             t0 = time.perf_counter()
+            # with no partly loaded file in the topic, no line is to be skipped: Spark
+            # validates each chunk while the rest of the dump is still being cut
+            early = spark is not None and all(status == "done" for _rows, status in done.values())
             for i, p in enumerate(found):
-                files.append(inspect(p, fmt, delimiter=delimiter, header=header, loaded=finished,
-                                     chunks_to=stg.join(staging_uri, f"chunks-{i:05d}")))
+                jobs = None
+                if early and (fmt or detect_format(p)) == "jsonl":
+                    from .jsonlparts import ChunkJobs
+
+                    jobs = ChunkJobs(spark, model, layout, p.name, stg.join(staging_uri, f"early-{i:05d}"),
+                                     yield_cpu=stg.is_local_master(master))
+                    started.append(jobs)
+                dump = inspect(p, fmt, delimiter=delimiter, header=header, loaded=finished,
+                               chunks_to=stg.join(staging_uri, f"chunks-{i:05d}"),
+                               on_chunk=jobs.submit if jobs else None)
+                dump.jobs = jobs
+                files.append(dump)
             result.files = files
             run.details["split_seconds"] = round(time.perf_counter() - t0, 2)
             for dump in files:  # progress recorded under any of the file's hashes counts
@@ -327,6 +344,9 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
                     result.skipped_files.append(str(dump.path))
                 elif not dump.empty:
                     todo.append(dump)
+                    continue
+                if dump.jobs is not None:  # loaded already (or empty): what was validated is dropped
+                    dump.jobs.close()
             _check_csv_headers(todo, model, header)
             misnamed = [d for d in todo if d.misnamed and d.format == "csv"]
             if misnamed and not stg.is_local_master(master):
@@ -359,6 +379,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
                 pass
         raise
     finally:
+        for jobs in started:
+            jobs.close()
         if aliases is not None:
             aliases.cleanup()
         with source.ledger.atomic() as conn:
@@ -412,6 +434,14 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
 
     already = done.get(dump.sha256, (0, "partial"))[0]
     details = run.details
+    if dump.jobs is not None and dump.chunks:
+        try:
+            _commit_batches(source, layout, dump, iter(dump.jobs), run, result, already, as_handled, batch_rows,
+                            progress)
+        finally:
+            dump.jobs.close()
+            details["spark_seconds"] = round(details.get("spark_seconds", 0) + dump.jobs.spark_seconds, 2)
+        return
     if dump.format == "jsonl" and dump.chunks:
         # chunks an interrupted run committed entirely are not read again
         chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]

@@ -21,6 +21,7 @@ the CPU of pydantic-core's validator.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -43,7 +44,7 @@ def fast_json_allowed(model: type[BaseModel]) -> bool:
 class ChunkTask:
     """What one Spark task needs (pickled to the executors): the chunks, the model, where to write."""
 
-    chunks: list  # dumpsplit.Chunk, in line order
+    chunks: list | dict  # dumpsplit.Chunk by chunk index (a list in line order, or {index: chunk})
     model: type[BaseModel]
     layout: TopicLayout
     file_name: str
@@ -154,3 +155,74 @@ def chunk_stream(spark, task: ChunkTask, on_wait=None):
     n = len(task.chunks)
     return PartStream(spark, lambda: dict(spark.sparkContext.parallelize(range(n), n).mapPartitions(task).collect()),
                       task.out_uri, n, f"backfill {task.file_name}", on_wait=on_wait)
+
+
+class ChunkJobs:
+    """Validation that starts while the dump is still being cut: ``submit`` each chunk as
+    the cutter closes it (one single-task Spark job each, at most ``parallel + 1`` at a
+    time), then iterate: the rows of chunk 0, 1, 2... in order, each once its job is done.
+
+    Used for a dump whose topic holds no partly loaded file, so no line is to be skipped.
+    If the dump turns out to be loaded already (its content hash, known at the end of the
+    cut), ``close()`` cancels what still runs and nothing of it is committed.
+    """
+
+    def __init__(self, spark, model: type[BaseModel], layout: TopicLayout, file_name: str, out_uri: str,
+                 yield_cpu: bool = False):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .staging import filesystem
+
+        self.spark, self.model, self.layout, self.file_name, self.out_uri = spark, model, layout, file_name, out_uri
+        self.yield_cpu = yield_cpu
+        self.fs, self.dir = filesystem(out_uri)
+        self.fs.create_dir(self.dir, recursive=True)
+        self.group = f"minikafka-chunks-{id(self)}"
+        self.chunks: list = []
+        self.rows = 0
+        self._futures: list = []
+        self._pool = ThreadPoolExecutor(max(2, spark.sparkContext.defaultParallelism) + 1,
+                                        thread_name_prefix="minikafka-chunk-job")
+        self._started: float | None = None
+        self._ended: float | None = None
+
+    @property
+    def spark_seconds(self) -> float:
+        if self._started is None:
+            return 0.0
+        return (self._ended or time.perf_counter()) - self._started
+
+    def submit(self, chunk) -> None:
+        k = len(self.chunks)
+        self.chunks.append(chunk)
+        if self._started is None:
+            self._started = time.perf_counter()
+        task = ChunkTask({k: chunk}, self.model, self.layout, self.file_name, self.out_uri, 0, self.yield_cpu)
+        self._futures.append(self._pool.submit(self._job, k, task))
+
+    def _job(self, k: int, task: ChunkTask) -> int:
+        sc = self.spark.sparkContext
+        sc.setJobGroup(self.group, f"backfill {self.file_name} chunk {k}", interruptOnCancel=True)
+        ((_k, rows),) = sc.parallelize([k], 1).mapPartitions(task).collect()
+        self._ended = max(self._ended or 0.0, time.perf_counter())
+        return rows
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        from ..errors import StagingError
+        from .parts import part_path
+
+        for k, future in enumerate(self._futures):
+            reported = future.result()  # the job's own error is raised here
+            path = part_path(self.dir, k)
+            with self.fs.open_input_file(path) as fh:
+                table = pa.ipc.open_file(fh).read_all()
+            if table.num_rows != reported:
+                raise StagingError(f"staged part {path}: its task reported {reported} row(s), the file holds "
+                                   f"{table.num_rows}; nothing of it was committed")
+            self.rows += table.num_rows
+            yield from table.to_batches()
+
+    def close(self) -> None:
+        if any(not f.done() for f in self._futures):
+            self.spark.sparkContext.cancelJobGroup(self.group)
+        self._pool.shutdown(wait=True, cancel_futures=True)

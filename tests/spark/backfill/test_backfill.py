@@ -159,3 +159,19 @@ def test_kill_9_between_batches_then_rerun_loads_exactly_once(spark, ledger, tmp
     assert plain.count() == 5000
     assert sorted(e.n for e in plain.iter_new()) == list(range(5000))
     assert len(ledger.quarantined("plain")) == 1
+
+
+def test_a_recompressed_copy_of_a_loaded_dump_is_skipped_although_spark_began_validating_it(spark, ledger, tmp_path,
+                                                                                          monkeypatch):
+    from minikafka.spark import dumpsplit
+
+    monkeypatch.setattr(dumpsplit, "CHUNK_BYTES", 4096)  # many chunks: validation starts before the hash is known
+    first = write_jsonl(tmp_path / "a.jsonl.gz", rows(0, 3000), gz=True)
+    copy = tmp_path / "b.jsonl.gz"
+    copy.write_bytes(gzip.compress(gzip.decompress(first.read_bytes()), compresslevel=1))
+    plain = ledger.topic("plain", Event, dedup=None)  # no dedup key: a second load would double every row
+    assert load(spark, ledger, [first], topic="plain").run.rows_out == 3000
+    again = load(spark, ledger, [copy], topic="plain")
+    assert again.skipped_files == [str(copy)] and again.run.rows_out == 0 and again.run.status == "succeeded"
+    assert plain.count() == 3000
+    assert not list((tmp_path / ".minikafka-staging").rglob("*.arrow"))  # nothing of it left behind
