@@ -63,6 +63,7 @@ class InputState:
     pending: int
     failures: dict[int, str] = field(default_factory=dict)
     partitions: tuple[int, ...] | None = None  # only these topic partitions (None: all)
+    consumer_id: int | None = None  # resolved when the stage was planned (None: registered here)
 
 
 def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[InputState],
@@ -81,7 +82,9 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
     with gc_paused(), ledger.atomic() as conn:
         consumer_ids = {}
         for state in inputs:
-            cid = acks.register_consumer_in_current_transaction(conn, state.topic, consumer, now)
+            cid = state.consumer_id
+            if cid is None:  # a dry run of a stage whose consumer is new: registered, then rolled back
+                cid = acks.register_consumer_in_current_transaction(conn, state.topic, consumer, now)
             consumer_ids[state.topic] = cid
             where, params = acks.pending_filter(cid)
             if state.partitions is not None:

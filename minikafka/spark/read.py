@@ -34,13 +34,14 @@ def jdbc_url(path: str) -> str:
 
 def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", consumer: str | None = None,
                 upto: int | None = None, partitions: list[int] | None = None,
-                start: str | None = None) -> ReadBounds:
+                start: str | None = None, consumer_id: int | None = None) -> ReadBounds:
     """Fix the set of rows a read returns (taken when a stage starts).
 
     ``partitions`` limits the read to those topic partitions. The WHERE clause only
     holds integers the ledger produced (watermark, consumer id, offsets) and the topic's
     (validated) name, never user text. ``start`` with no ``consumer``: the rows pending for a
     consumer not registered yet that would start there (a dry run of a new stage).
+    ``consumer_id``: the consumer's id when the caller resolved it already (a stage's plan).
 
     Raises:
         PartitionOutOfRangeError: a partition the topic does not have.
@@ -48,7 +49,8 @@ def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", cons
     if which not in WHICH:
         raise ValueError(f"which must be one of {WHICH}, got {which!r}")
     conn = source._ledger.conn
-    consumer_id = acks.require_consumer(conn, layout.name, consumer) if consumer else None
+    if consumer_id is None and consumer:
+        consumer_id = acks.require_consumer(conn, layout.name, consumer)
     table = quote_identifier(layout.name)
     if upto is None:
         upto = conn.execute(f'SELECT max("_id") FROM {table}').fetchone()[0] or 0

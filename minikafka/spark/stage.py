@@ -21,7 +21,8 @@ from ..ledger.layout import TopicLayout
 from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ..util.faults import checkpoint
 from .conform import conform, refused_rows
-from .read import read_bounds, read_topic
+from .plan import plan_stage
+from .read import read_topic
 from .rowfn import ERROR, apply_row_function
 from .types import quote_back, storage_sql_type
 
@@ -295,18 +296,12 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     from . import staging as stg
 
     consumer = stage.consumer_name
-    if not dry_run:
-        register_consumers(source, [stage])
-    in_layouts = {name: _layout(source, name) for name in stage.inputs}
-    out_layouts = {name: _layout(source, name) for name in stage.outputs}
-    bounds = {  # a dry run of a stage whose consumer is not registered yet reads what it would start with
-        name: read_bounds(source, layout, which="new",
-                          consumer=consumer if not dry_run or consumer in source_consumers(source, name) else None,
-                          upto=upto.get(name), partitions=stage.topic_partitions, start=stage.start)
-        for name, layout in in_layouts.items()
-    }
-    run.watermarks = {name: b.upto for name, b in bounds.items()}
-    run.rows_in = sum(b.rows for b in bounds.values())
+    # one read of the ledger fixes the plan: layouts, the consumer's ids, the bounds (a dry
+    # run of a stage whose consumer is not registered yet reads what it would start with)
+    plan = plan_stage(source, stage, upto=upto, dry_run=dry_run)
+    in_layouts, out_layouts, bounds = plan.inputs, plan.outputs, plan.bounds
+    run.watermarks = plan.watermarks
+    run.rows_in = plan.rows_in
     t0 = time.perf_counter()
     failures: dict[int, str] = {}
     staged: dict[str, tuple[str, int]] = {}  # topic -> (uri, rows Spark wrote)
@@ -349,7 +344,8 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     if not dry_run:
         checkpoint("stage:staged")
     t1 = time.perf_counter()
-    inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {}, partitions=b.partitions)
+    inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {}, partitions=b.partitions,
+                         consumer_id=plan.consumer_ids[name])
               for name, b in bounds.items()]
     outputs = [StagedOutput(out_layouts[dst], _batches(datasets[dst], batch_rows, *staged[dst]))
                for dst in staged]
@@ -449,10 +445,6 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
 def _unpersist_all(spark) -> None:
     if spark is not None:
         spark.catalog.clearCache()
-
-
-def source_consumers(source: Source, topic: str) -> list[str]:
-    return acks.consumer_names(source._ledger.conn, topic)
 
 
 def _batches(dataset, batch_rows: int, uri: str, expected: int):

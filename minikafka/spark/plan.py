@@ -1,0 +1,69 @@
+"""A stage's plan: what one read of the ledger fixes before Spark starts.
+
+``plan_stage`` reads, in one transaction, the layouts of the stage's topics, registers
+(or finds) its consumer on each input and takes each input's bounds: the high-watermark
+and the rows pending for the consumer up to it. Spark then reads exactly those rows and
+the commit settles exactly them (``ledger.commit``), with the same consumer ids: nothing
+is asked twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..api.source import Source
+from ..ledger import acks
+from ..ledger.layout import TopicLayout
+from ..util.clock import utc_now
+from .read import ReadBounds, read_bounds
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """Layouts by topic, the consumer's id on each input (None: a dry run of a consumer
+    not registered yet), and each input's bounds."""
+
+    consumer: str
+    inputs: dict[str, TopicLayout]
+    outputs: dict[str, TopicLayout]
+    consumer_ids: dict[str, int | None]
+    bounds: dict[str, ReadBounds]
+
+    @property
+    def rows_in(self) -> int:
+        return sum(b.rows for b in self.bounds.values())
+
+    @property
+    def watermarks(self) -> dict[str, int]:
+        return {name: b.upto for name, b in self.bounds.items()}
+
+
+def plan_stage(source: Source, stage, *, upto: dict[str, int] | None = None, dry_run: bool = False) -> StagePlan:
+    """Fix a stage's plan in one transaction (see the module docstring).
+
+    A dry run registers nothing: a consumer not registered yet is planned from where its
+    ``start`` would put it.
+
+    Raises:
+        TopicNotFoundError: an input or output topic is not in the ledger.
+    """
+    upto = upto or {}
+    consumer = stage.consumer_name
+    with source.ledger.atomic() as conn:
+        inputs = {name: source.layout(name) for name in stage.inputs}
+        outputs = {name: source.layout(name) for name in stage.outputs}
+        now = utc_now()
+        ids: dict[str, int | None] = {}
+        for name in stage.inputs:
+            if dry_run:
+                ids[name] = acks.find_consumer(conn, name, consumer)
+            else:
+                ids[name] = acks.register_in_current_transaction(conn, name, consumer, now,
+                                                                 start=stage.start).consumer_id
+        bounds = {
+            name: read_bounds(source, layout, which="new", consumer=consumer if ids[name] is not None else None,
+                              consumer_id=ids[name], upto=upto.get(name), partitions=stage.topic_partitions,
+                              start=stage.start)
+            for name, layout in inputs.items()
+        }
+    return StagePlan(consumer, inputs, outputs, ids, bounds)
