@@ -7,25 +7,16 @@ import re
 
 import pytest
 
-from minikafka import Source
 from minikafka.spark import Stage, run_stage
 from minikafka.spark.plan import plan_stage
-from tests.spark.test_stage import Item, Summary, add, summarise
+from tests.spark.test_stage import add, ledger, summarise  # noqa: F401 (ledger: the fixture of the stage tests)
 
 pytestmark = pytest.mark.spark
 
 CONSUMER_LOOKUP = re.compile(r"SELECT\s+id\s+FROM\s+_minikafka_consumers", re.IGNORECASE)
 
 
-@pytest.fixture
-def ledger(tmp_path):
-    with Source(str(tmp_path / "ledger.sqlite")) as src:
-        src.topic("items", Item, dedup=("url",))
-        src.topic("summaries", Summary, dedup=("url",))
-        yield src
-
-
-def test_the_plan_registers_the_consumer_at_its_start_and_fixes_the_bounds(ledger):
+def test_the_plan_registers_the_consumer_at_its_start_and_fixes_the_bounds(ledger):  # noqa: F811
     add(ledger, [("u1", "a"), ("u2", "b c")])
     stage = Stage("summarise", ["items"], ["summaries"], transform=summarise, start="latest")
     assert plan_stage(ledger, stage, dry_run=True).consumer_ids == {"items": None}  # a dry run registers nothing
@@ -37,7 +28,7 @@ def test_the_plan_registers_the_consumer_at_its_start_and_fixes_the_bounds(ledge
     assert set(again.inputs) == {"items"} and set(again.outputs) == {"summaries"}
 
 
-def test_a_run_looks_its_consumer_up_once_per_input(spark, ledger):
+def test_a_run_looks_its_consumer_up_once_per_input(spark, ledger):  # noqa: F811
     add(ledger, [("u1", "a b"), ("u2", "c")])
     statements: list[str] = []
     ledger.ledger.conn.set_trace_callback(statements.append)
