@@ -27,7 +27,6 @@ from ..api.core.rows import TopicRows, rows_of
 from ..api.topic import Topic
 from ..errors import InvalidRecordError
 from ..ledger import quarantine as store
-from ..ledger.columns import check_int_range
 from ..ledger.quarantine import Quarantined
 from ..util.clock import utc_now
 from ..util.dumpfiles import invalid_row_reason, parse_json_object, read_lines
@@ -97,7 +96,6 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
     valid: list = []  # at most batch_rows validated models, waiting for the next insert
     encoded: list[tuple] = []  # their storage values (encoding is the check of what the ledger can hold)
     seen_valid = 0
-    ints = [(j, c.name) for j, c in enumerate(rows.layout.columns) if c.kind == "int"]
     with rows.ledger.atomic() as conn:
         now = utc_now()
         prefix = f"{path.name}:"
@@ -133,9 +131,7 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
             try:
                 model = rows.validate(data)
                 values = rows.encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
-                for j, name in ints:  # SQLite stores 64 bits: a larger int is a bad row (as in backfill)
-                    if values[j] is not None:
-                        check_int_range(values[j], name)
+                rows.layout.check_int_range(values)  # SQLite stores 64 bits: a larger int is a bad row
             except (ValidationError, InvalidRecordError, TypeError, ValueError) as exc:
                 quarantine(line.origin, line.payload, invalid_row_reason(exc))
                 continue

@@ -288,6 +288,20 @@ class TopicLayout:
         return partition
 
     # -- values -----------------------------------------------------------------
+    def check_int_range(self, values: tuple) -> None:
+        """Refuse encoded ``values`` holding an int SQLite cannot store (beyond 64 bits).
+
+        Raises:
+            InvalidRecordError: names the field (a bad row for ingest and backfill).
+        """
+        ints = self.__dict__.get("_int_positions")
+        if ints is None:
+            ints = self.__dict__["_int_positions"] = [
+                (j, c.name) for j, c in enumerate(self.columns) if c.sql_type == "INTEGER"]
+        for j, name in ints:
+            if values[j] is not None:
+                check_int_range(values[j], name)
+
     def encoder(self):
         """A function model -> list of column values, in field order."""
         names = self.field_names

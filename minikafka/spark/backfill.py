@@ -199,14 +199,12 @@ def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
 
 
 def _read(spark, dump: DumpFile, *, delimiter: str, quote: str, header: bool):
-    """One file as a DataFrame of raw rows plus ``_mk_file`` (Spark keeps the file in one partition)."""
+    """One CSV or Parquet file as a DataFrame of raw rows plus ``_mk_file`` (Spark keeps the
+    file in one partition). JSONL dumps are read from their chunks (``jsonlparts``)."""
     from pyspark.sql import functions as F
 
     path = str(dump.spark_path) if dump.spark_path else str(dump.path.resolve())  # the link itself
-    if dump.format == "jsonl":
-        # as bytes: a line that is not UTF-8 must reach the validator to be quarantined
-        df = spark.read.text(path).select(F.col("value").cast("binary").alias("_mk_text"))
-    elif dump.format == "csv":
+    if dump.format == "csv":
         from pyspark.sql import types as T
 
         names = dump.columns or []
@@ -468,7 +466,7 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
 
 def _stage_file(spark, dump: DumpFile, model, layout: TopicLayout, uri: str, *, delimiter: str, quote: str,
                 header: bool) -> int:
-    """Validate one CSV, Parquet (or unchunked JSONL) file and stage it under ``uri``; return the rows written."""
+    """Validate one CSV or Parquet file and stage it under ``uri``; return the rows written."""
     from pyspark.sql import functions as F
 
     from .staging import write_counted

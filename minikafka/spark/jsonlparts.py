@@ -95,13 +95,10 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, file_nam
     """The lines of ``data`` (numbered from ``first_line``) as one Arrow batch of storage
     values, ``_mk_file``, ``_mk_line``, ``_mk_error`` and ``_mk_payload``, in line order.
     Blank lines and lines up to ``already`` are left out."""
-    from pyspark.sql.types import LongType
-
-    from ..ledger.columns import check_int_range
     from ..util.gcpause import gc_paused
 
     encode, _adapter, out_fields, schema = checker.tools()
-    longs = [(j, n) for j, (n, t) in enumerate(out_fields) if isinstance(t, LongType)]
+    layout = checker.layout
     validate_json = checker.model.model_validate_json
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
@@ -119,9 +116,7 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, file_nam
             if fast:
                 try:
                     values = encode(validate_json(raw))
-                    for j, n in longs:  # SQLite stores 64 bits
-                        if values[j] is not None:
-                            check_int_range(values[j], n)
+                    layout.check_int_range(values)  # SQLite stores 64 bits
                 except Exception:  # noqa: BLE001 - the exact path gives the verdict and the reason
                     pass
                 else:
@@ -208,17 +203,10 @@ class ChunkJobs:
         return rows
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        from ..errors import StagingError
-        from .parts import part_path
+        from .parts import read_part
 
         for k, future in enumerate(self._futures):
-            reported = future.result()  # the job's own error is raised here
-            path = part_path(self.dir, k)
-            with self.fs.open_input_file(path) as fh:
-                table = pa.ipc.open_file(fh).read_all()
-            if table.num_rows != reported:
-                raise StagingError(f"staged part {path}: its task reported {reported} row(s), the file holds "
-                                   f"{table.num_rows}; nothing of it was committed")
+            table = read_part(self.fs, self.dir, k, future.result())  # the job's own error is raised here
             self.rows += table.num_rows
             yield from table.to_batches()
 

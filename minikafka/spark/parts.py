@@ -42,6 +42,21 @@ def write_part(uri: str, k: int, schema: pa.Schema, batches: Iterable[pa.RecordB
     return rows
 
 
+def read_part(fs, directory: str, k: int, reported: int | None) -> pa.Table:
+    """Part ``k``, checked against the rows its task reported (None: not known yet).
+
+    Raises:
+        StagingError: the file holds other than the reported rows (nothing of it is committed).
+    """
+    path = part_path(directory, k)
+    with fs.open_input_file(path) as fh:
+        table = pa.ipc.open_file(fh).read_all()
+    if reported is not None and table.num_rows != reported:
+        raise StagingError(f"staged part {path}: its task reported {reported} row(s), the file holds "
+                           f"{table.num_rows}; nothing of it was committed")
+    return table
+
+
 class PartStream:
     """Runs ``job`` (a Spark action returning ``{part: rows}``) in a background thread and
     yields the Arrow batches of parts 0..n-1 in order, each as soon as it is written.
@@ -101,13 +116,8 @@ class PartStream:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         for k in range(self.parts):
-            path = part_path(self.dir, k)
-            self._wait_for(path)
-            with self.fs.open_input_file(path) as fh:
-                table = pa.ipc.open_file(fh).read_all()
-            if self.counts is not None and self.counts.get(k) != table.num_rows:
-                raise StagingError(f"staged part {path}: its task reported {self.counts.get(k)} row(s), the file "
-                                   f"holds {table.num_rows}; nothing of it was committed")
+            self._wait_for(part_path(self.dir, k))
+            table = read_part(self.fs, self.dir, k, None if self.counts is None else self.counts.get(k))
             self.rows += table.num_rows
             yield from table.to_batches()
         self._thread.join()

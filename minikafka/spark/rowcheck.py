@@ -104,9 +104,6 @@ class RowChecker:
 
     def validate(self, batch):
         from pydantic import ValidationError
-        from pyspark.sql.types import LongType
-
-        from ..ledger.columns import check_int_range
 
         encode, adapter, out_fields, schema = self.tools()
         files = batch.column("_mk_file").to_pylist()
@@ -118,8 +115,6 @@ class RowChecker:
         pending: list[tuple[int, dict, object]] = []
         for i, row in enumerate(rows):
             raw = row.get("_mk_text")
-            if isinstance(raw, bytes) and raw.endswith(b"\r"):
-                raw = row["_mk_text"] = raw.rstrip(b"\r")  # a CRLF line's \r, as ingest drops it
             try:
                 data, payload = self.parse(row)
             except ValueError as exc:
@@ -128,7 +123,6 @@ class RowChecker:
             if data is None:
                 continue  # an empty line
             pending.append((i, data, payload))
-        longs = [(j, n) for j, (n, t) in enumerate(out_fields) if isinstance(t, LongType)]
         while pending:
             try:
                 models = adapter.validate_python([d for _, d, _ in pending])
@@ -146,9 +140,7 @@ class RowChecker:
             for (i, _d, payload), m in zip(pending, models):
                 try:
                     values = encode(m)
-                    for j, n in longs:  # SQLite stores 64 bits: a larger int is a bad row, not a crash
-                        if values[j] is not None:
-                            check_int_range(values[j], n)
+                    self.layout.check_int_range(values)  # SQLite stores 64 bits: a bad row, not a crash
                     results[i] = (values, None, None)
                 except Exception as exc:  # InvalidRecordError: NaN, int beyond 64 bits
                     results[i] = (None, dumpfiles.invalid_row_reason(exc), _payload(payload))
