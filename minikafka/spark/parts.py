@@ -46,11 +46,17 @@ def read_part(fs, directory: str, k: int, reported: int | None) -> pa.Table:
     """Part ``k``, checked against the rows its task reported (None: not known yet).
 
     Raises:
-        StagingError: the file holds other than the reported rows (nothing of it is committed).
+        StagingError: the file is missing although its task finished (the executors write
+            where the driver cannot see), or holds other than the reported rows; nothing of
+            it is committed.
     """
     path = part_path(directory, k)
-    with fs.open_input_file(path) as fh:
-        table = pa.ipc.open_file(fh).read_all()
+    try:
+        with fs.open_input_file(path) as fh:
+            table = pa.ipc.open_file(fh).read_all()
+    except FileNotFoundError:
+        raise StagingError(f"staged part {path} is missing although its Spark task finished (do the executors "
+                           "see the staging location?); nothing of it was committed") from None
     if reported is not None and table.num_rows != reported:
         raise StagingError(f"staged part {path}: its task reported {reported} row(s), the file holds "
                            f"{table.num_rows}; nothing of it was committed")

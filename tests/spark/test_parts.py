@@ -103,3 +103,12 @@ def test_the_reader_uses_its_wait_for_the_given_work_once_per_part_it_waits_for(
 
     stream = PartStream(FakeSpark(), job, uri, 1, "test", on_wait=on_wait)
     assert [b.num_rows for b in stream] == [1] and calls == [1]
+
+
+def test_read_part_calls_a_part_its_task_never_wrote_where_the_driver_sees_a_staging_error(tmp_path):
+    from minikafka.spark.parts import read_part
+    from minikafka.spark.staging import filesystem
+
+    fs, directory = filesystem(f"file://{tmp_path}/parts")
+    with pytest.raises(StagingError, match=r"part-00003.arrow is missing although its Spark task finished"):
+        read_part(fs, directory, 3, 10)
