@@ -466,8 +466,37 @@ def pending_sql(conn: sqlite3.Connection, topic: str, consumer_id: int | None,
         return f"{_positions_sql(handled, '>', parts)} AND {marked} AND NOT {status.render(status.ALL_PAST, topic)}"
     offsets = committed_offsets(conn, consumer_id)
     above = {p: max(offsets.get(p, 0), handled.get(p, 0)) for p in range(n)}
-    return (f"{_positions_sql(above, '>', parts)} AND {marked} AND NOT EXISTS (SELECT 1 FROM "
-            f"_minikafka_acks a WHERE a.consumer_id = {int(consumer_id)} AND a.row_id = \"_id\")")
+    lowest = min((above[p] for p in parts), default=0)
+    # the per-row lookups only where marks exist: with no out-of-order mark or ack above
+    # the positions (a stage's usual case) the condition is a plain id range
+    terms = [_positions_sql(above, '>', parts)]
+    if _has_marks_above(conn, topic, lowest):
+        terms.append(marked)
+    if _has_acks_above(conn, consumer_id, lowest):
+        terms.append(f"NOT EXISTS (SELECT 1 FROM _minikafka_acks a WHERE a.consumer_id = {int(consumer_id)} "
+                     "AND a.row_id = \"_id\")")
+    return " AND ".join(terms)
+
+
+def _has_marks_above(conn: sqlite3.Connection, topic: str, row_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM _minikafka_handled WHERE topic = ? AND row_id > ? LIMIT 1",
+                        (topic, row_id)).fetchone() is not None
+
+
+def _has_acks_above(conn: sqlite3.Connection, consumer_id: int, row_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM _minikafka_acks WHERE consumer_id = ? AND row_id > ? LIMIT 1",
+                        (consumer_id, row_id)).fetchone() is not None
+
+
+def count_pending(conn: sqlite3.Connection, topic: str, consumer_id: int, upto: int,
+                  partitions: Iterable[int] | None = None) -> int:
+    """Rows of ``topic`` pending for the consumer with ids up to ``upto`` (positions as of now).
+
+    Costs an id-range count when no row above the positions is marked or acked out of order.
+    """
+    where = pending_sql(conn, topic, consumer_id, partitions)
+    return conn.execute(f'SELECT count(*) FROM {quote_identifier(topic)} WHERE {where} AND "_id" <= ?',
+                        (int(upto),)).fetchone()[0]
 
 
 def pending_sql_for_new(conn: sqlite3.Connection, topic: str, start: str,

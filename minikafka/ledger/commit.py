@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -31,7 +31,6 @@ from ..util.gcpause import gc_paused
 from . import acks
 from .catalog import read_layout
 from .connection import Ledger
-from .identifiers import quote_identifier
 from .layout import TopicLayout
 from .quarantine import Quarantined, quarantine_in_current_transaction
 from .runlog import RunResult, write_run_in_current_transaction
@@ -68,11 +67,14 @@ class InputState:
 
 def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[InputState],
                  outputs: list[StagedOutput], max_attempts: int | None = None,
-                 default_parent_topic: str | None = None, quarantine: list[tuple] = ()) -> RunResult:
+                 default_parent_topic: str | None = None,
+                 quarantine: list[tuple] | Callable[[], list[tuple]] = ()) -> RunResult:
     """Commit a stage's outputs and acks in one transaction; fill in ``run``'s counts.
 
-    ``quarantine`` holds output rows that failed a row-level expectation:
-    (topic, parent id, JSON payload, reason).
+    ``quarantine`` holds output rows that failed a row-level expectation or that the
+    ledger refuses: (topic, parent id, JSON payload, reason); or a function returning
+    them, called once the outputs are inserted (when the outputs are still being written
+    as the commit reads them, the refused rows are known only at the end).
 
     Raises:
         ConcurrentRunError: the consumer's pending rows changed since the stage started.
@@ -86,13 +88,7 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
             if cid is None:  # a dry run of a stage whose consumer is new: registered, then rolled back
                 cid = acks.register_consumer_in_current_transaction(conn, state.topic, consumer, now)
             consumer_ids[state.topic] = cid
-            where, params = acks.pending_filter(cid)
-            if state.partitions is not None:
-                where += f' AND "_partition" IN ({", ".join(str(int(p)) for p in state.partitions) or "NULL"})'
-            still = conn.execute(
-                f'SELECT count(*) FROM {quote_identifier(state.topic)} WHERE {where} AND "_id" <= ?',
-                (*params, state.upto),
-            ).fetchone()[0]
+            still = acks.count_pending(conn, state.topic, cid, state.upto, state.partitions)
             if still != state.pending:
                 raise ConcurrentRunError(
                     f"topic {state.topic!r}: {state.pending - still} of the {state.pending} rows read by consumer "
@@ -100,6 +96,8 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
                 )
         for output in outputs:
             _insert_output(conn, output, run, now, default_parent_topic)
+        if callable(quarantine):
+            quarantine = quarantine()
         quarantine_in_current_transaction(conn, (
             Quarantined(topic, payload, reason, "quality", now, consumer=consumer, run_id=run.run_id, row_id=parent_id)
             for topic, parent_id, payload, reason in quarantine))

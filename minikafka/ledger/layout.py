@@ -149,7 +149,8 @@ class TopicLayout:
             '"_run_id" TEXT',
         ] + [c.ddl() for c in self.columns] + [PARTITION_COLUMN_DDL]
         statements = [f"CREATE TABLE {t} (\n  " + ",\n  ".join(cols) + "\n) STRICT"]
-        statements.append(partition_index_ddl(base))
+        if self.partitions > 1:  # a one-partition topic reads by id alone: an index would only cost inserts
+            statements.append(partition_index_ddl(base))
         statements.append(self.append_only_ddl(base))
         if self.dedup:
             statements.append(self.dedup_index_ddl(base))

@@ -15,9 +15,10 @@ import sqlite3
 # 1: first release. 2: partitions (catalog partitions/key, "_partition" on topic tables,
 # partition on acks), committed offsets. 3: positions and acks are the only ack state (no
 # "_status"/"_handled_at" columns; rows handled for everyone in _minikafka_handled), and
-# each topic has its status views (status.py). 4: run status 'interrupted' (Ctrl-C). Older
-# files are upgraded on open (upgrade.py).
-LEDGER_FORMAT = 4
+# each topic has its status views (status.py). 4: run status 'interrupted' (Ctrl-C). 5: only
+# topics with several partitions index "_partition". Older files are upgraded on open
+# (upgrade.py).
+LEDGER_FORMAT = 5
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
 
 CORE = """

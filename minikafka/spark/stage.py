@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from ..ledger.layout import TopicLayout
 from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ..util.faults import checkpoint
 from .conform import conform, refused_rows
+from .follow import V2_COMMITTER, FollowedWrite
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
@@ -31,6 +33,9 @@ STRATEGIES = ("strict", "best_effort")
 
 
 
+_PYTHON_ERROR = re.compile(r"^(?!(org|java|scala|py4j)\.)[A-Za-z_][\w.]*(Error|Exception)(: .*)?$")
+
+
 def describe(exc: BaseException) -> str:
     """``Type: message``; for a JVM error, the failing task's Java exception, not the stack."""
     text = str(exc)
@@ -39,7 +44,12 @@ def describe(exc: BaseException) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")]
     for line in lines:
         if "most recent failure:" in line:  # the task's own error (e.g. the executor cannot open a file)
-            return f"{type(exc).__name__}: {line.split('most recent failure:', 1)[1].strip()[:1500]}"
+            found = line.split('most recent failure:', 1)[1].strip()
+            if found.endswith("Traceback (most recent call last):"):  # a Python worker's: its last line says what
+                python_errors = [x for x in lines if _PYTHON_ERROR.match(x)]
+                if python_errors:
+                    found = f"{found.removesuffix('Traceback (most recent call last):').rstrip()} {python_errors[-1]}"
+            return f"{type(exc).__name__}: {found[:1500]}"
     causes = [line for line in lines if line.startswith("Caused by:")]
     return f"{type(exc).__name__}: " + (causes[-1] if causes else (lines[0] if lines else text))[:1500]
 
@@ -307,6 +317,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     staged: dict[str, tuple[str, int]] = {}  # topic -> (uri, rows Spark wrote)
     outcomes: list = []
     quarantined: list[tuple] = []
+    followed: tuple[str, FollowedWrite] | None = None  # (topic, its write read while it runs)
     report_dir = retention.report_dir(source.path)
     if run.rows_in:
         frames = _read_inputs(spark, source, stage, in_layouts, bounds, area, run_uri, run)
@@ -336,12 +347,18 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
                                        report_dir)
                 conformed = conform(frame, out_layouts[dst], stage=stage.name)
                 uri = stg.join(run_uri, "out", dst)
+                if FOLLOW_WRITE and not dry_run and len(result) == 1:  # the commit reads the output while Spark writes it
+                    followed = (dst, FollowedWrite(
+                        spark, lambda u, df=conformed: _stage_write(df, u, options=V2_COMMITTER), uri, batch_rows,
+                        on_written=lambda: checkpoint("stage:staged")))
+                    continue
                 staged[dst] = (uri, _stage_write(conformed, uri))
                 quarantined += refused_rows(stg.open_staged(*staged[dst]), dst)  # values the ledger refuses
-    run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
-    _unpersist_all(spark if run.rows_in else None)
+    if followed is None:
+        run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
+        _unpersist_all(spark if run.rows_in else None)
     datasets = {dst: stg.open_staged(uri, rows) for dst, (uri, rows) in staged.items()}
-    if not dry_run:
+    if not dry_run and followed is None:
         checkpoint("stage:staged")
     t1 = time.perf_counter()
     inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {}, partitions=b.partitions,
@@ -349,12 +366,26 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
               for name, b in bounds.items()]
     outputs = [StagedOutput(out_layouts[dst], _batches(datasets[dst], batch_rows, *staged[dst]))
                for dst in staged]
+    to_quarantine: list[tuple] | Callable[[], list[tuple]] = quarantined
+    if followed is not None:
+        dst, write = followed
+        outputs = [StagedOutput(out_layouts[dst], write)]
+
+        def to_quarantine() -> list[tuple]:  # values the ledger refuses: known once the write has ended
+            return quarantined + refused_rows(stg.open_staged(write.uri, write.result()), dst)
 
     def commit() -> None:
-        commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
-                     max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
-                     default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
-                     quarantine=quarantined)
+        try:
+            commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
+                         max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
+                         default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
+                         quarantine=to_quarantine)
+        finally:
+            if followed is not None:
+                followed[1].close()
+                run.details["spark_seconds"] = round(followed[1].spark_seconds + followed[1].started - t0, 3)
+                run.details["commit_overlaps_spark"] = True
+                _unpersist_all(spark)
 
     if dry_run:  # the very commit, rolled back: the counts (duplicates included) are what a run would do
         def rehearsed() -> None:
@@ -384,16 +415,17 @@ def _rehearse(source: Source, commit: Callable[[], None]) -> None:
 
 
 STAGING_ROW_GROUP_BYTES = 8 * 1024 * 1024
+FOLLOW_WRITE = True  # False: the commit starts once the write job has ended (tests compare the two)
 
 
-def _stage_write(df, uri: str) -> int:
+def _stage_write(df, uri: str, options: dict[str, str] | None = None) -> int:
     """Write the staged Parquet; return the rows the write job counted.
 
     Small row groups keep the commit's read of the staged files bounded on the driver.
     """
     from .staging import write_counted
 
-    return write_counted(df, uri, row_group_bytes=STAGING_ROW_GROUP_BYTES)
+    return write_counted(df, uri, row_group_bytes=STAGING_ROW_GROUP_BYTES, options=options)
 
 
 def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: RunResult, outcomes: list,

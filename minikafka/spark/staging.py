@@ -197,14 +197,18 @@ def read_exported(spark, layout: TopicLayout, uri: str):
     return spark.read.schema(T.StructType(fields)).parquet(uri)
 
 
-def write_counted(df, uri: str, *, row_group_bytes: int) -> int:
-    """Write ``df`` as Parquet under ``uri``; return the rows the write job itself counted."""
+def write_counted(df, uri: str, *, row_group_bytes: int, options: dict[str, str] | None = None) -> int:
+    """Write ``df`` as Parquet under ``uri``; return the rows the write job itself counted.
+
+    ``options``: more writer options (``follow.V2_COMMITTER`` for a write read while it runs).
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.observation import Observation
 
     observation = Observation(f"minikafka-{abs(hash(uri))}")
     (df.observe(observation, F.count(F.lit(1)).alias("rows"))
-       .write.mode("overwrite").option("parquet.block.size", row_group_bytes).parquet(uri))
+       .write.mode("overwrite").option("parquet.block.size", row_group_bytes).options(**(options or {}))
+       .parquet(uri))
     return int(observation.get["rows"])
 
 

@@ -26,7 +26,10 @@ def format_timestamp(value: datetime) -> str:
     Naive datetimes are taken to be UTC already (documented in README).
     """
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        offset = value.utcoffset()
+        # the UTC wall time: the offset taken off, then the zone dropped (astimezone's result,
+        # without its conversion when the offset is zero, as parsed timestamps mostly are)
+        value = (value - offset if offset else value).replace(tzinfo=None)
     return value.isoformat(timespec="microseconds") + "Z"
 
 

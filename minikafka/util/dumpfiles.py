@@ -145,23 +145,29 @@ def invalid_row_reason(exc: Exception, *, skip_loc: int = 0) -> str:
     return f"invalid row: {exc}"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Line:
-    """One line of an input file, without its line break.
+    """One line of an input file, without its line break (one is made per line: slots, and
+    the origin is built only for a line that needs it).
 
     Attributes:
         number: 1-based line number.
-        origin: ``name:number``, as the quarantine stores it.
+        name: the file's name in origins.
         raw: the line's bytes.
         text: the decoded line, or None when it is not UTF-8.
         problem: why the line cannot be read as text (None when it can).
     """
 
     number: int
-    origin: str
+    name: str
     raw: bytes
     text: str | None
     problem: str | None
+
+    @property
+    def origin(self) -> str:
+        """``name:number``, as the quarantine stores it."""
+        return f"{self.name}:{self.number}"
 
     @property
     def blank(self) -> bool:
@@ -192,7 +198,7 @@ def read_lines(path: str | os.PathLike, *, name: str | None = None) -> Iterator[
                 number += 1
                 raw = raw.rstrip(b"\r\n") if raw.endswith(b"\n") else raw
                 text, problem = decode_line(raw)
-                yield Line(number, f"{name}:{number}", raw, text, problem)
+                yield Line(number, name, raw, text, problem)
         except EOFError as exc:
             raise InputFileError(f"{path}: truncated gzip file (it ends before the gzip stream does"
                                  f"{_after(number)})") from exc

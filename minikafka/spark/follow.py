@@ -1,0 +1,135 @@
+"""A stage's staged output read while Spark still writes it, so the commit overlaps the job.
+
+The write job runs in a driver thread with Hadoop's "version 2" file committer: each task
+renames its finished Parquet file into the output directory when the task commits, not
+when the whole job does. ``FollowedWrite`` yields the rows of part 0, 1, 2... in
+partition order (the order the sequential read gives), each as soon as its file is there;
+a partition that wrote no file (it was empty) is passed only once the job has ended, when
+every file is known. After the last row it checks that the rows read equal the rows the
+job counted, so a short read raises inside the commit's transaction and nothing is
+committed. If the job fails, its error is raised from the iteration (the same place).
+
+What a reader may rely on: a file is visible only once complete (a rename), one file per
+task (``maxRecordsPerFile`` is forced to 0 for the write), and a task's file is committed
+once (Spark's output commit coordinator).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+
+from .rowfn import ERROR
+from .staging import check_count, filesystem, open_staged
+
+PART_NAME = re.compile(r"^part-(\d{5,})-.*\.parquet$")
+POLL_SECONDS = 0.02
+V2_COMMITTER = {"mapreduce.fileoutputcommitter.algorithm.version": "2", "maxRecordsPerFile": "0"}
+
+
+class FollowedWrite:
+    """Start ``write(uri)`` (returns the rows it wrote) in a thread under a Spark job group;
+    iterate the staged rows as Arrow batches while it runs.
+
+    Args:
+        spark: the session (to cancel the job if the reader gives up).
+        write: the write job, called with ``uri`` in the thread; returns its row count.
+        uri: the staged output's location (a local or shared file system).
+        batch_rows: rows per batch handed to the commit.
+        on_written: called in the reading thread once the job has ended (a fault point).
+    """
+
+    def __init__(self, spark, write: Callable[[str], int], uri: str, batch_rows: int,
+                 on_written: Callable[[], None] | None = None):
+        self.spark, self.uri, self.batch_rows, self.on_written = spark, uri, batch_rows, on_written
+        self.group = f"minikafka-follow-{id(self)}"
+        self.started = time.perf_counter()
+        self.ended: float | None = None
+        self.written: int | None = None
+        self._future: Future = Future()
+        self._thread = threading.Thread(target=self._run, args=(write,), name="minikafka-stage-write", daemon=True)
+        self._thread.start()
+
+    def _run(self, write: Callable[[str], int]) -> None:
+        try:
+            self.spark.sparkContext.setJobGroup(self.group, f"stage write {self.uri}", interruptOnCancel=True)
+            rows = write(self.uri)
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader
+            self.ended = time.perf_counter()
+            self._future.set_exception(exc)
+        else:
+            self.ended = time.perf_counter()
+            self._future.set_result(rows)
+
+    @property
+    def spark_seconds(self) -> float:
+        return (self.ended or time.perf_counter()) - self.started
+
+    def result(self) -> int:
+        """The rows the job wrote (waits for it; raises its error)."""
+        return self._future.result()
+
+    def _parts(self, fs, path: str) -> dict[int, str]:
+        import pyarrow.fs as pafs
+
+        try:
+            infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        except FileNotFoundError:
+            return {}
+        found = {}
+        for info in infos:
+            m = PART_NAME.match(info.base_name)
+            if m and info.type == pafs.FileType.File:
+                found[int(m.group(1))] = info.path
+        return found
+
+    def __iter__(self) -> Iterator:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        fs, path = filesystem(self.uri)
+        k, read = 0, 0
+        done_files: set[int] = set()
+
+        def rows_of(file_path: str):
+            nonlocal read
+            with fs.open_input_file(file_path) as fh:
+                for batch in pq.ParquetFile(fh).iter_batches(batch_size=self.batch_rows):
+                    read += batch.num_rows
+                    if ERROR in batch.schema.names:
+                        batch = batch.filter(pc.is_null(batch.column(ERROR)))
+                    if batch.num_rows:
+                        yield batch
+
+        while not self._future.done():  # parts in order while the job runs
+            parts = self._parts(fs, path)
+            if k in parts:
+                yield from rows_of(parts[k])
+                done_files.add(k)
+                k += 1
+                continue
+            self._future_wait()
+        written = self.result()  # the job's own error is raised here
+        self.written = written
+        if self.on_written is not None:
+            self.on_written()
+        open_staged(self.uri, written)  # its _SUCCESS marker and every file's rows
+        for n, file_path in sorted(self._parts(fs, path).items()):
+            if n not in done_files:
+                yield from rows_of(file_path)
+        check_count(self.uri, written, read)
+
+    def _future_wait(self) -> None:
+        try:
+            self._future.exception(timeout=POLL_SECONDS)
+        except TimeoutError:
+            pass
+
+    def close(self) -> None:
+        """Cancel the job if it still runs (the reader gave up: the commit failed) and wait for it."""
+        if not self._future.done():
+            self.spark.sparkContext.cancelJobGroup(self.group)
+        self._thread.join()
