@@ -428,34 +428,29 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
     file is read as one partition (its line numbers come from Spark's record order),
     split by line ranges so all cores validate, staged as Parquet, then committed.
     """
-    from .jsonlparts import ChunkTask, chunk_stream
+    from .jsonlparts import ChunkJobs
+    from .staging import is_local_master
 
     already = done.get(dump.sha256, (0, "partial"))[0]
     details = run.details
-    if dump.jobs is not None and dump.chunks:
-        try:
-            _commit_batches(source, layout, dump, iter(dump.jobs), run, result, already, as_handled, batch_rows,
-                            progress)
-        finally:
-            dump.jobs.close()
-            details["spark_seconds"] = round(details.get("spark_seconds", 0) + dump.jobs.spark_seconds, 2)
-        return
     if dump.format == "jsonl" and dump.chunks:
-        # chunks an interrupted run committed entirely are not read again
-        chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]
-        if not chunks:
-            return
-        from .staging import is_local_master
-
-        task = ChunkTask(chunks, model, layout, dump.path.name, uri, already,
-                         yield_cpu=is_local_master(spark.sparkContext.master))
-        stream = chunk_stream(spark, task, on_wait=source.ledger.checkpoint)
+        jobs = dump.jobs  # started while the dump was cut, or now for a resumed load
+        if jobs is None:
+            # chunks an interrupted run committed entirely are not read again
+            chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]
+            if not chunks:
+                return
+            jobs = ChunkJobs(spark, model, layout, dump.path.name, uri,
+                             yield_cpu=is_local_master(spark.sparkContext.master), already=already)
+            for chunk in chunks:
+                jobs.submit(chunk)
+        jobs.on_wait = source.ledger.checkpoint  # the WAL is checkpointed while Spark validates
         try:
-            _commit_batches(source, layout, dump, iter(stream), run, result, already, as_handled, batch_rows,
+            _commit_batches(source, layout, dump, iter(jobs), run, result, already, as_handled, batch_rows,
                             progress)
         finally:
-            stream.close()
-            details["spark_seconds"] = round(details.get("spark_seconds", 0) + stream.spark_seconds, 2)
+            jobs.close()
+            details["spark_seconds"] = round(details.get("spark_seconds", 0) + jobs.spark_seconds, 2)
         return
     t0 = time.perf_counter()
     written = _stage_file(spark, dump, model, layout, uri, **opts)

@@ -12,7 +12,8 @@ line). A model validated strictly (``strict=True`` anywhere in its schema) takes
 path for every line: the JSON validator accepts strings there that the exact one refuses.
 
 The task writes its rows as one part file (``parts``); the driver reads the parts in chunk
-order as they appear, so the SQLite commit overlaps the validation of later chunks.
+order as their jobs end (``ChunkJobs``), so the SQLite commit overlaps the validation of
+later chunks.
 
 Measured on the 1,039,545-line demo dump (2 cores): checking the same lines with Spark SQL
 expressions in the JVM (``from_json`` and one expression per constraint) cost about 12x
@@ -22,7 +23,7 @@ the CPU of pydantic-core's validator.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -99,6 +100,7 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, file_nam
 
     encode, _adapter, out_fields, schema = checker.tools()
     layout = checker.layout
+    has_ints = any(c.sql_type == "INTEGER" for c in layout.columns)  # only they can exceed 64 bits
     validate_json = checker.model.model_validate_json
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
@@ -109,14 +111,15 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, file_nam
     rest_lines: list[int] = []
     with gc_paused():
         for number, raw in enumerate(lines, start=first_line):
-            if number <= already or not raw.strip():
+            if number <= already or not raw or raw.isspace():
                 continue
             if raw.endswith(b"\r"):
                 raw = raw.rstrip(b"\r")  # a CRLF line's \r, as ingest drops it
             if fast:
                 try:
                     values = encode(validate_json(raw))
-                    layout.check_int_range(values)  # SQLite stores 64 bits
+                    if has_ints:
+                        layout.check_int_range(values)  # SQLite stores 64 bits
                 except Exception:  # noqa: BLE001 - the exact path gives the verdict and the reason
                     pass
                 else:
@@ -125,51 +128,72 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, file_nam
                     continue
             rest_text.append(raw)
             rest_lines.append(number)
+        errors = payloads = None
+        if rest_text:  # the exact path's verdicts, merged into line order with the fast path's rows
+            rest = pa.RecordBatch.from_pydict(
+                {"_mk_text": rest_text, "_mk_file": [file_name] * len(rest_text), "_mk_line": rest_lines},
+                schema=pa.schema([("_mk_text", pa.binary()), ("_mk_file", pa.string()), ("_mk_line", pa.int64())]))
+            good, good_lines, errors, payloads = _merge(good, good_lines, checker.checked(rest), len(out_fields))
     n = len(good)
     columns = list(zip(*good)) if good else [() for _ in out_fields]
     arrays = [pa.array(col, type=schema.field(name).type) for (name, _t), col in zip(out_fields, columns)]
     arrays += [pa.array([file_name] * n, pa.string()), pa.array(good_lines, pa.int64()),
-               pa.nulls(n, pa.string()), pa.nulls(n, pa.string())]
-    passed = pa.RecordBatch.from_arrays(arrays, schema=schema)
-    if not rest_text:
-        return passed
-    rest = pa.RecordBatch.from_pydict({"_mk_text": rest_text, "_mk_file": [file_name] * len(rest_text),
-                                       "_mk_line": rest_lines},
-                                      schema=pa.schema([("_mk_text", pa.binary()), ("_mk_file", pa.string()),
-                                                        ("_mk_line", pa.int64())]))
-    with gc_paused():
-        checked = checker.validate(rest)
-    merged = pa.Table.from_batches([passed, checked], schema=schema).sort_by("_mk_line")
-    return merged.combine_chunks().to_batches()[0] if merged.num_rows else passed
+               pa.nulls(n, pa.string()) if errors is None else pa.array(errors, pa.string()),
+               pa.nulls(n, pa.string()) if payloads is None else pa.array(payloads, pa.string())]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def chunk_stream(spark, task: ChunkTask, on_wait=None):
-    """The rows of every chunk of ``task`` as a ``PartStream`` (its job starts now)."""
-    from .parts import PartStream
+def _merge(good: list[tuple], good_lines: list[int], checked: list[tuple], width: int):
+    """Rows, lines, errors and payloads of both paths in line order (each input is in line
+    order: one pass, no sort). A refused row's values are all None."""
+    from bisect import bisect_left
 
-    n = len(task.chunks)
-    return PartStream(spark, lambda: dict(spark.sparkContext.parallelize(range(n), n).mapPartitions(task).collect()),
-                      task.out_uri, n, f"backfill {task.file_name}", on_wait=on_wait)
+    rows: list[tuple] = []
+    lines: list[int] = []
+    errors: list[str | None] = []
+    payloads: list[str | None] = []
+    empty = (None,) * width
+    i, n = 0, len(good)
+    for _file, line, values, error, payload in checked:
+        j = bisect_left(good_lines, line, i)
+        if j > i:  # the fast path's rows before this line
+            rows += good[i:j]
+            lines += good_lines[i:j]
+            errors += [None] * (j - i)
+            payloads += [None] * (j - i)
+            i = j
+        rows.append(empty if values is None else values)
+        lines.append(line)
+        errors.append(error)
+        payloads.append(payload)
+    rows += good[i:]
+    lines += good_lines[i:]
+    errors += [None] * (n - i)
+    payloads += [None] * (n - i)
+    return rows, lines, errors, payloads
 
 
 class ChunkJobs:
-    """Validation that starts while the dump is still being cut: ``submit`` each chunk as
-    the cutter closes it (one single-task Spark job each, at most ``parallel + 1`` at a
-    time), then iterate: the rows of chunk 0, 1, 2... in order, each once its job is done.
+    """The validation of a dump's chunks: ``submit`` each chunk (as the cutter closes it, so
+    Spark starts while the dump is still being cut; one single-task Spark job each, at most
+    ``parallel + 1`` at a time), then iterate: the rows of chunk 0, 1, 2... in order, each
+    once its job is done.
 
-    Used for a dump whose topic holds no partly loaded file, so no line is to be skipped.
-    If the dump turns out to be loaded already (its content hash, known at the end of the
-    cut), ``close()`` cancels what still runs and nothing of it is committed.
+    ``already``: lines up to it were committed by an interrupted run (left out). ``on_wait``:
+    called once each time the reader is about to wait for a chunk (idle time: the WAL
+    checkpoint runs there). If the dump turns out to be loaded already (its content hash,
+    known at the end of the cut), ``close()`` cancels what still runs and nothing of it is
+    committed.
     """
 
     def __init__(self, spark, model: type[BaseModel], layout: TopicLayout, file_name: str, out_uri: str,
-                 yield_cpu: bool = False):
+                 yield_cpu: bool = False, already: int = 0, on_wait: Callable[[], None] | None = None):
         from concurrent.futures import ThreadPoolExecutor
 
         from .staging import filesystem
 
         self.spark, self.model, self.layout, self.file_name, self.out_uri = spark, model, layout, file_name, out_uri
-        self.yield_cpu = yield_cpu
+        self.yield_cpu, self.already, self.on_wait = yield_cpu, already, on_wait
         self.fs, self.dir = filesystem(out_uri)
         self.fs.create_dir(self.dir, recursive=True)
         self.group = f"minikafka-chunks-{id(self)}"
@@ -192,7 +216,8 @@ class ChunkJobs:
         self.chunks.append(chunk)
         if self._started is None:
             self._started = time.perf_counter()
-        task = ChunkTask({k: chunk}, self.model, self.layout, self.file_name, self.out_uri, 0, self.yield_cpu)
+        task = ChunkTask({k: chunk}, self.model, self.layout, self.file_name, self.out_uri, self.already,
+                         self.yield_cpu)
         self._futures.append(self._pool.submit(self._job, k, task))
 
     def _job(self, k: int, task: ChunkTask) -> int:
@@ -206,6 +231,8 @@ class ChunkJobs:
         from .parts import read_part
 
         for k, future in enumerate(self._futures):
+            if self.on_wait is not None and not future.done():
+                self.on_wait()
             table = read_part(self.fs, self.dir, k, future.result())  # the job's own error is raised here
             self.rows += table.num_rows
             yield from table.to_batches()

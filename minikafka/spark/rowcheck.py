@@ -103,9 +103,25 @@ class RowChecker:
         return row, row
 
     def validate(self, batch):
+        """The batch's rows as one Arrow batch of storage values (or error and payload), in order."""
+        _encode, _adapter, out_fields, schema = self.tools()
+        cols: dict[str, list] = {n: [] for n, _ in out_fields}
+        meta = {"_mk_file": [], "_mk_line": [], "_mk_error": [], "_mk_payload": []}
+        for file, line, values, error, payload in self.checked(batch):
+            for j, (n, _t) in enumerate(out_fields):
+                cols[n].append(None if values is None else values[j])
+            meta["_mk_file"].append(file)
+            meta["_mk_line"].append(line)
+            meta["_mk_error"].append(error)
+            meta["_mk_payload"].append(payload)
+        return pa.RecordBatch.from_pydict({**cols, **meta}, schema=schema)
+
+    def checked(self, batch) -> list[tuple]:
+        """(file, line, storage values or None, error or None, payload or None) per non-empty
+        row of the batch, in order."""
         from pydantic import ValidationError
 
-        encode, adapter, out_fields, schema = self.tools()
+        encode, adapter, _out_fields, _schema = self.tools()
         files = batch.column("_mk_file").to_pylist()
         lines = batch.column("_mk_line").to_pylist()
         if self.csv_opts and self.csv_opts["lines"]:
@@ -145,19 +161,7 @@ class RowChecker:
                 except Exception as exc:  # InvalidRecordError: NaN, int beyond 64 bits
                     results[i] = (None, dumpfiles.invalid_row_reason(exc), _payload(payload))
             pending = []
-        cols: dict[str, list] = {n: [] for n, _ in out_fields}
-        meta = {"_mk_file": [], "_mk_line": [], "_mk_error": [], "_mk_payload": []}
-        for i, res in enumerate(results):
-            if res is None:
-                continue
-            values, error, payload = res
-            for j, (n, _t) in enumerate(out_fields):
-                cols[n].append(None if values is None else values[j])
-            meta["_mk_file"].append(files[i])
-            meta["_mk_line"].append(lines[i])
-            meta["_mk_error"].append(error)
-            meta["_mk_payload"].append(payload)
-        return pa.RecordBatch.from_pydict({**cols, **meta}, schema=schema)
+        return [(files[i], lines[i], *res) for i, res in enumerate(results) if res is not None]
 
 
 def _payload(raw) -> str:

@@ -255,6 +255,8 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
         _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run, upto)
     except BaseException as exc:
         run.finish(failure_status(exc), INTERRUPTED if isinstance(exc, KeyboardInterrupt) else describe(exc))
+        # nothing of the run was committed: counts a commit made before it was rolled back go
+        run.rows_out = run.rows_duplicate = run.rows_quarantined = run.rows_failed = 0
         if not dry_run:
             try:
                 with source._ledger.atomic() as conn:

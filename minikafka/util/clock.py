@@ -26,10 +26,13 @@ def format_timestamp(value: datetime) -> str:
     Naive datetimes are taken to be UTC already (documented in README).
     """
     if value.tzinfo is not None:
+        # the UTC wall time: the offset taken off (no conversion when it is zero, as parsed
+        # timestamps mostly are), then the offset's text cut (the first 26 characters are
+        # the date and time: isoformat pads the year to 4 digits); astimezone's result, faster
         offset = value.utcoffset()
-        # the UTC wall time: the offset taken off, then the zone dropped (astimezone's result,
-        # without its conversion when the offset is zero, as parsed timestamps mostly are)
-        value = (value - offset if offset else value).replace(tzinfo=None)
+        if offset:
+            value = value - offset
+        return value.isoformat(timespec="microseconds")[:26] + "Z"
     return value.isoformat(timespec="microseconds") + "Z"
 
 

@@ -13,3 +13,58 @@ def test_a_validating_worker_yields_the_cpu_to_the_driver_on_a_local_master():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert int(out.stdout) == max(os.nice(0), 10)
+
+
+# -- ChunkJobs: one Spark job per chunk, rows read back in chunk order ----------------------------
+
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
+
+
+class Row(BaseModel):
+    url: str
+    n: int
+
+
+def _jobs(spark, tmp_path, already=0, on_wait=None):
+    from minikafka import Source
+    from minikafka.spark.dumpsplit import ChunkWriter
+    from minikafka.spark.jsonlparts import ChunkJobs
+
+    with Source(str(tmp_path / "l.sqlite")) as src:
+        layout = src.topic("rows", Row, dedup=("url",)).layout
+    text = "".join(json.dumps({"url": f"u{i}", "n": i}) + "\n" if i != 7 else "not json\n" for i in range(1, 41))
+    jobs = ChunkJobs(spark, Row, layout, "dump.jsonl", f"file://{tmp_path}/parts", already=already, on_wait=on_wait)
+    writer = ChunkWriter(f"file://{tmp_path}/chunks", chunk_bytes=100, on_chunk=jobs.submit)
+    writer.feed(text.encode())
+    chunks = writer.close()
+    return jobs, chunks
+
+
+@pytest.mark.spark
+def test_chunk_jobs_give_every_line_in_order_and_leave_out_lines_already_committed(spark, tmp_path):
+    waits = []
+    jobs, chunks = _jobs(spark, tmp_path, already=12, on_wait=lambda: waits.append(1))
+    try:
+        assert len(chunks) > 5
+        rows = [(line, url, error) for b in jobs for line, url, error in zip(
+            b.column("_mk_line").to_pylist(), b.column("url").to_pylist(), b.column("_mk_error").to_pylist())]
+    finally:
+        jobs.close()
+    assert [r[0] for r in rows] == list(range(13, 41)) and jobs.rows == 28
+    assert all(url == f"u{line}" and error is None for line, url, error in rows)
+    assert len(waits) <= len(chunks)  # at most once per chunk it waited for
+
+
+@pytest.mark.spark
+def test_chunk_jobs_keep_a_refused_line_in_its_place_with_ingest_reason(spark, tmp_path):
+    jobs, _chunks = _jobs(spark, tmp_path)
+    try:
+        rows = [(line, error) for b in jobs for line, error in zip(b.column("_mk_line").to_pylist(),
+                                                                    b.column("_mk_error").to_pylist())]
+    finally:
+        jobs.close()
+    assert [r[0] for r in rows] == list(range(1, 41))
+    assert [r for r in rows if r[1]] == [(7, rows[6][1])] and rows[6][1].startswith("malformed JSON")
