@@ -1,8 +1,8 @@
 """Upgrading ledger files written by an older minikafka, inside the opening transaction.
 
 Format 1 -> 2 (partitions and committed offsets): the catalog gains ``partitions``
-(1) and ``key`` ([]); every topic table gains ``"_partition"`` (0 for every row) and its
-index; ``_minikafka_acks`` gains ``partition`` (0). Existing ack state keeps its meaning:
+(1) and ``key`` ([]); every topic table gains ``"_partition"`` (0 for every row; no index,
+see format 5); ``_minikafka_acks`` gains ``partition`` (0). Existing ack state keeps its meaning:
 'handled' rows are done for everyone, ack rows stay per-row acks above an offset of 0.
 
 Format 2 -> 3 (positions and acks are the only state): the ``"_status"`` and
@@ -36,7 +36,7 @@ import sqlite3
 from ..errors import LedgerError
 from . import status
 from .identifiers import quote_identifier
-from .layout import PARTITION, PARTITION_COLUMN_DDL, partition_index_ddl
+from .layout import PARTITION, PARTITION_COLUMN_DDL
 
 RUNS_ASIDE = "_minikafka_runs_before_format4"  # the old run log while the new one is created
 
@@ -63,9 +63,8 @@ def before_schema(conn: sqlite3.Connection, found: int) -> None:
         if "partition" not in _columns(conn, "_minikafka_acks"):
             conn.execute("ALTER TABLE _minikafka_acks ADD COLUMN partition INTEGER NOT NULL DEFAULT 0")
         for (name,) in conn.execute("SELECT name FROM _minikafka_topics").fetchall():
-            if PARTITION not in _columns(conn, name):
+            if PARTITION not in _columns(conn, name):  # one partition: no index on it (format 5)
                 conn.execute(f"ALTER TABLE {quote_identifier(name)} ADD COLUMN {PARTITION_COLUMN_DDL}")
-            conn.execute(partition_index_ddl(name))
     if found < 3:
         exists = conn.execute(
             "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_minikafka_partitions'").fetchone()

@@ -12,6 +12,13 @@ committed. If the job fails, its error is raised from the iteration (the same pl
 What a reader may rely on: a file is visible only once complete (a rename), one file per
 task (``maxRecordsPerFile`` is forced to 0 for the write), and a task's file is committed
 once (Spark's output commit coordinator).
+
+The commit holds the ledger's write lock while it follows, and every other writer waits
+for it (up to its busy timeout). So the commit starts only once part 0 exists
+(``wait_first``, no lock held), and if, inside the transaction, it has waited for parts
+more than ``max_wait`` seconds in all, the reader raises ``FollowAbandoned``: the stage
+rolls back what it inserted and commits after the write instead, so a long Spark job never
+holds the lock for long.
 """
 
 from __future__ import annotations
@@ -27,7 +34,13 @@ from .staging import check_count, filesystem, open_staged
 
 PART_NAME = re.compile(r"^part-(\d{5,})-.*\.parquet$")
 POLL_SECONDS = 0.02
+MAX_WAIT_SECONDS = 5.0  # waiting for parts inside the commit's transaction, in all (other writers wait as long)
 V2_COMMITTER = {"mapreduce.fileoutputcommitter.algorithm.version": "2", "maxRecordsPerFile": "0"}
+
+
+class FollowAbandoned(Exception):
+    """Internal: the write outlasted what the commit may wait for inside its transaction
+    (caught by the stage, which then commits after the write; never reaches a user)."""
 
 
 class FollowedWrite:
@@ -43,14 +56,16 @@ class FollowedWrite:
     """
 
     def __init__(self, spark, write: Callable[[str], int], uri: str, batch_rows: int,
-                 on_written: Callable[[], None] | None = None):
+                 on_written: Callable[[], None] | None = None, max_wait: float = MAX_WAIT_SECONDS):
         self.spark, self.uri, self.batch_rows, self.on_written = spark, uri, batch_rows, on_written
+        self.max_wait = max_wait
         self.group = f"minikafka-follow-{id(self)}"
         self.started = time.perf_counter()
         self.ended: float | None = None
         self.written: int | None = None
+        self.waited = 0.0  # seconds the reader waited for parts while the job ran
         self._future: Future = Future()
-        self._thread = threading.Thread(target=self._run, args=(write,), name="minikafka-stage-write", daemon=True)
+        self._thread = _thread(self._run, write)
         self._thread.start()
 
     def _run(self, write: Callable[[str], int]) -> None:
@@ -86,6 +101,12 @@ class FollowedWrite:
                 found[int(m.group(1))] = info.path
         return found
 
+    def wait_first(self) -> None:
+        """Return once part 0 exists or the job has ended (before the commit takes the lock)."""
+        fs, path = filesystem(self.uri)
+        while not self._future.done() and 0 not in self._parts(fs, path):
+            self._future_wait()
+
     def __iter__(self) -> Iterator:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
@@ -111,7 +132,11 @@ class FollowedWrite:
                 done_files.add(k)
                 k += 1
                 continue
+            if self.waited >= self.max_wait:
+                raise FollowAbandoned(f"part {k} not written after {self.waited:.1f} s of waiting")
+            t = time.perf_counter()
             self._future_wait()
+            self.waited += time.perf_counter() - t
         written = self.result()  # the job's own error is raised here
         self.written = written
         if self.on_written is not None:
@@ -129,7 +154,24 @@ class FollowedWrite:
             pass
 
     def close(self) -> None:
-        """Cancel the job if it still runs (the reader gave up: the commit failed) and wait for it."""
-        if not self._future.done():
-            self.spark.sparkContext.cancelJobGroup(self.group)
-        self._thread.join()
+        """Cancel the job if it still runs (the reader gave up: the commit failed) and wait for it.
+
+        Cancelling reaches only jobs already submitted, so it is repeated until the thread
+        has ended (the write may be about to submit its job, or the next one).
+        """
+        while self._thread.is_alive():
+            if not self._future.done():
+                self.spark.sparkContext.cancelJobGroup(self.group)
+            self._thread.join(0.5)
+
+
+def _thread(target, write) -> threading.Thread:
+    """The write's thread: Spark's ``InheritableThread`` (the caller's job description and
+    scheduler pool go with it) when PySpark is there, else a plain one (tests)."""
+    try:
+        from pyspark import InheritableThread
+    except ImportError:  # pragma: no cover - the stage needs PySpark anyway
+        return threading.Thread(target=target, args=(write,), name="minikafka-stage-write", daemon=True)
+    thread = InheritableThread(target=target, args=(write,), name="minikafka-stage-write")
+    thread.daemon = True
+    return thread

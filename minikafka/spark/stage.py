@@ -22,7 +22,7 @@ from ..ledger.layout import TopicLayout
 from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ..util.faults import checkpoint
 from .conform import conform, refused_rows
-from .follow import V2_COMMITTER, FollowedWrite
+from .follow import V2_COMMITTER, FollowAbandoned, FollowedWrite
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
@@ -42,11 +42,16 @@ def describe(exc: BaseException) -> str:
     if type(exc).__name__ != "Py4JJavaError" and "\tat " not in text:
         return f"{type(exc).__name__}: {text}"
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")]
-    for line in lines:
+    for i, line in enumerate(lines):
         if "most recent failure:" in line:  # the task's own error (e.g. the executor cannot open a file)
             found = line.split('most recent failure:', 1)[1].strip()
             if found.endswith("Traceback (most recent call last):"):  # a Python worker's: its last line says what
-                python_errors = [x for x in lines if _PYTHON_ERROR.match(x)]
+                python_errors = []
+                for later in lines[i + 1:]:  # that traceback ends where the JVM's report goes on
+                    if later.startswith(("Driver stacktrace:", "Caused by:")):
+                        break
+                    if _PYTHON_ERROR.match(later):
+                        python_errors.append(later)
                 if python_errors:
                     found = f"{found.removesuffix('Traceback (most recent call last):').rstrip()} {python_errors[-1]}"
             return f"{type(exc).__name__}: {found[:1500]}"
@@ -356,49 +361,69 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
                     continue
                 staged[dst] = (uri, _stage_write(conformed, uri))
                 quarantined += refused_rows(stg.open_staged(*staged[dst]), dst)  # values the ledger refuses
-    if followed is None:
-        run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
-        _unpersist_all(spark if run.rows_in else None)
-    datasets = {dst: stg.open_staged(uri, rows) for dst, (uri, rows) in staged.items()}
-    if not dry_run and followed is None:
-        checkpoint("stage:staged")
     t1 = time.perf_counter()
     inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {}, partitions=b.partitions,
                          consumer_id=plan.consumer_ids[name])
               for name, b in bounds.items()]
-    outputs = [StagedOutput(out_layouts[dst], _batches(datasets[dst], batch_rows, *staged[dst]))
-               for dst in staged]
-    to_quarantine: list[tuple] | Callable[[], list[tuple]] = quarantined
+    outputs: list[StagedOutput] = []
+    if followed is None:
+        run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
+        _unpersist_all(spark if run.rows_in else None)
+        datasets = {dst: stg.open_staged(uri, rows) for dst, (uri, rows) in staged.items()}
+        if not dry_run:
+            checkpoint("stage:staged")
+        t1 = time.perf_counter()
+        outputs = [StagedOutput(out_layouts[dst], _batches(datasets[dst], batch_rows, *staged[dst]))
+                   for dst in staged]
+
+    def commit(outputs: list[StagedOutput], quarantine: list[tuple] | Callable[[], list[tuple]]) -> None:
+        commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
+                     max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
+                     default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
+                     quarantine=quarantine)
+
     if followed is not None:
         dst, write = followed
-        outputs = [StagedOutput(out_layouts[dst], write)]
-
-        def to_quarantine() -> list[tuple]:  # values the ledger refuses: known once the write has ended
-            return quarantined + refused_rows(stg.open_staged(write.uri, write.result()), dst)
-
-    def commit() -> None:
-        try:
-            commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
-                         max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
-                         default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
-                         quarantine=to_quarantine)
-        finally:
-            if followed is not None:
-                followed[1].close()
-                run.details["spark_seconds"] = round(followed[1].spark_seconds + followed[1].started - t0, 3)
-                run.details["commit_overlaps_spark"] = True
-                _unpersist_all(spark)
-
-    if dry_run:  # the very commit, rolled back: the counts (duplicates included) are what a run would do
+        _commit_following(spark, run, commit, write, out_layouts[dst], dst, quarantined, batch_rows, t0)
+    elif dry_run:  # the very commit, rolled back: the counts (duplicates included) are what a run would do
         def rehearsed() -> None:
             register_consumers(source, [stage])  # as the real run does first (its start rule), rolled back too
-            commit()
+            commit(outputs, quarantined)
 
         _rehearse(source, rehearsed)
         run.details["dry_run"] = True
     else:
-        commit()
+        commit(outputs, quarantined)
     run.details["commit_seconds"] = round(time.perf_counter() - t1, 3)
+
+
+def _commit_following(spark, run: RunResult, commit, write: FollowedWrite, layout: TopicLayout, dst: str,
+                      quarantined: list[tuple], batch_rows: int, t0: float) -> None:
+    """Commit while Spark writes (``follow.py``); if the write outlasts what the commit may
+    wait for holding the lock, roll back and commit after the write instead."""
+    from .staging import open_staged
+
+    try:
+        write.wait_first()  # no lock is held until the first task's output is there
+        try:
+            commit([StagedOutput(layout, write)],
+                   lambda: quarantined + refused_rows(open_staged(write.uri, write.result()), dst))
+            run.details["commit_overlaps_spark"] = True
+        except FollowAbandoned:  # rolled back: nothing of it stayed, the counts start again
+            run.rows_out = run.rows_duplicate = run.rows_quarantined = run.rows_failed = 0
+            written = write.result()
+            checkpoint("stage:staged")
+            dataset = open_staged(write.uri, written)
+            commit([StagedOutput(layout, _batches(dataset, batch_rows, write.uri, written))],
+                   quarantined + refused_rows(dataset, dst))
+            run.details["commit_overlaps_spark"] = False
+    finally:
+        try:
+            write.close()
+            _unpersist_all(spark)
+        except Exception:  # noqa: BLE001 - clean-up only: the commit's own outcome stands
+            pass
+        run.details["spark_seconds"] = round(write.spark_seconds + write.started - t0, 3)
 
 
 class _Rehearsal(Exception):

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 import minikafka.spark.stage as stage_module
 from minikafka import StagingError
 from minikafka.spark import Stage, StageFailed, run_stage
-from minikafka.spark.follow import FollowedWrite
+from minikafka.spark.follow import FollowAbandoned, FollowedWrite
 from tests.spark.test_stage import Item, Summary, add, ledger, summarise  # noqa: F401 (ledger: fixture)
 
 pytestmark = pytest.mark.spark
@@ -181,3 +181,72 @@ def test_closing_a_follower_whose_write_still_runs_cancels_its_job(tmp_path):
     release.set()  # what cancelling the job group does to a real job: it ends
     closer.join(10)
     assert session.sparkContext.cancelled == [follower.group]
+
+
+def test_waiting_too_long_for_a_part_inside_the_transaction_abandons_the_follow(tmp_path):
+    release = threading.Event()
+
+    def write(uri: str) -> int:
+        directory = __import__("pathlib").Path(uri.removeprefix("file://"))
+        directory.mkdir(parents=True)
+        _part(directory, 0, [1])
+        release.wait(10)  # part 1 comes late
+        _part(directory, 1, [2])
+        (directory / "_SUCCESS").write_bytes(b"")
+        return 2
+
+    follower = FollowedWrite(_Session(), write, f"file://{tmp_path}/out", batch_rows=10, max_wait=0.1)
+    follower.wait_first()  # part 0 is there: the commit may take the lock
+    seen = []
+    with pytest.raises(FollowAbandoned, match="part 1 not written"):
+        for batch in follower:
+            seen += batch.column("v").to_pylist()
+    assert seen == [1] and follower.waited >= 0.1
+    release.set()
+    assert follower.result() == 2  # the write goes on: the stage commits after it
+    follower.close()
+
+
+def test_the_commit_waits_for_the_first_part_before_it_takes_the_lock(tmp_path):
+    release = threading.Event()
+    parts = {0: [1], 1: [2]}
+    follower = FollowedWrite(_Session(), _writer([0, 1], parts, release), f"file://{tmp_path}/out", batch_rows=10)
+    t0 = time.perf_counter()
+    follower.wait_first()
+    assert (tmp_path / "out").exists() and any(p.name.startswith("part-00000") for p in (tmp_path / "out").iterdir())
+    assert follower.written is None and time.perf_counter() - t0 < 10
+    release.set()
+    assert _read(follower) == [1, 2]
+
+
+def _slow_last(df):  # the last partition's task ends a second after the others
+    def words(row_id, title):
+        if row_id == 2000:
+            time.sleep(1.0)
+        return len(title.split(" "))
+
+    slow = F.udf(words, "long")
+    return df.repartitionByRange(4, "_id").select(
+        "_id", (F.col("n") % 700).cast("string").alias("url"), slow("_id", "title").alias("words"))
+
+
+def test_a_stage_whose_write_outlasts_the_wait_commits_after_it_with_the_same_rows(spark, tmp_path, monkeypatch):
+    from minikafka import Source
+    from minikafka.spark import follow
+
+    monkeypatch.setattr(follow, "MAX_WAIT_SECONDS", 0.0)  # any wait inside the transaction abandons
+    monkeypatch.setattr(FollowedWrite.__init__, "__defaults__", (None, 0.0))
+    got = {}
+    for follow_write in (True, False):
+        monkeypatch.setattr(stage_module, "FOLLOW_WRITE", follow_write)
+        with Source(str(tmp_path / f"{follow_write}.sqlite")) as src:
+            src.topic("items", Item, dedup=("url",))
+            src.topic("summaries", Summary, dedup=("url",))
+            add(src, [(f"u{i}", "a b") for i in range(2000)])
+            result = run_stage(spark, src, Stage("spread", ["items"], ["summaries"], transform=_slow_last))
+            assert (result.status, result.rows_out, result.rows_duplicate) == ("succeeded", 700, 1300)
+            assert result.details.get("commit_overlaps_spark") is (False if follow_write else None)
+            got[follow_write] = _stored(src)
+            runs = src.runs(stage="spread")
+            assert len(runs) == 1 and runs[0]["rows_out"] == 700
+    assert got[True] == got[False]
