@@ -22,13 +22,12 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+
 from minikafka import Source
 from minikafka.ledger.commit import InputState, StagedOutput, commit_stage
 from minikafka.ledger.runlog import RunResult
-
-
-from tests.conftest import Video
 from tests.api.modes.test_groups import Order
+from tests.conftest import Video
 
 
 def stage_commit(src: Source, consumer: str, upto: int, out, n_out: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,16 +56,23 @@ def test_a_followed_commit_stores_what_a_commit_after_the_write_stores(spark, tm
     assert [r[3] for r in rows] == list(range(1, 701)) and {r[4] for r in rows} == {"items"}
 
 
-def test_followed_and_sequential_commits_agree_row_for_row(spark, tmp_path, monkeypatch):
+@contextmanager
+def _ledger_with_items(path, titles: list[str]):
     from minikafka import Source
+
+    with Source(str(path)) as src:
+        src.topic("items", Item, dedup=("url",))
+        src.topic("summaries", Summary, dedup=("url",))
+        add(src, [(f"u{i}", title) for i, title in enumerate(titles)])
+        yield src
+
+
+def test_followed_and_sequential_commits_agree_row_for_row(spark, tmp_path, monkeypatch):
 
     got = {}
     for follow in (True, False):
         monkeypatch.setattr(stage_module, "FOLLOW_WRITE", follow)
-        with Source(str(tmp_path / f"{follow}.sqlite")) as src:
-            src.topic("items", Item, dedup=("url",))
-            src.topic("summaries", Summary, dedup=("url",))
-            add(src, [(f"u{i}", " ".join("w" * (i % 5 + 1))) for i in range(2000)])
+        with _ledger_with_items(tmp_path / f"{follow}.sqlite", [" ".join("w" * (i % 5 + 1)) for i in range(2000)]) as src:
             run_stage(spark, src, Stage("spread", ["items"], ["summaries"], transform=_spread), commit_batch_rows=333)
             got[follow] = _stored(src)
     assert got[True] == got[False] and len(got[True]) == 700
@@ -231,7 +239,6 @@ def _slow_last(df):  # the last partition's task ends a second after the others
 
 
 def test_a_stage_whose_write_outlasts_the_wait_commits_after_it_with_the_same_rows(spark, tmp_path, monkeypatch):
-    from minikafka import Source
     from minikafka.spark import follow
 
     monkeypatch.setattr(follow, "MAX_WAIT_SECONDS", 0.0)  # any wait inside the transaction abandons
@@ -239,10 +246,7 @@ def test_a_stage_whose_write_outlasts_the_wait_commits_after_it_with_the_same_ro
     got = {}
     for follow_write in (True, False):
         monkeypatch.setattr(stage_module, "FOLLOW_WRITE", follow_write)
-        with Source(str(tmp_path / f"{follow_write}.sqlite")) as src:
-            src.topic("items", Item, dedup=("url",))
-            src.topic("summaries", Summary, dedup=("url",))
-            add(src, [(f"u{i}", "a b") for i in range(2000)])
+        with _ledger_with_items(tmp_path / f"{follow_write}.sqlite", ["a b"] * 2000) as src:
             result = run_stage(spark, src, Stage("spread", ["items"], ["summaries"], transform=_slow_last))
             assert (result.status, result.rows_out, result.rows_duplicate) == ("succeeded", 700, 1300)
             assert result.details.get("commit_overlaps_spark") is (False if follow_write else None)
