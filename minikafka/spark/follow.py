@@ -16,7 +16,7 @@ once (Spark's output commit coordinator).
 The commit holds the ledger's write lock while it follows, and every other writer waits
 for it (up to its busy timeout). So the commit starts only once part 0 exists
 (``wait_first``, no lock held), and if, inside the transaction, it has waited for parts
-more than ``max_wait`` seconds in all, the reader raises ``FollowAbandoned``: the stage
+more than ``max_wait`` seconds in all, the reader raises ``FollowedWrite.Abandoned``: the stage
 rolls back what it inserted and commits after the write instead, so a long Spark job never
 holds the lock for long.
 """
@@ -38,9 +38,10 @@ MAX_WAIT_SECONDS = 5.0  # waiting for parts inside the commit's transaction, in 
 V2_COMMITTER = {"mapreduce.fileoutputcommitter.algorithm.version": "2", "maxRecordsPerFile": "0"}
 
 
-class FollowAbandoned(Exception):
-    """Internal: the write outlasted what the commit may wait for inside its transaction
-    (caught by the stage, which then commits after the write; never reaches a user)."""
+class _Abandoned(Exception):
+    """The write outlasted what the commit may wait for inside its transaction. Internal
+    control flow (``FollowedWrite.Abandoned``): the stage catches it and commits after the
+    write, so it never reaches a user."""
 
 
 class FollowedWrite:
@@ -53,7 +54,11 @@ class FollowedWrite:
         uri: the staged output's location (a local or shared file system).
         batch_rows: rows per batch handed to the commit.
         on_written: called in the reading thread once the job has ended (a fault point).
+        max_wait: seconds the reader may wait for parts while the job runs, in all, before
+            it raises ``Abandoned``.
     """
+
+    Abandoned = _Abandoned
 
     def __init__(self, spark, write: Callable[[str], int], uri: str, batch_rows: int,
                  on_written: Callable[[], None] | None = None, max_wait: float = MAX_WAIT_SECONDS):
@@ -133,7 +138,7 @@ class FollowedWrite:
                 k += 1
                 continue
             if self.waited >= self.max_wait:
-                raise FollowAbandoned(f"part {k} not written after {self.waited:.1f} s of waiting")
+                raise _Abandoned(f"part {k} not written after {self.waited:.1f} s of waiting")
             t = time.perf_counter()
             self._future_wait()
             self.waited += time.perf_counter() - t

@@ -22,7 +22,7 @@ from ..ledger.layout import TopicLayout
 from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ..util.faults import checkpoint
 from .conform import conform, refused_rows
-from .follow import V2_COMMITTER, FollowAbandoned, FollowedWrite
+from .follow import V2_COMMITTER, FollowedWrite
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
@@ -409,7 +409,7 @@ def _commit_following(spark, run: RunResult, commit, write: FollowedWrite, layou
             commit([StagedOutput(layout, write)],
                    lambda: quarantined + refused_rows(open_staged(write.uri, write.result()), dst))
             run.details["commit_overlaps_spark"] = True
-        except FollowAbandoned:  # rolled back: nothing of it stayed, the counts start again
+        except FollowedWrite.Abandoned:  # rolled back: nothing of it stayed, the counts start again
             run.rows_out = run.rows_duplicate = run.rows_quarantined = run.rows_failed = 0
             written = write.result()
             checkpoint("stage:staged")

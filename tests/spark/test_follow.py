@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 import minikafka.spark.stage as stage_module
 from minikafka import StagingError
 from minikafka.spark import Stage, StageFailed, run_stage
-from minikafka.spark.follow import FollowAbandoned, FollowedWrite
+from minikafka.spark.follow import FollowedWrite
 from tests.spark.test_stage import Item, Summary, add, ledger, summarise  # noqa: F401 (ledger: fixture)
 
 pytestmark = pytest.mark.spark
@@ -206,7 +206,7 @@ def test_waiting_too_long_for_a_part_inside_the_transaction_abandons_the_follow(
     follower = FollowedWrite(_Session(), write, f"file://{tmp_path}/out", batch_rows=10, max_wait=0.1)
     follower.wait_first()  # part 0 is there: the commit may take the lock
     seen = []
-    with pytest.raises(FollowAbandoned, match="part 1 not written"):
+    with pytest.raises(FollowedWrite.Abandoned, match="part 1 not written"):
         for batch in follower:
             seen += batch.column("v").to_pylist()
     assert seen == [1] and follower.waited >= 0.1
