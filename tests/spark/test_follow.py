@@ -254,3 +254,18 @@ def test_a_stage_whose_write_outlasts_the_wait_commits_after_it_with_the_same_ro
             runs = src.runs(stage="spread")
             assert len(runs) == 1 and runs[0]["rows_out"] == 700
     assert got[True] == got[False]
+
+
+def test_a_clean_up_failure_after_the_commit_leaves_the_run_committed_and_succeeded(spark, tmp_path, monkeypatch):
+    def broken_clean_up(session):
+        raise RuntimeError("the JVM went away after COMMIT")
+
+    monkeypatch.setattr(stage_module, "_unpersist_all", broken_clean_up)
+    monkeypatch.setattr(stage_module, "FOLLOW_WRITE", True)
+    with _ledger_with_items(tmp_path / "l.sqlite", ["a b"] * 50) as src:
+        result = run_stage(spark, src, Stage("spread", ["items"], ["summaries"], transform=_spread))
+        assert (result.status, result.rows_out) == ("succeeded", 50)
+        assert result.details["commit_overlaps_spark"] is True
+        (run,) = src.runs(stage="spread")
+        assert (run["status"], run["rows_out"]) == ("succeeded", 50)
+        assert len(_stored(src)) == 50
