@@ -81,6 +81,21 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
         InvalidRecordError: a staged row cannot be stored (names topic, row and field).
     """
     now = utc_now()
+    counts = (run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed)
+    try:
+        _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
+                               max_attempts=max_attempts, default_parent_topic=default_parent_topic,
+                               quarantine=quarantine)
+    except BaseException:  # rolled back: the run's counts say what is committed, which is nothing of this
+        run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed = counts
+        raise
+    checkpoint("commit:after-commit")
+    return run
+
+
+def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer: str, inputs: list[InputState],
+                           outputs: list[StagedOutput], max_attempts: int | None, default_parent_topic: str | None,
+                           quarantine: list[tuple] | Callable[[], list[tuple]]) -> None:
     with gc_paused(), ledger.atomic() as conn:
         consumer_ids = {}
         for state in inputs:
@@ -111,8 +126,6 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
             run.finish("succeeded")
         write_run_in_current_transaction(conn, run)
         checkpoint("commit:before-commit")
-    checkpoint("commit:after-commit")
-    return run
 
 
 def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResult, now: str,

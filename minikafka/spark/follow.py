@@ -117,8 +117,7 @@ class FollowedWrite:
         import pyarrow.parquet as pq
 
         fs, path = filesystem(self.uri)
-        k, read = 0, 0
-        done_files: set[int] = set()
+        k, read = 0, 0  # parts 0..k-1 are read
 
         def rows_of(file_path: str):
             nonlocal read
@@ -134,7 +133,6 @@ class FollowedWrite:
             parts = self._parts(fs, path)
             if k in parts:
                 yield from rows_of(parts[k])
-                done_files.add(k)
                 k += 1
                 continue
             if self.waited >= self.max_wait:
@@ -148,7 +146,7 @@ class FollowedWrite:
             self.on_written()
         open_staged(self.uri, written)  # its _SUCCESS marker and every file's rows
         for n, file_path in sorted(self._parts(fs, path).items()):
-            if n not in done_files:
+            if n >= k:
                 yield from rows_of(file_path)
         check_count(self.uri, written, read)
 

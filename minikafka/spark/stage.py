@@ -260,8 +260,6 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
         _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run, upto)
     except BaseException as exc:
         run.finish(failure_status(exc), INTERRUPTED if isinstance(exc, KeyboardInterrupt) else describe(exc))
-        # nothing of the run was committed: counts a commit made before it was rolled back go
-        run.rows_out = run.rows_duplicate = run.rows_quarantined = run.rows_failed = 0
         if not dry_run:
             try:
                 with source._ledger.atomic() as conn:
@@ -409,8 +407,7 @@ def _commit_following(spark, run: RunResult, commit, write: FollowedWrite, layou
             commit([StagedOutput(layout, write)],
                    lambda: quarantined + refused_rows(open_staged(write.uri, write.result()), dst))
             run.details["commit_overlaps_spark"] = True
-        except FollowedWrite.Abandoned:  # rolled back: nothing of it stayed, the counts start again
-            run.rows_out = run.rows_duplicate = run.rows_quarantined = run.rows_failed = 0
+        except FollowedWrite.Abandoned:  # rolled back (commit_stage put the run's counts back)
             written = write.result()
             checkpoint("stage:staged")
             dataset = open_staged(write.uri, written)
