@@ -45,7 +45,7 @@ def fast_json_allowed(model: type[BaseModel]) -> bool:
 class ChunkTask:
     """What one Spark task needs (pickled to the executors): the chunks, the model, where to write."""
 
-    chunks: list | dict  # dumpsplit.Chunk by chunk index (a list in line order, or {index: chunk})
+    chunks: dict  # dumpsplit.Chunk by chunk index ({index: chunk}: one job per chunk, ChunkJobs)
     model: type[BaseModel]
     layout: TopicLayout
     file_name: str
