@@ -3,7 +3,7 @@
 Spark reads the files (one partition per file, so every row keeps its line or row
 number) and validates each row against the topic's model on the executors with the
 ledger's own encoders. Rows that fail go to the quarantine with ``file:line`` and the
-reason. The driver then commits the staged rows in bounded transactions of
+reason. The driver then commits the staged rows (``loadcommit``) in bounded transactions of
 ``batch_rows``: each inserts its rows (duplicates of the dedup key skipped), its
 quarantined rows, and the per-file progress (``ledger/loads.py``). A killed backfill
 re-run skips every row already committed, so the topic ends as if it ran once, with or
@@ -17,21 +17,19 @@ import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from ..api.source import Source
 from ..errors import BackfillError, BackfillOptionError, InputFileError
-from ..ledger import acks, loads
+from ..ledger import loads
 from ..ledger.layout import TopicLayout
-from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ..util import dumpfiles
 from ..util.clock import utc_now
-from ..util.gcpause import gc_paused
 from ..util.results import Result
+from .loadcommit import arrow_slices, commit_slices, row_file_slices
 from .rowcheck import CSV_EMPTY, RowChecker
 from .types import storage_arrow_fields
 
@@ -446,8 +444,9 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
                 jobs.submit(chunk)
         jobs.on_wait = source.ledger.checkpoint  # the WAL is checkpointed while Spark validates
         try:
-            _commit_batches(source, layout, dump, iter(jobs), run, result, already, as_handled, batch_rows,
-                            progress)
+            commit_slices(source, layout, dump.path.name, dump.sha256,
+                          row_file_slices(source, jobs, layout, batch_rows, already, run.run_id), run, result,
+                          as_handled=as_handled, progress=progress)
         finally:
             jobs.close()
             details["spark_seconds"] = round(details.get("spark_seconds", 0) + jobs.spark_seconds, 2)
@@ -455,8 +454,9 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
     t0 = time.perf_counter()
     written = _stage_file(spark, dump, model, layout, uri, **opts)
     details["spark_seconds"] = round(details.get("spark_seconds", 0) + time.perf_counter() - t0, 2)
-    _commit_batches(source, layout, dump, _staged_batches(uri, written, batch_rows), run, result, already,
-                    as_handled, batch_rows, progress)
+    commit_slices(source, layout, dump.path.name, dump.sha256,
+                  arrow_slices(_staged_batches(uri, written, batch_rows), layout, batch_rows, already, run.run_id),
+                  run, result, as_handled=as_handled, progress=progress)
 
 
 def _stage_file(spark, dump: DumpFile, model, layout: TopicLayout, uri: str, *, delimiter: str, quote: str,
@@ -500,62 +500,3 @@ def _staged_batches(uri: str, written: int, batch_rows: int):
     parts = sorted(f for f in staged.files if f.rsplit("/", 1)[-1].startswith("part-"))
     dataset = ds.dataset(parts, format="parquet", filesystem=fs)  # part files in order: rows sorted by line
     yield from dataset.to_batches(batch_size=batch_rows, batch_readahead=0, fragment_readahead=0, use_threads=False)
-
-
-def _commit_batches(source: Source, layout: TopicLayout, dump: DumpFile, batches, run: RunResult,
-                    result: BackfillResult, already: int, as_handled: bool, batch_rows: int, progress) -> None:
-    """Commit a dump's validated batches (in line order), at most ``batch_rows`` rows per
-    transaction, each with its quarantined rows and the file's progress."""
-    import pyarrow.compute as pc
-
-    from ..util.faults import checkpoint
-
-    sql = layout.insert_sql(lineage=True, ignore_duplicates=bool(layout.dedup))
-    names = layout.field_names
-    status = "new"  # rows loaded as history are marked handled after their insert (as_handled)
-    t0 = time.perf_counter()
-    for whole in batches:
-        for start in range(0, whole.num_rows, batch_rows):
-            batch = whole.slice(start, batch_rows)
-            last_line = batch.column("_mk_line")[-1].as_py()
-            result.rows_read += batch.num_rows
-            if last_line <= already:
-                continue  # committed by an earlier, interrupted run
-            t1 = time.perf_counter()
-            now = utc_now()
-            fresh = pc.greater(batch.column("_mk_line"), already)
-            has_error = pc.is_valid(batch.column("_mk_error"))
-            kept = batch.filter(pc.and_(fresh, pc.invert(has_error)))
-            failed = batch.filter(pc.and_(fresh, has_error))
-            n = kept.num_rows
-            rows = list(zip(*(kept.column(c).to_pylist() for c in names), repeat(now, n), repeat(status, n),
-                            repeat(None, n), repeat(None, n), repeat(run.run_id, n)))
-            errors = failed.column("_mk_error").to_pylist()
-            payloads = failed.column("_mk_payload").to_pylist()
-            bad_lines = failed.column("_mk_line").to_pylist()
-            with gc_paused(), source.ledger.atomic() as conn:
-                before = conn.total_changes
-                top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
-                if layout.partitions > 1:  # routed by key (or spread by expected id)
-                    rows = layout.with_partitions(rows, top + 1)
-                try:
-                    conn.executemany(sql, rows)
-                except Exception as exc:
-                    raise layout.explain_write_error(exc, [r[: len(names)] for r in rows]) from None
-                inserted = conn.total_changes - before
-                if as_handled and inserted:
-                    acks.mark_appended_handled_in_current_transaction(conn, layout.name, top, now)
-                quarantine_in_current_transaction(conn, (
-                    Quarantined(layout.name, payload, error, f"{dump.path.name}:{line}", now, run_id=run.run_id)
-                    for payload, error, line in zip(payloads, errors, bad_lines)))
-                loads.record_progress_in_current_transaction(conn, layout.name, dump.sha256, dump.path.name,
-                                                             last_line, run.run_id, now)
-            run.details["commit_seconds"] = round(run.details.get("commit_seconds", 0) + time.perf_counter() - t1, 2)
-            checkpoint("backfill:batch-committed")
-            run.rows_out += inserted
-            run.rows_duplicate += len(rows) - inserted
-            run.rows_quarantined += len(errors)
-            run.rows_in += n + len(errors)
-            if progress:
-                progress(f"  {dump.path.name}: line {last_line:,} — loaded {run.rows_out:,}, duplicates "
-                         f"{run.rows_duplicate:,}, quarantined {run.rows_quarantined:,} ({time.perf_counter() - t0:.1f} s)")

@@ -43,14 +43,30 @@ def _jobs(spark, tmp_path, already=0, on_wait=None):
     return jobs, chunks
 
 
+def _lines(jobs):
+    """(line, url or None, error or None) of every part, in the order ChunkJobs gives them."""
+    import sqlite3
+
+    out = []
+    for path, reported in jobs:
+        conn = sqlite3.connect(path)
+        try:
+            part = sorted([(line, url, None) for line, url in conn.execute("SELECT line, c0 FROM mk_rows")]
+                          + [(line, None, error) for line, error in conn.execute("SELECT line, error FROM mk_refused")])
+        finally:
+            conn.close()
+        assert len(part) == reported
+        out += part
+    return out
+
+
 @pytest.mark.spark
 def test_chunk_jobs_give_every_line_in_order_and_leave_out_lines_already_committed(spark, tmp_path):
     waits = []
     jobs, chunks = _jobs(spark, tmp_path, already=12, on_wait=lambda: waits.append(1))
     try:
         assert len(chunks) > 5
-        rows = [(line, url, error) for b in jobs for line, url, error in zip(
-            b.column("_mk_line").to_pylist(), b.column("url").to_pylist(), b.column("_mk_error").to_pylist())]
+        rows = _lines(jobs)
     finally:
         jobs.close()
     assert [r[0] for r in rows] == list(range(13, 41)) and jobs.rows == 28
@@ -62,9 +78,8 @@ def test_chunk_jobs_give_every_line_in_order_and_leave_out_lines_already_committ
 def test_chunk_jobs_keep_a_refused_line_in_its_place_with_ingest_reason(spark, tmp_path):
     jobs, _chunks = _jobs(spark, tmp_path)
     try:
-        rows = [(line, error) for b in jobs for line, error in zip(b.column("_mk_line").to_pylist(),
-                                                                    b.column("_mk_error").to_pylist())]
+        rows = _lines(jobs)
     finally:
         jobs.close()
     assert [r[0] for r in rows] == list(range(1, 41))
-    assert [r for r in rows if r[1]] == [(7, rows[6][1])] and rows[6][1].startswith("malformed JSON")
+    assert [r for r in rows if r[2]] == [(7, None, rows[6][2])] and rows[6][2].startswith("malformed JSON")

@@ -1,0 +1,193 @@
+"""Row files: one batch of a topic's checked rows as a standalone SQLite file, inserted
+into the topic by one ``INSERT ... SELECT`` (backfill's JSONL path).
+
+A worker that validated a chunk of a dump writes its rows here instead of handing them to
+the driver as Python objects: the driver's commit then runs in SQLite's engine alone,
+with no per-row Python (no decoding to Python values, no tuples, no parameter binding).
+Measured on 970,008 demo rows: the commit's part on the driver took about half the time
+of reading the same rows from Arrow and inserting them with ``executemany``.
+
+The file (written by :func:`write_row_file`, complete or not at all: the caller renames
+it into place):
+
+- ``mk_rows (seq INTEGER PRIMARY KEY, line INTEGER NOT NULL, c0, c1, ...)``: the accepted
+  rows in line order, ``seq`` 1, 2, 3..., ``c<i>`` the storage value of the topic's
+  i-th field (columns without a type: SQLite keeps each value as it was given);
+- ``mk_refused (line INTEGER PRIMARY KEY, error TEXT NOT NULL, payload TEXT)``: the
+  lines refused, with ingest's reason and the raw text;
+- ``mk_about (version, fields)``: the format and the field count, checked on open.
+
+The ledger attaches the file under :data:`ALIAS` (outside any transaction: SQLite
+refuses ``ATTACH`` inside one) and reads it in slices of at most N accepted rows
+(:class:`RowFile`); each slice is inserted with the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ..errors import StagingError
+from .identifiers import quote_identifier
+from .layout import TopicLayout
+
+ALIAS = "mk_rowfile"
+VERSION = 1
+
+
+def write_row_file(path: str, width: int, rows: Sequence[tuple], lines: Sequence[int],
+                   refused: Sequence[tuple[int, str, str | None]]) -> None:
+    """Write ``rows`` (storage values, ``width`` each, with their ``lines``) and ``refused``
+    ((line, error, payload)) to a new SQLite file at ``path`` (which must not exist).
+
+    No journal and no fsync: the file is scratch until the caller renames it into place,
+    and a file that was not renamed is never read.
+    """
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("PRAGMA synchronous = OFF")
+        cols = ", ".join(f"c{i}" for i in range(width))
+        conn.execute(f"CREATE TABLE mk_rows (seq INTEGER PRIMARY KEY, line INTEGER NOT NULL{', ' if width else ''}"
+                     f"{cols})")
+        conn.execute("CREATE TABLE mk_refused (line INTEGER PRIMARY KEY, error TEXT NOT NULL, payload TEXT)")
+        conn.execute("CREATE TABLE mk_about (version INTEGER NOT NULL, fields INTEGER NOT NULL)")
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO mk_about VALUES (?, ?)", (VERSION, width))
+        marks = ", ".join("?" for _ in range(width + 1))
+        # the line goes last in each parameter tuple, so the values tuples are reused as they are
+        conn.executemany(f"INSERT INTO mk_rows (line{', ' if width else ''}{cols}) VALUES ({marks})",
+                         map(_line_first, rows, lines))
+        conn.executemany("INSERT INTO mk_refused VALUES (?, ?, ?)", refused)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _line_first(values: tuple, line: int) -> tuple:
+    return (line, *values)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Accepted rows ``first..last`` (by ``seq``) of an attached row file, and what the
+    file refused up to ``last_line`` (and past the previous slice's last line)."""
+
+    first: int
+    last: int
+    last_line: int
+    refused: list[tuple[int, str, str | None]]  # (line, error, payload)
+
+    @property
+    def accepted(self) -> int:
+        return self.last - self.first + 1
+
+    @property
+    def rows_read(self) -> int:
+        return self.accepted + len(self.refused)
+
+
+class RowFile:
+    """A row file attached to the ledger's connection (see :func:`attached`)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str, layout: TopicLayout):
+        self.conn, self.path, self.layout = conn, path, layout
+        try:
+            about = conn.execute(f"SELECT version, fields FROM {ALIAS}.mk_about").fetchall()
+            self.rows = conn.execute(f"SELECT count(*) FROM {ALIAS}.mk_rows").fetchone()[0]
+            self.refused = conn.execute(f"SELECT count(*) FROM {ALIAS}.mk_refused").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise StagingError(f"staged row file {path} cannot be read ({exc}); nothing of it was committed") from None
+        if about != [(VERSION, len(layout.field_names))]:
+            raise StagingError(f"staged row file {path} is not a version-{VERSION} row file of topic "
+                               f"{layout.name!r} ({len(layout.field_names)} fields); nothing of it was committed")
+
+    def slices(self, size: int, after_line: int = 0) -> Iterator[Slice]:
+        """The file's rows past line ``after_line``, in slices of at most ``size`` accepted
+        rows, in line order. Each refused line belongs to the first slice whose last line is
+        at or past it (lines refused after the last accepted row: the last slice; a file
+        with only refused lines: one slice of no accepted rows)."""
+        conn = self.conn
+        first = self._first_after(after_line)
+        previous = after_line  # the last line of the previous slice
+        end_line = max(self._max_line("mk_rows"), self._max_line("mk_refused"))
+        while previous < end_line:
+            last = min(first + size - 1, self.rows)
+            if last == self.rows:
+                last_line = end_line
+            else:
+                last_line = conn.execute(f"SELECT line FROM {ALIAS}.mk_rows WHERE seq = ?", (last,)).fetchone()[0]
+            refused = conn.execute(
+                f"SELECT line, error, payload FROM {ALIAS}.mk_refused WHERE line > ? AND line <= ? ORDER BY line",
+                (previous, last_line)).fetchall()
+            yield Slice(first, last, last_line, refused)
+            first, previous = last + 1, last_line
+
+    def _first_after(self, line: int) -> int:
+        """The first ``seq`` whose line is past ``line`` (``rows + 1`` if none): lines grow with ``seq``."""
+        lo, hi = 1, self.rows + 1
+        if line <= 0:
+            return 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.conn.execute(f"SELECT line FROM {ALIAS}.mk_rows WHERE seq = ?", (mid,)).fetchone()[0] > line:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _max_line(self, table: str) -> int:
+        return self.conn.execute(f"SELECT max(line) FROM {ALIAS}.{table}").fetchone()[0] or 0
+
+    def values(self, piece: Slice) -> list[tuple]:
+        """The storage values of the slice's accepted rows, in line order."""
+        cols = ", ".join(f"c{i}" for i in range(len(self.layout.field_names))) or "NULL"
+        return self.conn.execute(f"SELECT {cols} FROM {ALIAS}.mk_rows WHERE seq BETWEEN ? AND ? ORDER BY seq",
+                                 (piece.first, piece.last)).fetchall()
+
+    def insert_in_current_transaction(self, piece: Slice, now: str, run_id: str, *, ignore_duplicates: bool) -> int:
+        """Append the slice's accepted rows to the topic (line order, so ids follow lines);
+        return how many were stored (duplicates of the dedup key are skipped when
+        ``ignore_duplicates``). Only for a topic of one partition: a partitioned topic
+        routes each row in Python (the caller inserts :meth:`values`).
+
+        Raises:
+            sqlite3.Error: as the topic's insert does (the caller explains it).
+        """
+        layout = self.layout
+        if layout.partitions != 1:
+            raise ValueError(f"topic {layout.name!r} has {layout.partitions} partitions: insert its rows one by one")
+        if piece.last < piece.first:
+            return 0
+        names = ", ".join(quote_identifier(n) for n in (*layout.field_names, "_created_at", "_run_id"))
+        cols = ", ".join(f"c{i}" for i in range(len(layout.field_names)))
+        tail = " ON CONFLICT DO NOTHING" if ignore_duplicates else ""
+        before = self.conn.total_changes
+        self.conn.execute(
+            f"INSERT INTO {layout.table} ({names}) SELECT {cols}{', ' if cols else ''}?, ? FROM {ALIAS}.mk_rows "
+            f"WHERE seq BETWEEN ? AND ? ORDER BY seq{tail}", (now, run_id, piece.first, piece.last))
+        return self.conn.total_changes - before
+
+
+@contextmanager
+def attached(conn: sqlite3.Connection, path: str, layout: TopicLayout) -> Iterator[RowFile]:
+    """The row file at ``path`` attached to ``conn`` for the block (outside a transaction).
+
+    Raises:
+        StagingError: the file is missing, not a row file, or of another topic's shape.
+    """
+    if conn.in_transaction:
+        raise RuntimeError("a row file is attached outside a transaction (SQLite refuses ATTACH inside one)")
+    if not os.path.isfile(path):  # ATTACH would create an empty database in its place
+        raise StagingError(f"staged row file {path} is missing; nothing of it was committed")
+    try:
+        conn.execute(f"ATTACH DATABASE ? AS {ALIAS}", (path,))
+    except sqlite3.Error as exc:
+        raise StagingError(f"staged row file {path} cannot be opened ({exc}); nothing of it was committed") from None
+    try:
+        yield RowFile(conn, path, layout)
+    finally:
+        conn.execute(f"DETACH DATABASE {ALIAS}")
