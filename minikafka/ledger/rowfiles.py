@@ -10,12 +10,14 @@ of reading the same rows from Arrow and inserting them with ``executemany``.
 The file (written by :func:`write_row_file`, complete or not at all: the caller renames
 it into place):
 
-- ``mk_rows (seq INTEGER PRIMARY KEY, line INTEGER NOT NULL, c0, c1, ...)``: the accepted
-  rows in line order, ``seq`` 1, 2, 3..., ``c<i>`` the storage value of the topic's
-  i-th field (columns without a type: SQLite keeps each value as it was given);
+- ``mk_rows (seq INTEGER PRIMARY KEY, c0, c1, ...)``: the accepted rows in line order,
+  ``seq`` 1, 2, 3..., ``c<i>`` the storage value of the topic's i-th field (columns
+  without a type: SQLite keeps each value as it was given);
 - ``mk_refused (line INTEGER PRIMARY KEY, error TEXT NOT NULL, payload TEXT)``: the
   lines refused, with ingest's reason and the raw text;
-- ``mk_about (version, fields)``: the format and the field count, checked on open.
+- ``mk_about (version, fields, lines)``: the format, the field count (both checked on
+  open) and the accepted rows' line numbers in ``seq`` order, as one blob of 64-bit
+  little-endian integers (a line column would cost the writer a tuple per row).
 
 The ledger attaches the file under :data:`ALIAS` (outside any transaction: SQLite
 refuses ``ATTACH`` inside one) and reads it in slices of at most N accepted rows
@@ -26,6 +28,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
+from array import array
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,35 +45,36 @@ VERSION = 1
 
 def write_row_file(path: str, width: int, rows: Sequence[tuple], lines: Sequence[int],
                    refused: Sequence[tuple[int, str, str | None]]) -> None:
-    """Write ``rows`` (storage values, ``width`` each, with their ``lines``) and ``refused``
-    ((line, error, payload)) to a new SQLite file at ``path`` (which must not exist).
+    """Write ``rows`` (tuples of ``width`` storage values, with their ``lines``, increasing)
+    and ``refused`` ((line, error, payload)) to a new SQLite file at ``path``.
 
     No journal and no fsync: the file is scratch until the caller renames it into place,
     and a file that was not renamed is never read.
     """
+    if len(rows) != len(lines):
+        raise ValueError(f"{len(rows)} rows but {len(lines)} line numbers")
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = OFF")
         conn.execute("PRAGMA synchronous = OFF")
-        cols = ", ".join(f"c{i}" for i in range(width))
-        conn.execute(f"CREATE TABLE mk_rows (seq INTEGER PRIMARY KEY, line INTEGER NOT NULL{', ' if width else ''}"
-                     f"{cols})")
+        cols = "".join(f", c{i}" for i in range(width))
+        conn.execute(f"CREATE TABLE mk_rows (seq INTEGER PRIMARY KEY{cols})")
         conn.execute("CREATE TABLE mk_refused (line INTEGER PRIMARY KEY, error TEXT NOT NULL, payload TEXT)")
-        conn.execute("CREATE TABLE mk_about (version INTEGER NOT NULL, fields INTEGER NOT NULL)")
+        conn.execute("CREATE TABLE mk_about (version INTEGER NOT NULL, fields INTEGER NOT NULL, lines BLOB NOT NULL)")
         conn.execute("BEGIN")
-        conn.execute("INSERT INTO mk_about VALUES (?, ?)", (VERSION, width))
-        marks = ", ".join("?" for _ in range(width + 1))
-        # the line goes last in each parameter tuple, so the values tuples are reused as they are
-        conn.executemany(f"INSERT INTO mk_rows (line{', ' if width else ''}{cols}) VALUES ({marks})",
-                         map(_line_first, rows, lines))
+        packed = array("q", lines)
+        if sys.byteorder != "little":
+            packed.byteswap()
+        conn.execute("INSERT INTO mk_about VALUES (?, ?, ?)", (VERSION, width, packed.tobytes()))
+        if width:
+            marks = ", ".join("?" for _ in range(width))
+            conn.executemany(f"INSERT INTO mk_rows ({cols[2:]}) VALUES ({marks})", rows)
+        else:
+            conn.executemany("INSERT INTO mk_rows DEFAULT VALUES", [()] * len(rows))
         conn.executemany("INSERT INTO mk_refused VALUES (?, ?, ?)", refused)
         conn.execute("COMMIT")
     finally:
         conn.close()
-
-
-def _line_first(values: tuple, line: int) -> tuple:
-    return (line, *values)
 
 
 @dataclass(frozen=True)
@@ -96,51 +102,41 @@ class RowFile:
     def __init__(self, conn: sqlite3.Connection, path: str, layout: TopicLayout):
         self.conn, self.path, self.layout = conn, path, layout
         try:
-            about = conn.execute(f"SELECT version, fields FROM {ALIAS}.mk_about").fetchall()
+            about = conn.execute(f"SELECT version, fields, lines FROM {ALIAS}.mk_about").fetchall()
             self.rows = conn.execute(f"SELECT count(*) FROM {ALIAS}.mk_rows").fetchone()[0]
             self.refused = conn.execute(f"SELECT count(*) FROM {ALIAS}.mk_refused").fetchone()[0]
         except sqlite3.Error as exc:
             raise StagingError(f"staged row file {path} cannot be read ({exc}); nothing of it was committed") from None
-        if about != [(VERSION, len(layout.field_names))]:
+        if len(about) != 1 or about[0][:2] != (VERSION, len(layout.field_names)):
             raise StagingError(f"staged row file {path} is not a version-{VERSION} row file of topic "
                                f"{layout.name!r} ({len(layout.field_names)} fields); nothing of it was committed")
+        packed = array("q")
+        packed.frombytes(about[0][2])
+        if sys.byteorder != "little":
+            packed.byteswap()
+        self.lines = packed.tolist()  # line of seq k at [k - 1]
+        if len(self.lines) != self.rows:
+            raise StagingError(f"staged row file {path} holds {self.rows} row(s) and {len(self.lines)} line "
+                               "number(s); nothing of it was committed")
 
     def slices(self, size: int, after_line: int = 0) -> Iterator[Slice]:
         """The file's rows past line ``after_line``, in slices of at most ``size`` accepted
         rows, in line order. Each refused line belongs to the first slice whose last line is
         at or past it (lines refused after the last accepted row: the last slice; a file
         with only refused lines: one slice of no accepted rows)."""
-        conn = self.conn
-        first = self._first_after(after_line)
+        lines = self.lines
+        first = bisect_right(lines, after_line) + 1  # the first seq past after_line (lines grow with seq)
         previous = after_line  # the last line of the previous slice
-        end_line = max(self._max_line("mk_rows"), self._max_line("mk_refused"))
+        most_refused = self.conn.execute(f"SELECT max(line) FROM {ALIAS}.mk_refused").fetchone()[0] or 0
+        end_line = max(lines[-1] if lines else 0, most_refused)
         while previous < end_line:
             last = min(first + size - 1, self.rows)
-            if last == self.rows:
-                last_line = end_line
-            else:
-                last_line = conn.execute(f"SELECT line FROM {ALIAS}.mk_rows WHERE seq = ?", (last,)).fetchone()[0]
-            refused = conn.execute(
+            last_line = end_line if last == self.rows else lines[last - 1]
+            refused = self.conn.execute(
                 f"SELECT line, error, payload FROM {ALIAS}.mk_refused WHERE line > ? AND line <= ? ORDER BY line",
                 (previous, last_line)).fetchall()
             yield Slice(first, last, last_line, refused)
             first, previous = last + 1, last_line
-
-    def _first_after(self, line: int) -> int:
-        """The first ``seq`` whose line is past ``line`` (``rows + 1`` if none): lines grow with ``seq``."""
-        lo, hi = 1, self.rows + 1
-        if line <= 0:
-            return 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.conn.execute(f"SELECT line FROM {ALIAS}.mk_rows WHERE seq = ?", (mid,)).fetchone()[0] > line:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    def _max_line(self, table: str) -> int:
-        return self.conn.execute(f"SELECT max(line) FROM {ALIAS}.{table}").fetchone()[0] or 0
 
     def values(self, piece: Slice) -> list[tuple]:
         """The storage values of the slice's accepted rows, in line order."""

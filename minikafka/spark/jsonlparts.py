@@ -32,16 +32,11 @@ from pydantic import BaseModel
 
 from ..ledger.layout import TopicLayout
 from ..ledger.rowfiles import write_row_file
+from ..util.dumpfiles import fast_json_allowed, json_validator
 from ..util.gcpause import gc_paused
 from .parts import write_part
 
-FAST_JSON = True  # False: every line takes the exact path (tests compare the two)
 _CHECKERS: dict = {}  # per Python worker: (model, topic, fields) -> RowChecker
-
-
-def fast_json_allowed(model: type[BaseModel]) -> bool:
-    """Whether lines may take ``model_validate_json``: not where any part validates strictly."""
-    return FAST_JSON and "'strict': True" not in repr(model.__pydantic_core_schema__)
 
 
 @dataclass
@@ -54,6 +49,7 @@ class ChunkTask:
     file_name: str
     out_uri: str
     already: int  # lines up to this one were committed by an earlier run: not validated again
+    fast: bool  # lines may take pydantic-core's JSON validator (dumpfiles.fast_json_allowed, decided on the driver)
     yield_cpu: bool = False  # run at a lower CPU priority than the driver (a local master: same machine)
 
     def __call__(self, indexes: Iterator[int]) -> Iterator[tuple[int, int]]:
@@ -76,8 +72,7 @@ class ChunkTask:
         fs, path = filesystem(chunk.uri)
         with fs.open_input_stream(path) as fh:
             data = fh.read()
-        rows, lines, refused = validate_lines(data, chunk.first_line, self.already, checker,
-                                              fast_json_allowed(self.model))
+        rows, lines, refused = validate_lines(data, chunk.first_line, self.already, checker, self.fast)
         width = len(self.layout.field_names)
         with gc_paused():
             write_part(self.out_uri, k, lambda path: write_row_file(path, width, rows, lines, refused))
@@ -107,7 +102,7 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, fast: bo
     encode = checker.tools()[0]
     layout = checker.layout
     has_ints = any(c.sql_type == "INTEGER" for c in layout.columns)  # only they can exceed 64 bits
-    validate_json = checker.model.model_validate_json
+    validate_json = json_validator(checker.model)
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the chunk's last line break
@@ -189,6 +184,7 @@ class ChunkJobs:
 
         self.spark, self.model, self.layout, self.file_name, self.out_uri = spark, model, layout, file_name, out_uri
         self.yield_cpu, self.already, self.on_wait = yield_cpu, already, on_wait
+        self.fast = fast_json_allowed(model)
         self.fs, self.dir = filesystem(out_uri)
         self.fs.create_dir(self.dir, recursive=True)
         self.group = f"minikafka-chunks-{id(self)}"
@@ -212,7 +208,7 @@ class ChunkJobs:
         if self._started is None:
             self._started = time.perf_counter()
         task = ChunkTask({k: chunk}, self.model, self.layout, self.file_name, self.out_uri, self.already,
-                         self.yield_cpu)
+                         self.fast, self.yield_cpu)
         self._futures.append(self._pool.submit(self._job, k, task))
 
     def _job(self, k: int, task: ChunkTask) -> int:

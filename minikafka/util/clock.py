@@ -26,14 +26,17 @@ def format_timestamp(value: datetime) -> str:
     Naive datetimes are taken to be UTC already (documented in README).
     """
     if value.tzinfo is not None:
-        # the UTC wall time: the offset taken off (no conversion when it is zero, as parsed
-        # timestamps mostly are), then the offset's text cut (the first 26 characters are
-        # the date and time: isoformat pads the year to 4 digits); astimezone's result, faster
+        # the UTC wall time: the offset taken off (no arithmetic when it is zero, as parsed
+        # timestamps mostly are); astimezone's result, faster
         offset = value.utcoffset()
         if offset:
             value = value - offset
-        return value.isoformat(timespec="microseconds")[:26] + "Z"
-    return value.isoformat(timespec="microseconds") + "Z"
+    # the fields formatted at once: half the time of isoformat() (years are 1..9999: 4 digits)
+    return _TIMESTAMP % (value.year, value.month, value.day, value.hour, value.minute, value.second,
+                         value.microsecond)
+
+
+_TIMESTAMP = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
 
 
 def parse_timestamp(text: str | None) -> datetime | None:

@@ -46,12 +46,15 @@ def _jobs(spark, tmp_path, already=0, on_wait=None):
 def _lines(jobs):
     """(line, url or None, error or None) of every part, in the order ChunkJobs gives them."""
     import sqlite3
+    from array import array
 
     out = []
     for path, reported in jobs:
         conn = sqlite3.connect(path)
         try:
-            part = sorted([(line, url, None) for line, url in conn.execute("SELECT line, c0 FROM mk_rows")]
+            lines = array("q", conn.execute("SELECT lines FROM mk_about").fetchone()[0])
+            urls = [url for (url,) in conn.execute("SELECT c0 FROM mk_rows ORDER BY seq")]
+            part = sorted([(line, url, None) for line, url in zip(lines, urls, strict=True)]
                           + [(line, None, error) for line, error in conn.execute("SELECT line, error FROM mk_refused")])
         finally:
             conn.close()

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from minikafka import Source
 from minikafka.connectors.ingest import ingest_jsonl
 from minikafka.spark import backfill as bf
-from minikafka.spark import jsonlparts
+from minikafka.util import dumpfiles
 
 pytestmark = pytest.mark.spark
 
@@ -93,8 +93,8 @@ class StrictPost(BaseModel):
 
 
 def test_strict_models_take_the_exact_path_only():
-    assert jsonlparts.fast_json_allowed(Post) and jsonlparts.fast_json_allowed(Custom)
-    assert not jsonlparts.fast_json_allowed(StrictPost)
+    assert dumpfiles.fast_json_allowed(Post) and dumpfiles.fast_json_allowed(Custom)
+    assert not dumpfiles.fast_json_allowed(StrictPost)
 
 
 TRICKY = "\n".join(variants()).encode() + (
@@ -111,7 +111,7 @@ def test_the_fast_path_stores_and_quarantines_exactly_as_the_exact_path_and_inge
     dump.write_bytes(TRICKY)
     results = []
     for fast in (True, False):
-        monkeypatch.setattr(jsonlparts, "FAST_JSON", fast)
+        monkeypatch.setattr(dumpfiles, "FAST_JSON", fast)
         path = tmp_path / f"fast-{fast}.sqlite"
         with Source(str(path)) as src:
             src.topic("posts", model, dedup=("url",))
