@@ -119,3 +119,17 @@ def test_values_keep_their_storage_types(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT typeof(c0), typeof(c1), typeof(c2), typeof(c3) FROM mk_rows ORDER BY seq").fetchall() \
         == [("text", "integer", "real", "blob"), ("null", "integer", "real", "blob")]
+
+
+def test_a_row_file_whose_line_numbers_do_not_match_its_rows_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="2 rows but 1 line numbers"):
+        write_row_file(str(tmp_path / "w.sqlite"), 2, [("a", 1), ("b", 2)], [1], [])
+    path = _file(tmp_path, [1, 2, 3])
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM mk_rows WHERE seq = 3")  # a damaged file: a row gone, its line still listed
+    conn.commit()
+    conn.close()
+    with Source(str(tmp_path / "l.sqlite")) as src:
+        with pytest.raises(StagingError, match="holds 2 row\\(s\\) and 3 line number\\(s\\)"):
+            with attached(src.ledger.conn, path, _layout(src)):
+                pass
