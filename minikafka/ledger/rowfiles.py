@@ -177,6 +177,8 @@ def attached(conn: sqlite3.Connection, path: str, layout: TopicLayout) -> Iterat
     """
     if conn.in_transaction:
         raise RuntimeError("a row file is attached outside a transaction (SQLite refuses ATTACH inside one)")
+    if any(name == ALIAS for _seq, name, _file in conn.execute("PRAGMA database_list")):
+        conn.execute(f"DETACH DATABASE {ALIAS}")  # left by a commit that failed before it could detach
     if not os.path.isfile(path):  # ATTACH would create an empty database in its place
         raise StagingError(f"staged row file {path} is missing; nothing of it was committed")
     try:

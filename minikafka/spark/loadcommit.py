@@ -130,28 +130,35 @@ def commit_slices(source: Source, layout: TopicLayout, file_name: str, sha256: s
     from ..util.faults import checkpoint
 
     t0 = time.perf_counter()
-    for piece in slices:
-        result.rows_read += piece.rows_read
-        if piece.committed_before:
-            continue
-        t1 = time.perf_counter()
-        now = piece.now
-        with gc_paused(), source.ledger.atomic() as conn:
-            top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
-            inserted = piece.insert(conn, top) if piece.accepted else 0
-            if as_handled and inserted:
-                acks.mark_appended_handled_in_current_transaction(conn, layout.name, top, now)
-            quarantine_in_current_transaction(conn, (
-                Quarantined(layout.name, payload, error, f"{file_name}:{line}", now, run_id=run.run_id)
-                for line, error, payload in piece.refused))
-            loads.record_progress_in_current_transaction(conn, layout.name, sha256, file_name, piece.last_line,
-                                                         run.run_id, now)
-        run.details["commit_seconds"] = round(run.details.get("commit_seconds", 0) + time.perf_counter() - t1, 2)
-        checkpoint("backfill:batch-committed")
-        run.rows_out += inserted
-        run.rows_duplicate += piece.accepted - inserted
-        run.rows_quarantined += len(piece.refused)
-        run.rows_in += piece.accepted + len(piece.refused)
-        if progress:
-            progress(f"  {file_name}: line {piece.last_line:,} — loaded {run.rows_out:,}, duplicates "
-                     f"{run.rows_duplicate:,}, quarantined {run.rows_quarantined:,} ({time.perf_counter() - t0:.1f} s)")
+    try:
+        for piece in slices:
+            result.rows_read += piece.rows_read
+            if piece.committed_before:
+                continue
+            t1 = time.perf_counter()
+            now = piece.now
+            with gc_paused(), source.ledger.atomic() as conn:
+                top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
+                inserted = piece.insert(conn, top) if piece.accepted else 0
+                if as_handled and inserted:
+                    acks.mark_appended_handled_in_current_transaction(conn, layout.name, top, now)
+                quarantine_in_current_transaction(conn, (
+                    Quarantined(layout.name, payload, error, f"{file_name}:{line}", now, run_id=run.run_id)
+                    for line, error, payload in piece.refused))
+                loads.record_progress_in_current_transaction(conn, layout.name, sha256, file_name, piece.last_line,
+                                                             run.run_id, now)
+            run.details["commit_seconds"] = round(run.details.get("commit_seconds", 0) + time.perf_counter() - t1,
+                                                  2)
+            checkpoint("backfill:batch-committed")
+            run.rows_out += inserted
+            run.rows_duplicate += piece.accepted - inserted
+            run.rows_quarantined += len(piece.refused)
+            run.rows_in += piece.accepted + len(piece.refused)
+            if progress:
+                progress(f"  {file_name}: line {piece.last_line:,} — loaded {run.rows_out:,}, duplicates "
+                         f"{run.rows_duplicate:,}, quarantined {run.rows_quarantined:,} "
+                         f"({time.perf_counter() - t0:.1f} s)")
+    finally:
+        close = getattr(slices, "close", None)
+        if close is not None:  # on failure too: a row file is detached now, outside any transaction
+            close()
