@@ -197,6 +197,14 @@ def read_exported(spark, layout: TopicLayout, uri: str):
     return spark.read.schema(T.StructType(fields)).parquet(uri)
 
 
+# Staged files are written once and read once, by the commit: neither compressed nor
+# dictionary-encoded (the keys a stage dedups on are mostly distinct, so the writer builds a
+# dictionary only to drop it). Measured on a 1,000,000-row stage, the first of its JVM, in
+# four alternating pairs of runs: Spark's part 2.05-2.41 s instead of 2.35-2.60 s, the stage
+# 6-11% faster.
+STAGED_PARQUET = {"compression": "uncompressed", "parquet.enable.dictionary": "false"}
+
+
 def write_counted(df, uri: str, *, row_group_bytes: int, options: dict[str, str] | None = None) -> int:
     """Write ``df`` as Parquet under ``uri``; return the rows the write job itself counted.
 
@@ -207,7 +215,8 @@ def write_counted(df, uri: str, *, row_group_bytes: int, options: dict[str, str]
 
     observation = Observation(f"minikafka-{abs(hash(uri))}")
     (df.observe(observation, F.count(F.lit(1)).alias("rows"))
-       .write.mode("overwrite").option("parquet.block.size", row_group_bytes).options(**(options or {}))
+       .write.mode("overwrite").option("parquet.block.size", row_group_bytes)
+       .options(**STAGED_PARQUET, **(options or {}))
        .parquet(uri))
     return int(observation.get["rows"])
 
