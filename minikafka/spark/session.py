@@ -119,7 +119,10 @@ def session_conf(*, jar: str, testing: bool = False, shuffle_partitions: int | N
         "spark.default.parallelism": str(max(2, 2 * cores)),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        # the parallel (throughput) collector: a local master runs all of Spark's work in the
+        # driver JVM, and in batch work G1's concurrent bookkeeping costs CPU the commit needs
+        # (measured: the first 1,000,000-row stage of a JVM 3-15% faster, four alternating pairs)
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseParallelGC",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         JDBC_JAR_CONF: jar,
         # executors must run the interpreter that has minikafka, pydantic and pyarrow
