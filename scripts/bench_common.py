@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import builtins
+import shutil
 import sys
+import tempfile
+from pathlib import Path
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new temporary directory, removed when the script exits (the ledgers of a 1,000,000-row
+    benchmark take a gigabyte or more)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def exit_code(main) -> int:

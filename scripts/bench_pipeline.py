@@ -9,11 +9,10 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench_common import exit_code
+from bench_common import exit_code, scratch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +29,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=5000)
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="mk-bench-pipe-"))
+    tmp = scratch_dir("mk-bench-pipe-")
     dump = tmp / "dump.jsonl"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "generate_demo_data.py"), "--items", str(args.items),
                     str(dump)], check=True, capture_output=True)

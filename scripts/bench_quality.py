@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_common import scratch_dir  # noqa: E402
 from bench_spark import fill, make_topics, stage  # noqa: E402
 
 from minikafka import Source  # noqa: E402
@@ -54,7 +54,7 @@ def main() -> None:
     from minikafka.spark import build_session, run_stage
 
     spark = build_session(master="local[2]")
-    tmp = Path(tempfile.mkdtemp(prefix="mk-bench-q-"))
+    tmp = scratch_dir("mk-bench-q-")
     suite_path = tmp / "suite.toml"
     suite_path.write_text(SUITE)
     t0 = time.perf_counter()

@@ -19,11 +19,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench_common import exit_code
+from bench_common import exit_code, scratch_dir
 from pydantic import BaseModel
 
 from minikafka import Source
@@ -153,7 +152,7 @@ def main() -> None:
     spark = build_session(master="local[2]")
     jvm_start = time.perf_counter() - t0
     print(f"JVM + SparkSession start-up        {jvm_start:8.2f} s (excluded below)")
-    tmp = Path(tempfile.mkdtemp(prefix="mk-bench-"))
+    tmp = scratch_dir("mk-bench-")
 
     # 1. N new rows, empty target; then the Python pipeline on the same data
     big, py = str(tmp / "big.sqlite"), str(tmp / "py.sqlite")
@@ -202,7 +201,7 @@ def main() -> None:
 
 
 def memory_benchmark(rows: int) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="mk-bench-mem-"))
+    tmp = scratch_dir("mk-bench-mem-")
     mem = str(tmp / "mem.sqlite")
     with Source(mem) as src:
         make_topics(src)

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from bench_common import exit_code
+from bench_common import exit_code, scratch_dir
 from bench_spark import fill, make_topics, stage
 
 from minikafka import Source
@@ -56,7 +54,7 @@ def main() -> None:
     t0 = time.perf_counter()
     spark = build_session(master="local[2]")
     print(f"JVM + SparkSession start-up {time.perf_counter() - t0:8.2f} s (excluded below)")
-    tmp = Path(tempfile.mkdtemp(prefix="mk-bench-staging-"))
+    tmp = scratch_dir("mk-bench-staging-")
     shared = tmp / "shared"
     shared.mkdir()
     runs = (("warm-up", None, True), ("jdbc, first", None, True), ("jdbc, after", None, False),

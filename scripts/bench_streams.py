@@ -26,7 +26,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_common import scratch_dir  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from minikafka import Source  # noqa: E402
@@ -52,7 +52,7 @@ def check(label: str, value: float, target: float, unit: str, *, higher_is_bette
 
 # -- 1. count-window throughput -------------------------------------------------------------
 def count_windows(rows: int, size: int) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="mk-bench-streams-"))
+    tmp = scratch_dir("mk-bench-streams-")
     with Source(str(tmp / "streams.sqlite")) as source:
         source.stream("bench.events")
         with source.ledger.atomic() as conn:
@@ -111,7 +111,7 @@ def watch_latency(samples: int, rows: int) -> None:
     from minikafka.pipelines.watch import Watch
     from minikafka.spark.session import build_session
 
-    tmp = Path(tempfile.mkdtemp(prefix="mk-bench-watch-"))
+    tmp = scratch_dir("mk-bench-watch-")
     conf = tmp / "watch.toml"
     conf.write_text(PIPELINE.format(ledger=tmp / "watch.sqlite"))
     defn = load_pipeline(conf)
@@ -195,7 +195,7 @@ def vm_hwm(pid: int) -> int:
 
 
 def chunked_peak(rows: int, window: int) -> dict:
-    tmp = Path(tempfile.mkdtemp(prefix="mk-bench-chunks-"))
+    tmp = scratch_dir("mk-bench-chunks-")
     path = str(tmp / "chunks.sqlite")
     with Source(path) as src:
         src.topic("items", Item, dedup=("url",)), src.topic("scored", Scored, dedup=("url",))
