@@ -102,7 +102,9 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
     seen_valid = 0
     # pydantic-core's JSON validator first (one call in Rust per line); a line it refuses, or
     # whose values the ledger refuses, takes the exact path, which gives the verdict and the reason
-    validate_json = json_validator(rows.model) if fast_json_allowed(rows.model) else None
+    # (not for a stream: its rows wrap the whole line, which TopicRows' validate does not)
+    plain = type(rows).validate is TopicRows.validate
+    validate_json = json_validator(rows.model) if plain and fast_json_allowed(rows.model) else None
     encode, layout = rows.encode, rows.layout
     with rows.ledger.atomic() as conn:
         now = utc_now()

@@ -187,5 +187,10 @@ def attached(conn: sqlite3.Connection, path: str, layout: TopicLayout) -> Iterat
         raise StagingError(f"staged row file {path} cannot be opened ({exc}); nothing of it was committed") from None
     try:
         yield RowFile(conn, path, layout)
-    finally:
-        conn.execute(f"DETACH DATABASE {ALIAS}")
+    except BaseException:
+        try:
+            conn.execute(f"DETACH DATABASE {ALIAS}")
+        except sqlite3.Error:
+            pass  # the original error matters; the next attach detaches what is left
+        raise
+    conn.execute(f"DETACH DATABASE {ALIAS}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -39,20 +40,25 @@ def write_part(uri: str, k: int, write: Callable[[str], None]) -> None:
 
     fs, directory = filesystem(uri)
     final = part_path(directory, k)
-    partial = f"{directory}/.part-{k:05d}.sqlite.tmp"
-    if _is_local(fs):
-        if os.path.exists(partial):  # a failed attempt of this task
-            os.remove(partial)
-        write(partial)
+    # one temporary name per attempt: a retried or speculative attempt never touches another's file
+    partial = f"{directory}/.part-{k:05d}.{uuid.uuid4().hex}.sqlite.tmp"
+    try:
+        if _is_local(fs):
+            write(partial)
+        else:
+            with tempfile.TemporaryDirectory(prefix="minikafka-part-") as tmp:
+                local = os.path.join(tmp, "part.sqlite")
+                write(local)
+                with open(local, "rb") as src, fs.open_output_stream(partial) as sink:
+                    while block := src.read(8 << 20):
+                        sink.write(block)
         fs.move(partial, final)
-        return
-    with tempfile.TemporaryDirectory(prefix="minikafka-part-") as tmp:
-        local = os.path.join(tmp, "part.sqlite")
-        write(local)
-        with open(local, "rb") as src, fs.open_output_stream(partial) as sink:
-            while block := src.read(8 << 20):
-                sink.write(block)
-    fs.move(partial, final)
+    except BaseException:
+        try:
+            fs.delete_file(partial)
+        except (OSError, FileNotFoundError):
+            pass  # never written, or already gone: the run's staging directory is removed anyway
+        raise
 
 
 @contextmanager

@@ -216,7 +216,7 @@ def write_counted(df, uri: str, *, row_group_bytes: int, options: dict[str, str]
     observation = Observation(f"minikafka-{abs(hash(uri))}")
     (df.observe(observation, F.count(F.lit(1)).alias("rows"))
        .write.mode("overwrite").option("parquet.block.size", row_group_bytes)
-       .options(**STAGED_PARQUET, **(options or {}))
+       .options(**{**STAGED_PARQUET, **(options or {})})
        .parquet(uri))
     return int(observation.get["rows"])
 

@@ -133,9 +133,19 @@ def fast_json_allowed(model: Any) -> bool:
     (``model.model_validate_json``) before the exact path (``parse_json_object``, then
     ``model_validate``): only the lines that validator accepts are taken from it, and on
     those the two agree (tested line by line, ``tests/spark/backfill/test_fast_json.py``).
-    Not where any part of the model validates strictly: there the JSON validator accepts
-    strings (an ISO date for a datetime) that the exact path refuses."""
-    return FAST_JSON and "'strict': True" not in repr(model.__pydantic_core_schema__)
+    Not where the two would differ:
+    - any part of the model validates strictly: the JSON validator accepts strings (an
+      ISO date for a datetime) that the exact path refuses;
+    - a ``Decimal`` anywhere: the JSON validator reads ``1.0`` as ``Decimal('1')``, the
+      exact path as ``Decimal('1.0')``, and the stored text (a dedup key) would differ;
+    - a model with its own ``model_validate``: the exact path runs it, the validator not.
+    (A validator reading ``info.mode`` sees ``'json'`` on the fast path.)"""
+    from pydantic import BaseModel
+
+    if not FAST_JSON or getattr(model.model_validate, "__func__", None) is not BaseModel.model_validate.__func__:
+        return False
+    schema = repr(model.__pydantic_core_schema__)
+    return "'strict': True" not in schema and "'type': 'decimal'" not in schema
 
 
 def json_validator(model: Any) -> Callable[[bytes], Any]:

@@ -38,7 +38,7 @@ def test_a_part_is_written_whole_under_its_task_number_and_read_back(tmp_path):
     assert sorted(p.name for p in (tmp_path / "parts").iterdir()) == ["part-00000.sqlite", "part-00001.sqlite"]
 
 
-def test_a_retried_task_replaces_its_failed_attempt_and_a_failed_write_leaves_no_part(tmp_path):
+def test_a_failed_attempt_leaves_no_part_and_no_temporary_file_and_a_retry_writes_it(tmp_path):
     uri = f"file://{tmp_path}/parts"
     (tmp_path / "parts").mkdir()
 
@@ -49,11 +49,29 @@ def test_a_retried_task_replaces_its_failed_attempt_and_a_failed_write_leaves_no
 
     with pytest.raises(OSError, match="disk full"):
         write_part(uri, 2, broken)
-    assert not (tmp_path / "parts" / "part-00002.sqlite").exists()  # never renamed into place
-    write_part(uri, 2, _write(["x"]))  # the retry: the leftover temporary file is replaced
+    assert list((tmp_path / "parts").iterdir()) == []  # never renamed into place, its temporary file gone
+    write_part(uri, 2, _write(["x"]))  # the retry
     fs, directory = filesystem(uri)
     with local_part(fs, directory, 2) as path:
         assert _values(path) == ["x"]
+    assert [p.name for p in (tmp_path / "parts").iterdir()] == ["part-00002.sqlite"]
+
+
+def test_two_attempts_of_one_task_write_separate_temporary_files(tmp_path):
+    uri = f"file://{tmp_path}/parts"
+    (tmp_path / "parts").mkdir()
+    seen = []
+
+    def outer(path):  # a speculative attempt starts while the first is still writing
+        seen.append(path)
+        write_part(uri, 0, lambda inner: (seen.append(inner), _write(["second"])(inner)))
+        _write(["first"])(path)
+
+    write_part(uri, 0, outer)
+    assert len(set(seen)) == 2
+    fs, directory = filesystem(uri)
+    with local_part(fs, directory, 0) as path:
+        assert _values(path) == ["first"]  # whole: the last attempt to finish, never a mix
 
 
 def test_a_part_on_a_non_local_filesystem_is_uploaded_and_downloaded(tmp_path, monkeypatch):

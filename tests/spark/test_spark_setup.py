@@ -36,3 +36,15 @@ def test_session_conf_is_utc_quiet_and_small():
     assert conf["spark.sql.session.timeZone"] == "UTC"
     assert conf["spark.ui.enabled"] == "false" and conf["spark.sql.shuffle.partitions"] == "2"
     assert conf["spark.driver.extraClassPath"] == "/x.jar"
+
+
+def test_the_driver_jvm_gets_the_parallel_collector_unless_its_environment_names_one(monkeypatch):
+    from minikafka.spark.session import session_conf
+
+    for var in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    assert session_conf(jar="x.jar")["spark.driver.extraJavaOptions"] == "-Duser.timezone=UTC -XX:+UseParallelGC"
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xss4m -XX:+UseG1GC")  # two collectors: the JVM would not start
+    assert session_conf(jar="x.jar")["spark.driver.extraJavaOptions"] == "-Duser.timezone=UTC"
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xss4m")
+    assert "-XX:+UseParallelGC" in session_conf(jar="x.jar")["spark.driver.extraJavaOptions"]
