@@ -57,8 +57,8 @@ def write_row_file(path: str, width: int, rows: Sequence[tuple], lines: Sequence
     try:
         conn.execute("PRAGMA journal_mode = OFF")
         conn.execute("PRAGMA synchronous = OFF")
-        cols = "".join(f", c{i}" for i in range(width))
-        conn.execute(f"CREATE TABLE mk_rows (seq INTEGER PRIMARY KEY{cols})")
+        cols = _value_columns(width)
+        conn.execute(f"CREATE TABLE mk_rows (seq INTEGER PRIMARY KEY{', ' if width else ''}{cols})")
         conn.execute("CREATE TABLE mk_refused (line INTEGER PRIMARY KEY, error TEXT NOT NULL, payload TEXT)")
         conn.execute("CREATE TABLE mk_about (version INTEGER NOT NULL, fields INTEGER NOT NULL, lines BLOB NOT NULL)")
         conn.execute("BEGIN")
@@ -68,13 +68,18 @@ def write_row_file(path: str, width: int, rows: Sequence[tuple], lines: Sequence
         conn.execute("INSERT INTO mk_about VALUES (?, ?, ?)", (VERSION, width, packed.tobytes()))
         if width:
             marks = ", ".join("?" for _ in range(width))
-            conn.executemany(f"INSERT INTO mk_rows ({cols[2:]}) VALUES ({marks})", rows)
+            conn.executemany(f"INSERT INTO mk_rows ({cols}) VALUES ({marks})", rows)
         else:
             conn.executemany("INSERT INTO mk_rows DEFAULT VALUES", [()] * len(rows))
         conn.executemany("INSERT INTO mk_refused VALUES (?, ?, ?)", refused)
         conn.execute("COMMIT")
     finally:
         conn.close()
+
+
+def _value_columns(width: int) -> str:
+    """``c0, c1, ...``: the columns of ``mk_rows`` that hold the topic's field values."""
+    return ", ".join(f"c{i}" for i in range(width))
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,7 @@ class RowFile:
 
     def values(self, piece: Slice) -> list[tuple]:
         """The storage values of the slice's accepted rows, in line order."""
-        cols = ", ".join(f"c{i}" for i in range(len(self.layout.field_names))) or "NULL"
+        cols = _value_columns(len(self.layout.field_names)) or "NULL"
         return self.conn.execute(f"SELECT {cols} FROM {ALIAS}.mk_rows WHERE seq BETWEEN ? AND ? ORDER BY seq",
                                  (piece.first, piece.last)).fetchall()
 
@@ -159,7 +164,7 @@ class RowFile:
         if piece.last < piece.first:
             return 0
         names = ", ".join(quote_identifier(n) for n in (*layout.field_names, "_created_at", "_run_id"))
-        cols = ", ".join(f"c{i}" for i in range(len(layout.field_names)))
+        cols = _value_columns(len(layout.field_names))
         tail = " ON CONFLICT DO NOTHING" if ignore_duplicates else ""
         before = self.conn.total_changes
         self.conn.execute(

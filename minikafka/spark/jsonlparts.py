@@ -97,8 +97,6 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, fast: bo
     """The lines of ``data`` (numbered from ``first_line``) checked: (rows of storage
     values, their lines, refused lines as (line, error, payload)), each in line order.
     Blank lines and lines up to ``already`` are left out."""
-    from ..util.gcpause import gc_paused
-
     encode = checker.tools()[0]
     layout = checker.layout
     has_ints = any(c.sql_type == "INTEGER" for c in layout.columns)  # only they can exceed 64 bits

@@ -15,12 +15,15 @@ downloads it before it attaches it.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from ..errors import StagingError
+
+COPY_BYTES = 8 << 20  # a part's upload and download, block by block
 
 
 def part_path(directory: str, k: int) -> str:
@@ -50,8 +53,7 @@ def write_part(uri: str, k: int, write: Callable[[str], None]) -> None:
                 local = os.path.join(tmp, "part.sqlite")
                 write(local)
                 with open(local, "rb") as src, fs.open_output_stream(partial) as sink:
-                    while block := src.read(8 << 20):
-                        sink.write(block)
+                    shutil.copyfileobj(src, sink, COPY_BYTES)
         fs.move(partial, final)
     except BaseException:
         try:
@@ -82,8 +84,7 @@ def local_part(fs, directory: str, k: int) -> Iterator[str]:
         local = os.path.join(tmp, "part.sqlite")
         try:
             with fs.open_input_stream(path) as src, open(local, "wb") as sink:
-                while block := src.read(8 << 20):
-                    sink.write(block)
+                shutil.copyfileobj(src, sink, COPY_BYTES)
         except FileNotFoundError:
             raise missing from None
         yield local
