@@ -71,7 +71,8 @@ def list_(source: Source, as_json: bool) -> None:
 @with_source
 def add(source: Source, name: str, queue_name: str, cron: str | None, every: float | None, payload: str,
         priority: int, max_catch_up: int, as_json: bool) -> None:
-    """Create or replace the schedule NAME.
+    """Create the schedule NAME, or replace it by another definition (the same one again changes
+    nothing: its clock keeps running). A queue whose topic has dedup fields is refused.
 
     Example: minikafka schedule add ping --queue rss.summarise --every 300 --payload '{"url": "https://example.com/ping", "body": "ping"}' -s data/homelab.sqlite
     """

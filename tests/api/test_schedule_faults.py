@@ -81,6 +81,23 @@ def test_a_duplicate_fire_is_skipped_and_recorded_and_the_other_schedules_keep_f
     assert tasks.stats()["pending"] == 4
 
 
+def test_a_schedule_whose_model_cannot_be_imported_is_skipped_and_the_others_fire(db_path, clock):
+    from pydantic import BaseModel
+
+    class Local(BaseModel):  # defined in a function: another process cannot import it
+        n: int
+
+    with Source(db_path) as src:
+        src.queue("local", Local, clock=clock).schedule("a-local", every=60, payload={"n": 1})
+        src.queue("tasks", Task, clock=clock).schedule("b-ping", every=60, payload={"n": 1})
+    with Source(db_path) as other:  # the scheduling process, which only has the catalog
+        sched = other.scheduler(clock=clock)
+        clock.now += 60
+        assert [f.schedule for f in sched.tick()] == ["b-ping"]
+        assert [s.schedule for s in sched.skipped] == ["a-local"]
+        assert "cannot be imported" in sched.get("a-local").last_error
+
+
 def test_schedule_run_survives_a_schedule_that_cannot_fire(db_path):
     with Source(db_path) as src:
         src.topic("jobs", Keyed, dedup=("kind",)).queue("w")

@@ -576,9 +576,16 @@ class Queue(Generic[ModelT]):
             every: or a period in seconds.
             max_catch_up: after downtime, how many of the latest missed due times fire (default 1).
 
+        Adding the same definition again changes nothing (the schedule's clock keeps running).
+
         Returns:
             The ``ScheduleInfo``. Jobs are enqueued by ``source.scheduler().tick()``/``run()``
             (or ``minikafka schedule tick|run``) in whichever process holds the leader lease.
+
+        Raises:
+            ScheduleConfigError: (a ValueError) a cron expression that is not five fields, or
+                this queue's topic has dedup fields (every fire after the first would be a
+                duplicate). See ``Scheduler.add`` for the rest.
         """
         from .schedules import Scheduler
 
