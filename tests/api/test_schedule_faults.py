@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from minikafka import (
     InvalidDurationError,
@@ -82,8 +83,6 @@ def test_a_duplicate_fire_is_skipped_and_recorded_and_the_other_schedules_keep_f
 
 
 def test_a_schedule_whose_model_cannot_be_imported_is_skipped_and_the_others_fire(db_path, clock):
-    from pydantic import BaseModel
-
     class Local(BaseModel):  # defined in a function: another process cannot import it
         n: int
 
@@ -96,6 +95,23 @@ def test_a_schedule_whose_model_cannot_be_imported_is_skipped_and_the_others_fir
         assert [f.schedule for f in sched.tick()] == ["b-ping"]
         assert [s.schedule for s in sched.skipped] == ["a-local"]
         assert "cannot be imported" in sched.get("a-local").last_error
+
+
+class TaskV2(BaseModel):
+    n: int
+    label: str  # new and required: a payload stored before the migration no longer fits
+
+
+def test_a_schedule_whose_payload_no_longer_fits_after_a_migration_is_skipped_naming_the_field(file_source, clock):
+    q = file_source.queue("tasks", Task, clock=clock)
+    q.schedule("old", every=60, payload={"n": 1})
+    file_source.queue("other", Task, clock=clock).schedule("ping", every=60, payload={"n": 2})
+    file_source.topic("tasks", Task, dedup=None).migrate(TaskV2, lambda t: {"n": t.n, "label": "x"})
+    sched = file_source.scheduler(clock=clock)
+    clock.now += 60
+    assert [f.schedule for f in sched.tick()] == ["ping"]
+    assert sched.skipped[0].error == ("ValidationError: the payload no longer fits the queue's model: "
+                                      "label: Field required")
 
 
 def test_schedule_run_survives_a_schedule_that_cannot_fire(db_path):

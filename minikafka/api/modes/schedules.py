@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ...errors import (
     LedgerError,
@@ -403,6 +403,11 @@ def _dues(row: dict, now: int) -> tuple[list[int], int]:
 
 
 def _one_line(exc: BaseException) -> str:
+    """The error as one line: a pydantic error's first problems (its text starts with a count)."""
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'payload'}: {e['msg']}"
+                             for e in exc.errors(include_url=False)[:3])
+        return f"ValidationError: the payload no longer fits the queue's model: {problems}"
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
