@@ -158,6 +158,43 @@ def test_a_tick_never_brings_back_a_dropped_queue_with_its_history(file_source, 
     assert sched.next_due_in() is None  # nothing to wait for: `schedule run` does not spin on it
 
 
+def test_schedule_run_never_brings_back_a_queue_another_process_dropped(db_path):
+    with Source(db_path) as src:
+        q = src.queue("tasks", Task)
+        for n in range(3):
+            q.enqueue({"n": n})
+        for job in q.claim_batch("w", 3):
+            job.ack()
+        q.schedule("ping", every=0.05, payload={"n": 9})
+        src.queue("other", Task).schedule("pong", every=0.05, payload={"n": 1})
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "schedule", "run", "-s", db_path], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with Source(db_path) as src:
+            tasks = src.topic("tasks", Task, dedup=None)
+            other = src.topic("other", Task, dedup=None)
+
+            def wait_for(check):
+                deadline = time.monotonic() + 60
+                while not check() and time.monotonic() < deadline:
+                    src.watcher.wait(src.watcher.mark(), 0.5)
+                    assert proc.poll() is None, proc.communicate()
+                assert check()
+
+            wait_for(lambda: tasks.count() >= 5)  # 'ping' fires into the queue
+            tasks.drop_consumer("tasks")
+            seen = other.count()
+            wait_for(lambda: other.count() >= seen + 5)  # the scheduler ticked on, well past the drop
+            with pytest.raises(QueueNotFoundError):
+                find_queue(src, "tasks")
+            assert "tasks" not in tasks.consumers()
+            assert src.scheduler().get("ping").queue_dropped
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+
+
 def test_a_schedule_is_refused_on_a_dropped_queue(file_source):
     q = file_source.queue("tasks", Task)
     file_source.topic("tasks", Task, dedup=None).drop_consumer("tasks")
