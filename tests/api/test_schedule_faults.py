@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from minikafka import (
     InvalidDurationError,
+    InvalidSettingError,
     QueueNotFoundError,
     ScheduleConfigError,
     Source,
@@ -229,6 +230,19 @@ def test_an_unbounded_every_is_refused_naming_it(file_source, every):
     q = file_source.queue("tasks", Task)
     with pytest.raises(InvalidDurationError, match=r"^every must be a finite number of seconds > 0"):
         q.schedule("x", every=every, payload={"n": 1})
+    assert file_source.scheduler().list() == []
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"max_catch_up": 2**63}, r"^max_catch_up must be an integer from 1 to 1000, got 9223372036854775808"),
+    ({"max_catch_up": 0}, r"^max_catch_up must be an integer from 1 to 1000, got 0"),
+    ({"priority": 2**63}, r"^priority must be a 64-bit integer, got 9223372036854775808"),
+    ({"priority": "high"}, r"^priority must be a 64-bit integer, got 'high'"),
+])
+def test_unbounded_schedule_integers_are_refused_naming_them(file_source, kwargs, match):
+    q = file_source.queue("tasks", Task)
+    with pytest.raises(InvalidSettingError, match=match):
+        q.schedule("x", every=60, payload={"n": 1}, **kwargs)
     assert file_source.scheduler().list() == []
 
 

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from ...errors import (
+    InvalidSettingError,
     LedgerError,
     QueueNotFoundError,
     ScheduleConfigError,
@@ -72,6 +73,7 @@ LEASE_NAME = "scheduler"
 DEFAULT_LEASE = 30.0
 FIRES_KEPT_MS = 7 * 24 * 3600 * 1000
 CRON_FIELDS = 5
+MAX_CATCH_UP = 1000  # the due times one tick may fire for one schedule (each one a job)
 
 log = logging.getLogger("minikafka.schedules")
 # what a tick must not swallow: the ledger itself cannot be used (locked, closed, disk full)
@@ -206,8 +208,9 @@ class Scheduler:
         its clock starts now.
 
         Raises:
-            ValueError: not exactly one of cron/every, max_catch_up not an integer >= 1, an
-                empty name.
+            ValueError: not exactly one of cron/every, an empty name.
+            InvalidSettingError: (a ValueError) max_catch_up not an integer from 1 to 1000,
+                priority not a 64-bit integer.
             InvalidDurationError: (a ValueError) every not a finite number of seconds > 0.
             ScheduleConfigError: (a ValueError) a cron expression that is not five fields or
                 not valid; a queue whose topic has dedup fields (every fire after the first
@@ -223,10 +226,11 @@ class Scheduler:
         every_ms = None if every is None else duration_ms(every, "every")
         if cron is not None:
             check_cron(cron)
-        if isinstance(max_catch_up, bool) or not isinstance(max_catch_up, int) or max_catch_up < 1:
-            raise ValueError(f"max_catch_up must be an integer >= 1, got {max_catch_up!r}")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ValueError(f"priority must be an integer, got {priority!r}")
+        if (isinstance(max_catch_up, bool) or not isinstance(max_catch_up, int)
+                or not 1 <= max_catch_up <= MAX_CATCH_UP):
+            raise InvalidSettingError(f"max_catch_up must be an integer from 1 to {MAX_CATCH_UP}, got {max_catch_up!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -2**63 <= priority < 2**63:
+            raise InvalidSettingError(f"priority must be a 64-bit integer, got {priority!r}")
         dedup = tuple(queue.topic.layout.dedup or ())
         if dedup:
             raise ScheduleConfigError(
