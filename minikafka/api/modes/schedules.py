@@ -208,9 +208,8 @@ class Scheduler:
         its clock starts now.
 
         Raises:
-            ValueError: not exactly one of cron/every, an empty name.
-            InvalidSettingError: (a ValueError) max_catch_up not an integer from 1 to 1000,
-                priority not a 64-bit integer.
+            InvalidSettingError: (a ValueError) not exactly one of cron/every, an empty name,
+                max_catch_up not an integer from 1 to 1000, priority not a 64-bit integer.
             InvalidDurationError: (a ValueError) every not a finite number of seconds > 0.
             ScheduleConfigError: (a ValueError) a cron expression that is not five fields or
                 not valid; a queue whose topic has dedup fields (every fire after the first
@@ -220,9 +219,9 @@ class Scheduler:
             MissingDependencyError: cron= without croniter installed.
         """
         if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"a schedule name must be a non-empty string, got {name!r}")
+            raise InvalidSettingError(f"a schedule name must be a non-empty string, got {name!r}")
         if (cron is None) == (every is None):
-            raise ValueError("give exactly one of cron= (a cron expression) or every= (seconds)")
+            raise InvalidSettingError("give exactly one of cron= (a cron expression) or every= (seconds)")
         every_ms = None if every is None else duration_ms(every, "every")
         if cron is not None:
             check_cron(cron)
