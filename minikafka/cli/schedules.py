@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 
 import click
@@ -38,6 +39,15 @@ def _echo(info) -> None:
 
 def _echo_skip(s) -> None:
     click.echo(f"{s.schedule}: skipped due {s.due.isoformat()}: {s.error}")
+
+
+def _skips_said_here() -> None:
+    """These commands print each skipped fire themselves: the library's warning about it is not
+    repeated on stderr by Python's last-resort handler (``--debug`` still shows it)."""
+    logger = logging.getLogger("minikafka.schedules")
+    handler = logging.NullHandler()
+    logger.addHandler(handler)
+    click.get_current_context().call_on_close(lambda: logger.removeHandler(handler))
 
 
 @schedule.command("list")
@@ -124,6 +134,7 @@ def tick(source: Source, as_json: bool) -> None:
 
     Example: * * * * * minikafka schedule tick -s data/homelab.sqlite
     """
+    _skips_said_here()
     sched = source.scheduler()
     fired = sched.tick()
     lease = sched.lease()
@@ -160,6 +171,7 @@ def run(source: Source) -> None:
     """
     import signal
 
+    _skips_said_here()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     counts = {"fired": 0, "skipped": 0}

@@ -136,7 +136,9 @@ def test_schedule_run_survives_a_schedule_that_cannot_fire(db_path):
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     assert "const: skipped due" in out and "duplicate" in out
+    assert "skipped" not in err  # said once, on stdout (not again by Python's last-resort log handler)
     assert "ping: due" in out
+    assert out.splitlines()[-1].startswith("schedule run: fired ")  # the summary
 
 
 # -- cause 2: the scheduler brought a dropped queue back with its history -------------------
