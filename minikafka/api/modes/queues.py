@@ -113,6 +113,10 @@ class Job(Generic[ModelT]):
     ``ack``, ``retry``, ``fail`` and ``heartbeat`` act only while this claim is still the
     row's current claim and its lease has not expired; otherwise they return False and
     change nothing (a late worker never touches someone else's claim).
+
+    Finished with ``tx=`` (or inside any open transaction), the job is finished only if that
+    transaction commits: rolled back, the object is its holder's again, as the ledger says
+    (``ack``, ``retry``, ``fail`` and ``heartbeat`` work on it as before).
     """
 
     id: int
