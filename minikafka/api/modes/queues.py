@@ -633,7 +633,9 @@ class Queue(Generic[ModelT]):
         """Cancel a pending or running job: it never runs (again).
 
         A worker holding it finds out when it acks, retries, fails or heartbeats: each returns
-        False and changes nothing. The row stays in the topic, acked for the queue's consumer.
+        False and changes nothing. The row stays in the topic, acked for the queue's consumer,
+        and the cancellation is kept for good (``result_ttl`` prunes only results): ``get`` says
+        ``cancelled`` and ``result`` raises ``JobCancelledError`` however long after.
 
         Returns:
             True if the job was pending or processing and is now cancelled; False when it was
