@@ -237,20 +237,28 @@ class Topic(Generic[ModelT]):
 
         Returns:
             True when new rows arrived, False after ``timeout`` seconds.
-        """
-        from ..ledger.watcher import wait_until
 
-        timeout = check_timeout(timeout, "wait timeout")
-        start = self.high_watermark()
-        return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+        Raises:
+            InvalidDurationError: (a ValueError) a timeout that is not a finite number of seconds >= 0.
+        """
+        from ..ledger.watcher import drive
+
+        return bool(drive(self.source.watcher, self._wait_steps(timeout)))
 
     async def wait_async(self, timeout: float | None = None) -> bool:
         """``wait`` for asyncio: awaits new rows without blocking the event loop (call it
-        from the thread that opened the Source: the loop's)."""
-        from ..ledger.watcher import wait_until_async
+        from the thread that opened the Source: the loop's). Same checks and loop as ``wait``."""
+        from ..ledger.watcher import drive_async
 
+        return bool(await drive_async(self.source.watcher, self._wait_steps(timeout)))
+
+    def _wait_steps(self, timeout: float | None):
+        """The one check and loop of ``wait`` and ``wait_async`` (``ledger.watcher.until``)."""
+        from ..ledger.watcher import until
+
+        timeout = check_timeout(timeout, "wait timeout")
         start = self.high_watermark()
-        return bool(await wait_until_async(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+        return until(self.source.watcher, lambda: self.high_watermark() > start, timeout)
 
     def queue(self, consumer: str, visibility_timeout: float | None = None, max_attempts: int | None = None, *,
               clock=None, result_ttl: float | None = None) -> Queue[ModelT]:
