@@ -365,7 +365,8 @@ class Source:
                 commit time (empty ones only with ``emit_empty=True``).
             emitter: a WindowEmitter subclass deciding windows itself.
             consumer: the consumer name (default: the function's name).
-            workers: windows run in this many processes at once (they still commit in order).
+            workers: windows run in up to this many processes at once, started as windows need
+                them (they still commit in order); at most ``util.procs.concurrency_limit()``.
             sink: a Topic (written in the window's commit) or an object with ``put(message)``.
             until_idle: return once no window is ready; blocking=False: run in a thread.
             forward_on_none: when the function returns None, send the window's rows themselves
