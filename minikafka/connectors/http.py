@@ -110,7 +110,7 @@ def check_endpoint(endpoint: object) -> str:
         ValueError: anything else (the message shows the URL redacted).
     """
     if not isinstance(endpoint, str):
-        raise ValueError(f"endpoint must be an http:// or https:// URL, got {endpoint!r}")
+        raise ValueError(f"endpoint must be an http:// or https:// URL, got {type(endpoint).__name__}")
     try:
         parts = urlsplit(endpoint)
     except ValueError:

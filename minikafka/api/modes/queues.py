@@ -43,8 +43,8 @@ from ...ledger.columns import json_value_refusal
 from ...ledger.events import Event
 from ...ledger.identifiers import validate_consumer_name
 from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from ...ledger.watcher import Pause, drive, drive_async, pause, pause_async, until
 from ...ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
+from ...ledger.watcher import Pause, drive, drive_async, pause, pause_async, until
 from ...util.clock import format_timestamp
 from ...util.timeouts import check_timeout
 from ..core.rows import TopicRows
