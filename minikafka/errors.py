@@ -323,6 +323,11 @@ class InvalidSettingError(MinikafkaError, ValueError):
     message names the option, the value and what is accepted."""
 
 
+class ArgumentTypeError(MinikafkaError, TypeError):
+    """An argument of the wrong kind (a clock that is not callable, a model that is not a pydantic
+    class, a missing ``dedup=``); a TypeError too, as Python raises for such calls."""
+
+
 class InvalidDurationError(InvalidSettingError):
     """A duration (an interval, a timeout, an age) that is not a finite number of seconds in
     range or text like ``500ms``, ``10s``, ``5m``, ``2h``, ``7d``; the message names the key

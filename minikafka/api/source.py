@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import SchemaMismatchError, TopicNotFoundError
+from ..errors import ArgumentTypeError, SchemaMismatchError, TopicNotFoundError
 from ..ledger import acks, catalog
 from ..ledger.connection import Ledger
 from ..ledger.events import Event, Observer
@@ -245,7 +245,7 @@ class Source:
             topic_created, when the topic is new.
         """
         if dedup is REQUIRED:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"source.topic({name!r}, ...) needs the keyword argument dedup: "
                 "dedup=(field, ...) for unique fields, or dedup=None to disable dedup"
             )

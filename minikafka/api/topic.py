@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import migration_failure
+from ..errors import InvalidSettingError, migration_failure
 from ..ledger import acks, catalog
 from ..ledger.identifiers import quote_identifier
 from ..ledger.layout import PARTITION, STORED_META, STORED_META_SELECT, TopicLayout, stored_meta
@@ -227,9 +227,9 @@ class Topic(Generic[ModelT]):
     def read_since(self, offset: int, limit: int = 1000) -> list[Record[ModelT]]:
         """The rows with id > ``offset``, oldest first, at most ``limit`` (a stateless stream read)."""
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be an integer >= 0, got {offset!r}")
+            raise InvalidSettingError(f"offset must be an integer >= 0, got {offset!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+            raise InvalidSettingError(f"limit must be an integer >= 1, got {limit!r}")
         return [self.rows.record(row, None) for row in self.rows.read_since(offset, limit)]
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -300,7 +300,7 @@ class Topic(Generic[ModelT]):
         lo = 0 if from_id is None else from_id
         hi = 2**63 - 1 if to_id is None else to_id
         if lo > hi:
-            raise ValueError(f"from_id {from_id} is greater than to_id {to_id}")
+            raise InvalidSettingError(f"from_id {from_id} is greater than to_id {to_id}")
         with self.source.ledger.atomic() as conn:
             cid = acks.require_consumer(conn, self.name, consumer)
             return acks.replay_in_current_transaction(conn, self.name, cid, lo, hi, utc_now())

@@ -43,6 +43,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
+from ..errors import InvalidSettingError
 from ..util.redact import guard_library_logs, redact_text, redact_url, url_secrets
 
 __all__ = ["Backoff", "HttpPoster", "PostOutcome", "check_endpoint", "check_header", "idempotency_key",
@@ -93,14 +94,14 @@ def check_header(name: object, value: object) -> None:
         ValueError: a name that is not an HTTP token, or such a value.
     """
     if not isinstance(name, str) or not _TCHAR.match(name):
-        raise ValueError(f"header name {name!r} is not a valid HTTP header name")
+        raise InvalidSettingError(f"header name {name!r} is not a valid HTTP header name")
     if not isinstance(value, str):
-        raise ValueError(f"header {name!r}: the value must be text, got {type(value).__name__} (value not shown)")
+        raise InvalidSettingError(f"header {name!r}: the value must be text, got {type(value).__name__} (value not shown)")
     if _BAD_VALUE.search(value):
-        raise ValueError(f"header {name!r}: the value holds a line break (CR/LF) or another control character; "
+        raise InvalidSettingError(f"header {name!r}: the value holds a line break (CR/LF) or another control character; "
                          "fix the value (not shown here)")
     if value != value.strip(" \t"):
-        raise ValueError(f"header {name!r}: the value starts or ends with whitespace; fix the value (not shown here)")
+        raise InvalidSettingError(f"header {name!r}: the value starts or ends with whitespace; fix the value (not shown here)")
 
 
 def check_endpoint(endpoint: object) -> str:
@@ -110,20 +111,20 @@ def check_endpoint(endpoint: object) -> str:
         ValueError: anything else (the message shows the URL redacted).
     """
     if not isinstance(endpoint, str):
-        raise ValueError(f"endpoint must be an http:// or https:// URL, got {type(endpoint).__name__}")
+        raise InvalidSettingError(f"endpoint must be an http:// or https:// URL, got {type(endpoint).__name__}")
     try:
         parts = urlsplit(endpoint)
     except ValueError:
-        raise ValueError(f"endpoint {redact_url(endpoint)!r} is not a valid URL") from None
+        raise InvalidSettingError(f"endpoint {redact_url(endpoint)!r} is not a valid URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"endpoint must be an http:// or https:// URL with a host, got {redact_url(endpoint)!r}")
+        raise InvalidSettingError(f"endpoint must be an http:// or https:// URL with a host, got {redact_url(endpoint)!r}")
     try:
         parts.port  # noqa: B018 (urllib checks the range only when asked)
     except ValueError:
-        raise ValueError(f"endpoint {redact_url(endpoint)!r} has an invalid port "
+        raise InvalidSettingError(f"endpoint {redact_url(endpoint)!r} has an invalid port "
                          f"(a number from 1 to 65535)") from None
     if parts.port == 0:
-        raise ValueError(f"endpoint {redact_url(endpoint)!r} has an invalid port (a number from 1 to 65535)")
+        raise InvalidSettingError(f"endpoint {redact_url(endpoint)!r} has an invalid port (a number from 1 to 65535)")
     return endpoint
 
 
@@ -152,13 +153,13 @@ class HttpPoster:
         check_endpoint(endpoint)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
                 or timeout <= 0:
-            raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
+            raise InvalidSettingError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
         for name, value in (headers or {}).items():
             check_header(name, value)
         parts = urlsplit(endpoint)
         userinfo, _, host = parts.netloc.rpartition("@")
         if userinfo and any(name.lower() == "authorization" for name in headers or {}):
-            raise ValueError(f"endpoint {redact_url(endpoint)!r} has both user info (user:password@) and an "
+            raise InvalidSettingError(f"endpoint {redact_url(endpoint)!r} has both user info (user:password@) and an "
                              "Authorization header: give the credentials one way only (values not shown)")
         self.endpoint = endpoint
         self.timeout = float(timeout)

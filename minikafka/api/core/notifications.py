@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidNameError, InvalidRecordError
+from ...errors import InvalidNameError, InvalidRecordError, InvalidSettingError
 from ...ledger import notifications as store
 from ...ledger.columns import json_value_refusal
 from ...ledger.watcher import Pause, drive, drive_async
@@ -142,8 +142,8 @@ def prune_notifications(conn: sqlite3.Connection, older_than: float | timedelta 
     if older_than is not None:
         seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else float(older_than)
         if seconds < 0:
-            raise ValueError(f"older_than must be >= 0 seconds, got {older_than!r}")
+            raise InvalidSettingError(f"older_than must be >= 0 seconds, got {older_than!r}")
         cutoff = format_timestamp(datetime.now(timezone.utc) - timedelta(seconds=seconds))
     if max_keep is not None and (isinstance(max_keep, bool) or not isinstance(max_keep, int) or max_keep < 0):
-        raise ValueError(f"max_keep must be an integer >= 0, got {max_keep!r}")
+        raise InvalidSettingError(f"max_keep must be an integer >= 0, got {max_keep!r}")
     return store.prune_in_current_transaction(conn, cutoff, max_keep)

@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidOffsetError, TopicNotFoundError
+from ...errors import InvalidOffsetError, InvalidSettingError, TopicNotFoundError
 from ...ledger import acks, catalog
 from ...ledger import groups as group_rows
 from ...ledger.groups import N_FETCH_META
@@ -171,7 +171,7 @@ class ConsumerGroup:
 
     def _fetch(self, topic: TopicHandle | str, partition: int, max_messages: int, after: int = 0) -> list[Record]:
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
-            raise ValueError(f"max_messages must be an integer >= 1, got {max_messages!r}")
+            raise InvalidSettingError(f"max_messages must be an integer >= 1, got {max_messages!r}")
         layout = self._layout(topic)
         if layout is None:
             return []

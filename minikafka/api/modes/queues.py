@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ...errors import (
+    ArgumentTypeError,
     InvalidRecordError,
+    InvalidSettingError,
     JobCancelledError,
     JobFailedError,
     JobNotFoundError,
@@ -78,12 +80,12 @@ def check_settings(visibility_timeout: Any, max_attempts: Any, clock: Any = None
     if visibility_timeout is not None and (
             isinstance(visibility_timeout, bool) or not isinstance(visibility_timeout, (int, float))
             or not 0 < visibility_timeout < float("inf")):
-        raise ValueError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
+        raise InvalidSettingError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
     if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
                                      or max_attempts < 1):
-        raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        raise InvalidSettingError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
     if clock is not None and not callable(clock):
-        raise TypeError(f"clock must be a callable returning epoch seconds, got {clock!r}")
+        raise ArgumentTypeError(f"clock must be a callable returning epoch seconds, got {clock!r}")
 
 
 def _ms(seconds: float) -> int:
@@ -200,7 +202,7 @@ class Queue(Generic[ModelT]):
                  result_ttl: float = DEFAULT_RESULT_TTL):
         check_settings(visibility_timeout, max_attempts, clock)
         if isinstance(result_ttl, bool) or not isinstance(result_ttl, (int, float)) or not result_ttl >= 0:
-            raise ValueError(f"result_ttl must be >= 0 seconds, got {result_ttl!r}")
+            raise InvalidSettingError(f"result_ttl must be >= 0 seconds, got {result_ttl!r}")
         self.result_ttl = float(result_ttl)
         validate_consumer_name(consumer)
         self.topic = topic
@@ -284,7 +286,7 @@ class Queue(Generic[ModelT]):
             message_appended, after the commit.
         """
         if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ValueError(f"priority must be an integer, got {priority!r}")
+            raise InvalidSettingError(f"priority must be an integer, got {priority!r}")
         check_settings(None, max_attempts)
         now = self._now_ms()
         due = self._due_ms(now, delay, run_at)
@@ -306,16 +308,16 @@ class Queue(Generic[ModelT]):
             aware = expires if expires.tzinfo else expires.replace(tzinfo=timezone.utc)
             return _ms(aware.timestamp())
         if isinstance(expires, bool) or not isinstance(expires, (int, float)) or not expires >= 0:
-            raise ValueError(f"expires must be a number of seconds >= 0 or a datetime, got {expires!r}")
+            raise InvalidSettingError(f"expires must be a number of seconds >= 0 or a datetime, got {expires!r}")
         return now + _ms(expires)
 
     @staticmethod
     def _due_ms(now: int, delay: float | None, run_at: datetime | float | None) -> int:
         if delay is not None:
             if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay != delay:
-                raise ValueError(f"delay must be a number of seconds, got {delay!r}")
+                raise InvalidSettingError(f"delay must be a number of seconds, got {delay!r}")
             if delay < 0:
-                raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+                raise InvalidSettingError(f"delay must be >= 0 seconds, got {delay!r}")
             return now + _ms(delay)
         if run_at is None:
             return now
@@ -323,7 +325,7 @@ class Queue(Generic[ModelT]):
             aware = run_at if run_at.tzinfo else run_at.replace(tzinfo=timezone.utc)
             return _ms(aware.timestamp())
         if isinstance(run_at, bool) or not isinstance(run_at, (int, float)):
-            raise ValueError(f"run_at must be a datetime or epoch seconds, got {run_at!r}")
+            raise InvalidSettingError(f"run_at must be a datetime or epoch seconds, got {run_at!r}")
         return _ms(run_at)
 
     # -- claiming ---------------------------------------------------------------
@@ -373,9 +375,9 @@ class Queue(Generic[ModelT]):
             ValueError: an empty worker id or n < 0.
         """
         if not isinstance(worker_id, str) or not worker_id:
-            raise ValueError(f"worker_id must be a non-empty string, got {worker_id!r}")
+            raise InvalidSettingError(f"worker_id must be a non-empty string, got {worker_id!r}")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"n must be an integer >= 0, got {n!r}")
+            raise InvalidSettingError(f"n must be an integer >= 0, got {n!r}")
         if n == 0 or not self.claimable():
             return []
         with self.source.ledger.atomic() as conn:
@@ -478,7 +480,7 @@ class Queue(Generic[ModelT]):
         if job._queue is not self:
             raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
         if how == "retried" and (isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0):
-            raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+            raise InvalidSettingError(f"delay must be >= 0 seconds, got {delay!r}")
         error = "" if error is None else str(error)
         result_text = result_json(self.name, job.id, result)
         job_max = job.max_attempts or self.max_attempts
@@ -509,7 +511,7 @@ class Queue(Generic[ModelT]):
         if job._queue is not self:
             raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
         if extend is not None and (isinstance(extend, bool) or not isinstance(extend, (int, float)) or extend <= 0):
-            raise ValueError(f"extend must be > 0 seconds, got {extend!r}")
+            raise InvalidSettingError(f"extend must be > 0 seconds, got {extend!r}")
         with self.source.ledger.atomic() as conn:
             now = self._now_ms()
             lease = now + (self._vt_ms if extend is None else max(1, _ms(extend)))
@@ -747,7 +749,7 @@ class JobInfo:
 
 def _check_job_id(job_id: Any) -> int:
     if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
-        raise ValueError(f"job_id must be an integer >= 1, got {job_id!r}")
+        raise InvalidSettingError(f"job_id must be an integer >= 1, got {job_id!r}")
     return job_id
 
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ...errors import ScheduleNotFoundError
+from ...errors import InvalidSettingError, ScheduleNotFoundError
 from ...ledger import schedules as store
 from ...util.clock import format_timestamp
 from ...util.optional import require
@@ -84,7 +84,7 @@ def _croniter():
 
 def check_cron(expr: str) -> str:
     if not isinstance(expr, str) or not _croniter().is_valid(expr):
-        raise ValueError(f"cron must be a cron expression such as '*/5 * * * *', got {expr!r}")
+        raise InvalidSettingError(f"cron must be a cron expression such as '*/5 * * * *', got {expr!r}")
     return expr
 
 
@@ -119,7 +119,7 @@ class Scheduler:
     def __init__(self, source: SourceHandle, *, clock: Callable[[], float] | None = None,
                  holder: str | None = None, lease: float = DEFAULT_LEASE):
         if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
-            raise ValueError(f"lease must be > 0 seconds, got {lease!r}")
+            raise InvalidSettingError(f"lease must be > 0 seconds, got {lease!r}")
         self.source = source
         self.clock = clock or time.time
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -142,17 +142,17 @@ class Scheduler:
             MissingDependencyError: cron= without croniter installed.
         """
         if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"a schedule name must be a non-empty string, got {name!r}")
+            raise InvalidSettingError(f"a schedule name must be a non-empty string, got {name!r}")
         if (cron is None) == (every is None):
-            raise ValueError("give exactly one of cron= (a cron expression) or every= (seconds)")
+            raise InvalidSettingError("give exactly one of cron= (a cron expression) or every= (seconds)")
         if every is not None and (isinstance(every, bool) or not isinstance(every, (int, float)) or not every > 0):
-            raise ValueError(f"every must be > 0 seconds, got {every!r}")
+            raise InvalidSettingError(f"every must be > 0 seconds, got {every!r}")
         if cron is not None:
             check_cron(cron)
         if isinstance(max_catch_up, bool) or not isinstance(max_catch_up, int) or max_catch_up < 1:
-            raise ValueError(f"max_catch_up must be an integer >= 1, got {max_catch_up!r}")
+            raise InvalidSettingError(f"max_catch_up must be an integer >= 1, got {max_catch_up!r}")
         if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ValueError(f"priority must be an integer, got {priority!r}")
+            raise InvalidSettingError(f"priority must be an integer, got {priority!r}")
         model = queue.rows.validate(payload if payload is not None else {})
         now = self._now()
         every_ms = None if every is None else max(1, int(round(every * 1000)))

@@ -262,7 +262,7 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
             f"concurrency must be an integer from 1 to {limit} (4 worker processes per CPU, at least 32, "
             f"at most 256), got {concurrency!r}")
     if retry_delay < 0:
-        raise ValueError(f"retry_delay must be >= 0 seconds, got {retry_delay}")
+        raise InvalidSettingError(f"retry_delay must be >= 0 seconds, got {retry_delay}")
     load_handler(handler_ref)  # fail here, once, rather than in every worker
     result = RunResult(new_run_id("work"), "work", stage=queue_name)
     with open_source(path) as source:
