@@ -124,7 +124,8 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
             path = _spool_stdin(tmpdir)
         try:
             if pipeline:
-                defn = load_with_source(pipeline, source_path if explicit_source else None)
+                # only the topics' models: the job modules belong to run, plan and check
+                defn = load_with_source(pipeline, source_path if explicit_source else None, check_jobs=False)
                 if topic not in defn.topics:
                     raise click.ClickException(f"topic {topic!r} is not declared in {pipeline}")
                 # the declared pipeline's own ledger may start here; an override only with --create
