@@ -18,8 +18,8 @@ import asyncio
 import importlib
 import inspect
 import multiprocessing
+import multiprocessing.connection as mp_connection
 import os
-import queue as stdlib_queue
 import signal
 import sys
 import threading
@@ -237,6 +237,16 @@ def _acked(job: Job, result: Any) -> tuple[str, int, str | None]:
         return ("dead" if job.fail(error) else "lost", job.id, error)
 
 
+class _Events:
+    """A worker's side of its pipe to the parent: ``put`` sends one (kind, job id, error) event."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def put(self, event: tuple[str, int | None, str | None]) -> None:
+        self.conn.send(event)
+
+
 def _dead_count(open_source: SourceOpener, path: str, queue_name: str) -> int:
     with open_source(path) as source:
         topic, consumer = find_queue(source, queue_name)
@@ -274,13 +284,17 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
             write_run_in_current_transaction(conn, result)
     # fork: the parent holds no open connection or watcher thread at this point
     ctx = multiprocessing.get_context("fork")
-    events = ctx.Queue()
     parent = os.getpid()
+    # one pipe per worker, written synchronously (no feeder thread): a worker that dies at any
+    # instant can lose only its own last message, never jam the others' (a shared Queue can)
+    channels: dict[Any, Any] = {}  # the parent's reading end -> its worker process
 
-    def make(i: int):
-        return ctx.Process(target=_worker_main, name=f"minikafka-work-{i}",
+    def make(i: int) -> tuple[Any, Any, Any]:
+        reader, writer = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker_main, name=f"minikafka-work-{i}",
                            args=(open_source, path, queue_name, handler_ref, f"{os.uname().nodename}:{parent}:{i}",
-                                 retry_delay, once, events, parent))
+                                 retry_delay, once, _Events(writer), parent))
+        return proc, reader, writer
 
     out = WorkResult(result.run_id, queue_name, concurrency)
     dead_before = _dead_count(open_source, path, queue_name)
@@ -298,67 +312,65 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
                 except ProcessLookupError:
                     pass
 
-    def start(p) -> None:
+    def start(made: tuple[Any, Any, Any]) -> None:
+        proc, reader, writer = made
         # blocked around the fork: a child takes no signal before it has set its own handlers
         signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:
-            p.start()
-            started_procs.append(p)
+            proc.start()
+            started_procs.append(proc)
+            channels[reader] = proc
         finally:
+            writer.close()  # the child holds it now: its exit is the reader's end of file
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
     # handlers first, then the workers: a signal at any instant stops the run
     old = {s: signal.signal(s, forward) for s in _STOP_SIGNALS}
     started = time.perf_counter()
-    crashed: set[int] = set()  # indexes into started_procs of workers that exited abnormally
     replaced = 0
+
+    def ended(proc) -> None:
+        """A worker's pipe reached its end: it exited. One that died without stopping (a crash,
+        a kill, ``os._exit``) is replaced, up to ``MAX_REPLACEMENTS`` per slot."""
+        nonlocal replaced
+        proc.join(10)
+        if proc.exitcode in (0, None) or stopping["now"] or replaced >= MAX_REPLACEMENTS * concurrency:
+            return
+        replaced += 1
+        print(f"minikafka work: worker {proc.name} exited with code {proc.exitcode}; replaced "
+              f"(its job runs again once its lease ends)", file=sys.stderr)
+        start(make(len(started_procs)))
+
     try:
         for i in range(concurrency):
             if stopping["now"]:
                 break
             start(make(i))
-        exited, last_report = 0, time.monotonic()
-        while exited + len(crashed) < len(started_procs):
-            try:
-                kind, _job, error = events.get(timeout=0.2)
-            except stdlib_queue.Empty:
-                kind = None
-            if kind == "exit":
-                exited += 1
-            elif kind in ("claimed", "acked", "retried", "dead", "lost"):
-                setattr(out, kind, getattr(out, kind) + 1)
-                if error and len(out.errors) < 20:
-                    out.errors.append(error)
-            for n, p in enumerate(list(started_procs)):
-                if n in crashed or p.exitcode in (None, 0):
+        last_report = time.monotonic()
+        while channels:
+            for reader in mp_connection.wait(list(channels), timeout=0.2):
+                try:
+                    kind, _job, error = reader.recv()
+                except (EOFError, OSError):
+                    ended(channels.pop(reader))
+                    reader.close()
                     continue
-                crashed.add(n)  # died without its 'exit' event: a crash, a kill, an os._exit
-                if not stopping["now"] and replaced < MAX_REPLACEMENTS * concurrency:
-                    replaced += 1
-                    print(f"minikafka work: worker {p.name} exited with code {p.exitcode}; replaced "
-                          f"(its job runs again once its lease ends)", file=sys.stderr)
-                    start(make(len(started_procs)))
-            if kind is None and all(not p.is_alive() for p in started_procs):
-                break
+                if kind in ("claimed", "acked", "retried", "dead", "lost"):
+                    setattr(out, kind, getattr(out, kind) + 1)
+                    if error and len(out.errors) < 20:
+                        out.errors.append(error)
             if progress and time.monotonic() - last_report >= progress_every:
                 last_report = time.monotonic()
                 out.duration_s = time.perf_counter() - started
                 progress(out)
-        for p in started_procs:
-            p.join(10)
-        while True:  # events a worker sent just before it exited
-            try:
-                kind, _job, error = events.get_nowait()
-            except stdlib_queue.Empty:
-                break
-            if kind in ("claimed", "acked", "retried", "dead", "lost"):
-                setattr(out, kind, getattr(out, kind) + 1)
         out.crashed = sum(1 for p in started_procs if p.exitcode not in (0, None))
     finally:
         for p in started_procs:  # a worker that did not stop in time does not outlive the run
             if p.exitcode is None:
                 p.kill()
                 p.join(5)
+        for reader in channels:
+            reader.close()
         for s, handler in old.items():
             signal.signal(s, handler)
     out.workers = len(started_procs) - replaced
