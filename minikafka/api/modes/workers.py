@@ -269,8 +269,8 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
     limit = concurrency_limit()
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= limit:
         raise InvalidSettingError(
-            f"concurrency must be an integer from 1 to {limit} (4 worker processes per CPU, at least 32, "
-            f"at most 256), got {concurrency!r}")
+            f"concurrency must be an integer from 1 to {limit} (4 worker processes per CPU, never below 32 "
+            f"nor above 256), got {concurrency!r}")
     if retry_delay < 0:
         raise InvalidSettingError(f"retry_delay must be >= 0 seconds, got {retry_delay}")
     load_handler(handler_ref)  # fail here, once, rather than in every worker
