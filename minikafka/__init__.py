@@ -20,6 +20,7 @@ from .api.topic import RecordNotFoundError, Topic
 from .errors import (
     BackfillError,
     BackfillOptionError,
+    BackupError,
     ConcurrentRunError,
     ConnectorError,
     ConsumerNotFoundError,
@@ -42,6 +43,7 @@ from .errors import (
     JobNotFoundError,
     JobNotOursError,
     LedgerError,
+    LedgerInUseError,
     LedgerNotFoundError,
     LedgerReplacedError,
     LedgerUpgradeRequiredError,
@@ -65,6 +67,7 @@ from .errors import (
     RenderError,
     ScheduleNotFoundError,
     SchemaMismatchError,
+    SnapshotNotFoundError,
     SourceClosedError,
     SparkSetupError,
     StageFailed,
@@ -94,6 +97,9 @@ def _load_spark_engine():
 _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
+    "BackupError",
+    "LedgerInUseError",
+    "SnapshotNotFoundError",
     "StageFailed",
     "MasterUnreachableError",
     "SparkSetupError",

@@ -1,0 +1,68 @@
+"""Commands that look after a ledger's set-up and state: health, doctor."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .app import main
+from .common import SOURCE_ENV, echo_json, json_option, require_ledger, resolve_source_path
+from .output import note
+
+
+def _ledger_and_pipeline(source_path: str | None, pipeline: str | None):
+    ctx = click.get_current_context()
+    path = resolve_source_path(ctx, source_path, pipeline)
+    require_ledger(path)
+    return path, ctx.meta.get("minikafka.pipeline")
+
+
+def ledger_options(fn):
+    fn = click.option("--pipeline", "-p", "pipeline", metavar="FILE",
+                      help="The pipeline file: its ledger and its limits (freshness, max_lag, ...).")(fn)
+    fn = click.option("--source", "-s", "source_path", envvar=SOURCE_ENV, metavar="FILE",
+                      help=f"The SQLite ledger file (default: ${SOURCE_ENV}, or the --pipeline's source).")(fn)
+    return fn
+
+
+@main.command()
+@ledger_options
+@click.option("--notify", "notify_urls", multiple=True, metavar="URL",
+              help="POST to URL when a check's state changes (repeatable); retried with backoff.")
+@click.option("--notify-format", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help="json: a JSON document; text: one plain line (for ntfy-style receivers).")
+@json_option
+def health(source_path: str | None, pipeline: str | None, notify_urls: tuple[str, ...], notify_format: str,
+           as_json: bool) -> None:
+    """Check freshness, lag, quarantine, dead letters and backups against the pipeline's limits.
+
+    Prints one line per check: ok, warn or fail, the check's name, the reason and its
+    numbers. Exit code 0 when no check fails (ok or warn), 1 when one does: cron,
+    systemd and monitoring tools can act on it. The limits come from the pipeline file
+    (freshness, max_lag, max_quarantined, max_quarantined_per_run, [queues."t:c"] max_dead
+    and max_pending_age, [health] backups); with --source alone every stage's latest run
+    and every queue's dead letter are checked. Each run leaves a row in the run log (kind
+    health). With --notify a message goes out only when a state differs from the last one
+    delivered; the URL's secrets never appear in output or in the ledger.
+
+    --json prints {run_id, state, ok, checks: [{name, state, reason, numbers}], changed,
+    notified: [{url, delivered, attempts, error}], seconds}.
+
+    Example: minikafka health --pipeline conf/homelab.toml --notify https://ntfy.sh/my-topic --notify-format text
+    """
+    from ..pipelines.health import check_health
+
+    path, defn = _ledger_and_pipeline(source_path, pipeline)
+    try:
+        result = check_health(path, defn, notify_urls=notify_urls, notify_format=notify_format)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--notify") from None
+    if as_json:
+        echo_json(result.as_dict())
+    else:
+        for check in result.checks:
+            click.echo(check.line())
+        note(result.summary())
+    if not result.ok:
+        sys.exit(1)
