@@ -11,10 +11,11 @@ from .common import SOURCE_ENV, echo_json, json_option, require_ledger, resolve_
 from .output import note
 
 
-def _ledger_and_pipeline(source_path: str | None, pipeline: str | None):
+def _ledger_and_pipeline(source_path: str | None, pipeline: str | None, *, must_exist: bool = True):
     ctx = click.get_current_context()
     path = resolve_source_path(ctx, source_path, pipeline)
-    require_ledger(path)
+    if must_exist:
+        require_ledger(path)
     return path, ctx.meta.get("minikafka.pipeline")
 
 
@@ -65,4 +66,46 @@ def health(source_path: str | None, pipeline: str | None, notify_urls: tuple[str
             click.echo(check.line())
         note(result.summary())
     if not result.ok:
+        sys.exit(1)
+
+
+@main.command()
+@ledger_options
+@click.option("--backfill", "backfill", multiple=True, metavar="PATH",
+              help="Files (or directories) of the next backfill, for the disk-space check (repeatable).")
+@click.option("--litestream", is_flag=True,
+              help="Print a working litestream.yml for the ledger instead of the checks.")
+@click.option("--replica", metavar="URL",
+              help="With --litestream: where Litestream replicates to (a directory, file://, s3://...; "
+                   "default: a directory beside the ledger).")
+@json_option
+def doctor(source_path: str | None, pipeline: str | None, backfill: tuple[str, ...], litestream: bool,
+           replica: str | None, as_json: bool) -> None:
+    """Check the set-up and say what to change, one line each.
+
+    Checks the ledger's file system (never a network one), its journal (WAL, synchronous
+    FULL), the -wal file's size and readers that pin it, free disk against the ledger and
+    the next backfill (--backfill), Java, the SQLite JDBC jar, Spark, the staging location
+    of a non-local master, and how old the newest snapshot in [health] backups is against
+    the pipeline's freshness. Exit code 1 when a check fails.
+
+    --litestream prints a litestream.yml replicating the ledger (to --replica); see
+    docs/how-to/litestream.md. --json prints [{name, state, reason, numbers}].
+
+    Example: minikafka doctor --pipeline conf/homelab.toml
+    """
+    from ..ledger.litestream import litestream_config
+    from ..pipelines.doctor import doctor_checks
+
+    path, defn = _ledger_and_pipeline(source_path, pipeline, must_exist=False)
+    if litestream:
+        click.echo(litestream_config(path, replica), nl=False)
+        return
+    checks = doctor_checks(path, defn, backfill=backfill)
+    if as_json:
+        echo_json([c.as_dict() for c in checks])
+    else:
+        for check in checks:
+            click.echo(check.line())
+    if any(c.state == "fail" for c in checks):
         sys.exit(1)

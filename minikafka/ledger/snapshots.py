@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import BackupError, SnapshotNotFoundError
+from ..util.faults import checkpoint
 from . import runlog
 
 SUFFIX = ".sqlite"
@@ -255,6 +256,7 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
             copy_online(ledger, partial)
         except sqlite3.Error as exc:
             raise BackupError(f"cannot copy {ledger}: {exc}") from exc
+        checkpoint("backup:copied")
         if check:
             problems = integrity_problems(partial)
             if problems:
@@ -265,6 +267,7 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         side = checksum_path(final)
         _write_synced(side, f"{digest}  {final.name}\n")
         size = partial.stat().st_size
+        checkpoint("backup:before-rename")
         os.replace(partial, final)
         _fsync_path(dest)
     except BaseException:
