@@ -28,6 +28,7 @@ from ..errors import MinikafkaError
 from ..ledger import filecheck, snapshots
 from ..util import clock
 from ..util.checks import FAIL, OK, WARN, CheckResult, human_age
+from ..util.duration import format_duration
 from .definition import PipelineDefinition
 
 WAL_WARN_BYTES = 256 * 1024 * 1024
@@ -151,10 +152,10 @@ def _backups(ledger: Path, pipeline: PipelineDefinition, now: datetime) -> Check
     numbers = {"age_s": age, "limit_s": limit, "newest": str(found[0].path)}
     if limit is not None and age > limit:
         return CheckResult("backups", FAIL, f"newest snapshot is {human_age(age)} old, older than the pipeline's "
-                           f"freshness ({human_age(limit)}): schedule 'minikafka backup' (or run --backup-before)",
+                           f"freshness ({format_duration(limit)}): schedule 'minikafka backup' (or run --backup-before)",
                            numbers)
     return CheckResult("backups", OK, f"newest snapshot {human_age(age)} old"
-                       + (f" (limit {human_age(limit)})" if limit else ""), numbers)
+                       + (f" (limit {format_duration(limit)})" if limit else ""), numbers)
 
 
 def doctor_checks(ledger: str | Path, pipeline: PipelineDefinition | None = None, *,

@@ -32,6 +32,7 @@ from ..ledger.connection import Ledger
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ..util import clock
 from ..util.checks import FAIL, OK, WARN, CheckResult, human_age, worst
+from ..util.duration import format_duration
 from ..util.redact import redact_url
 from ..util.results import Result
 from .definition import PipelineDefinition
@@ -46,7 +47,7 @@ def _age_s(text: str | None, now: datetime) -> float | None:
 
 
 def _limit_text(seconds: float) -> str:
-    return human_age(seconds)
+    return format_duration(seconds)
 
 
 def _stage_checks(conn, name: str, now: datetime, stage=None) -> list[CheckResult]:

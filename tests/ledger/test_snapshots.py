@@ -49,7 +49,7 @@ def _assert_consistent(snap: Path, appended_before: int) -> None:
 
 def test_a_backup_taken_while_a_stage_commits_and_an_appender_appends_is_consistent(tmp_path):
     ledger = tmp_path / "ledger.sqlite"
-    make_ledger(str(ledger), src_rows=20_000)
+    make_ledger(str(ledger), src_rows=3000)
     stop = tmp_path / "stop"
     writers = [_writer("append", ledger, stop), _writer("stage", ledger, stop)]
     try:
@@ -58,7 +58,7 @@ def test_a_backup_taken_while_a_stage_commits_and_an_appender_appends_is_consist
                or _one(ledger, "SELECT count(*) FROM events")[0] < 50) and time.monotonic() < deadline:
             time.sleep(0.05)
         taken = []
-        for _ in range(4):
+        for _ in range(3):
             appended = _one(ledger, "SELECT count(*) FROM events")[0]
             result = backup(ledger, tmp_path / "backups")
             taken.append((Path(result.snapshot), appended))
