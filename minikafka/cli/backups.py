@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from .app import main
-from .common import echo_json, json_option, require_ledger, resolve_source_path
-from .health import ledger_options
+from .common import echo_json, json_option
+from .health import ledger_and_pipeline, ledger_options
 from .output import note
 
 
@@ -31,8 +31,7 @@ def backup(dest: str, source_path: str | None, pipeline: str | None, keep: int |
     """
     from ..ledger.backups import backup as take
 
-    path = resolve_source_path(click.get_current_context(), source_path, pipeline)
-    require_ledger(path)
+    path, _ = ledger_and_pipeline(source_path, pipeline)
     note(f"backing up {path} into {dest} ...")
     result = take(path, dest, keep=keep)
     if as_json:
@@ -60,11 +59,11 @@ def restore(snapshot: str, source_path: str | None, pipeline: str | None, before
 
     --json prints {run_id, ledger, snapshot, taken_at, last_run, replaced}.
 
-    Example: minikafka restore backups/ --pipeline conf/homelab.toml --before-run score-20261127T021500Z-1a2b3c4d
+    Example: minikafka restore backups/ --pipeline conf/homelab.toml
     """
     from ..ledger.backups import restore as put_back
 
-    path = resolve_source_path(click.get_current_context(), source_path, pipeline)
+    path, _ = ledger_and_pipeline(source_path, pipeline, must_exist=False)
     result = put_back(path, snapshot, before_run=before_run)
     if as_json:
         echo_json(result.as_dict())

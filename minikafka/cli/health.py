@@ -5,18 +5,37 @@ from __future__ import annotations
 import sys
 
 import click
+from click.core import ParameterSource
 
 from .app import main
-from .common import SOURCE_ENV, echo_json, json_option, require_ledger, resolve_source_path
+from .common import SOURCE_ENV, DefinitionProblem, echo_json, json_option, require_ledger, resolve_source_path
 from .output import note
 
 
-def _ledger_and_pipeline(source_path: str | None, pipeline: str | None, *, must_exist: bool = True):
+def ledger_and_pipeline(source_path: str | None, pipeline: str | None, *, must_exist: bool = True):
+    """(ledger path, pipeline definition or None) from --source / --pipeline / $MINIKAFKA_SOURCE.
+
+    The pipeline is loaded without importing its jobs or its expectation suites: these
+    commands only read the ledger and the pipeline's limits.
+    """
+    from ..errors import MinikafkaError
+    from ..pipelines.definition import load_pipeline
+
     ctx = click.get_current_context()
-    path = resolve_source_path(ctx, source_path, pipeline)
+    defn = None
+    if pipeline:
+        try:
+            defn = load_pipeline(pipeline, check_jobs=False, suites=False)
+        except MinikafkaError as exc:
+            raise DefinitionProblem(str(exc)) from exc
+    explicit = source_path is not None and ctx.get_parameter_source("source_path") == ParameterSource.COMMANDLINE
+    if explicit or defn is None:
+        path = resolve_source_path(ctx, source_path, None)
+    else:
+        path = str(defn.source)
     if must_exist:
         require_ledger(path)
-    return path, ctx.meta.get("minikafka.pipeline")
+    return path, defn
 
 
 def ledger_options(fn):
@@ -50,11 +69,11 @@ def health(source_path: str | None, pipeline: str | None, notify_urls: tuple[str
     --json prints {run_id, state, ok, checks: [{name, state, reason, numbers}], changed,
     notified: [{url, delivered, attempts, error}], seconds}.
 
-    Example: minikafka health --pipeline conf/homelab.toml --notify https://ntfy.sh/my-topic --notify-format text
+    Example: minikafka health --pipeline conf/homelab.toml
     """
     from ..pipelines.health import check_health
 
-    path, defn = _ledger_and_pipeline(source_path, pipeline)
+    path, defn = ledger_and_pipeline(source_path, pipeline)
     try:
         result = check_health(path, defn, notify_urls=notify_urls, notify_format=notify_format)
     except ValueError as exc:
@@ -97,7 +116,7 @@ def doctor(source_path: str | None, pipeline: str | None, backfill: tuple[str, .
     from ..ledger.litestream import litestream_config
     from ..pipelines.doctor import doctor_checks
 
-    path, defn = _ledger_and_pipeline(source_path, pipeline, must_exist=False)
+    path, defn = ledger_and_pipeline(source_path, pipeline, must_exist=False)
     if litestream:
         click.echo(litestream_config(path, replica), nl=False)
         return

@@ -199,8 +199,12 @@ def _settings(value: dict[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in (value or {}).items()}
 
 
-def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefinition:
+def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = True) -> PipelineDefinition:
     """Parse and check a pipeline file; stages come back in DAG order.
+
+    ``check_jobs=False`` skips importing the job modules and ``suites=False`` loading the
+    expectation suites (great-expectations): what commands that only read the ledger
+    (health, doctor, backup) need is there without them.
 
     The file's shape is checked first against the schema in ``pipelines.schema``
     (every problem reported at once, each naming its key path, e.g.
@@ -294,7 +298,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
         )
         if check_jobs:
             _check_job(path, where, stage)
-        if stage.expectations:
+        if stage.expectations and suites:
             stage.suites = _load_suites(path, where, stage, topics)
         stages.append(stage)
     if not stages:
