@@ -14,6 +14,10 @@ staging = "file:///mnt/shared/mk"      # staging URI every node sees (needed on 
 model = "schemas.homelab:RssItem"      # module:Class
 dedup = ["url"]
 partitions = 4                         # optional; key = ["field"] routes rows by a stable hash
+# limits 'minikafka health' checks (each optional):
+freshness = "26h"
+max_lag = 10000
+max_quarantined = 100
 
 [[stages]]
 name = "split_youtube"
@@ -26,7 +30,19 @@ partitions = [0, 1]                    # optional: consume only these topic part
 expectations = []                      # suite files (data quality)
 trigger = { rows = 1000 }              # minikafka watch: or { every = "5m" }, { every = "5m", fixed = true }
 window = { rows = 100000 }             # a backlog is processed in chunks of N input rows, one commit each
+# limits 'minikafka health' checks (each optional):
+freshness = "26h"
+max_lag = 5000
+max_quarantined_per_run = 50
 [stages.spark]                         # settings for this stage only
+
+[queues."rss.items:fetch"]             # a work queue's health limits ("topic:consumer", or "topic")
+max_dead = 0
+max_pending_age = "1h"
+
+[health]
+backups = "../backups"                 # relative to this file
+backup_freshness = "26h"
 ```
 
 The DAG comes from the topics: a stage runs after every stage that writes one of its

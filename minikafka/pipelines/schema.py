@@ -148,8 +148,9 @@ EXPECTED = {
     ("queue", "max_dead"): "an integer: jobs in the dead letter",
     ("queue", "max_pending_age"): 'a duration such as "1h": the oldest waiting job\'s age',
     ("queue", "description"): "a string",
-    ("health", "backups"): 'the backup directory as a string, e.g. "../backups"',
-    ("health", "backup_freshness"): 'a duration such as "26h": the newest snapshot\'s age',
+    ("health", "backups"): 'the directory \'minikafka backup\' writes snapshots to, e.g. "../backups"',
+    ("health", "backup_freshness"): 'a duration such as "26h": the newest snapshot is at most this old '
+                                    '(doctor: default the longest stage freshness)',
     ("trigger", "rows"): "a positive integer",
     ("trigger", "every"): 'a duration such as "5m" (or seconds)',
     ("trigger", "debounce"): 'a duration such as "10s" (or seconds)',
