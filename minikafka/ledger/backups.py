@@ -24,8 +24,8 @@ from ..util.clock import parse_timestamp
 from ..util.results import Result
 from . import restore as restoring
 from . import snapshots
-from .connection import Ledger
-from .runlog import RunResult, new_run_id, run_started_at, write_run_in_current_transaction
+from .maintenance_runs import record_run
+from .runlog import RunResult, new_run_id, run_started_at
 
 
 @dataclass
@@ -65,15 +65,6 @@ class RestoreResult(Result):
                 f"{self.last_run or 'none'}){aside} ({self.run_id})")
 
 
-def _log_run(ledger: str | Path, run: RunResult) -> None:
-    led = Ledger(str(ledger), create=False)
-    try:
-        with led.atomic() as conn:
-            write_run_in_current_transaction(conn, run)
-    finally:
-        led.close()
-
-
 def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, check: bool = True,
            clock: Callable[[], datetime] | None = None) -> BackupResult:
     """Snapshot the live ledger into ``dest`` and log the run in the ledger.
@@ -92,7 +83,7 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
         run.finish("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed",
                    f"{type(exc).__name__}: {exc}")
         try:
-            _log_run(path, run)
+            record_run(path, run)
         except Exception:  # noqa: BLE001 (the backup's own error is the one to report)
             pass
         raise
@@ -100,7 +91,7 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
                    "sha256": made.sha256, "size_bytes": made.size, "last_run": made.snapshot.last_run,
                    "removed": [p.name for p in made.removed]}
     run.finish("succeeded")
-    _log_run(path, run)
+    record_run(path, run)
     return BackupResult(run.run_id, str(made.snapshot.path), snapshots.format_stamp(made.snapshot.taken_at),
                         made.snapshot.last_run, made.sha256, made.size, [str(p) for p in made.removed],
                         round(made.seconds, 3))
@@ -150,7 +141,7 @@ def restore(ledger: str | Path, snapshot: str | Path, *, before_run: str | None 
     run.details = {"snapshot": str(done.snapshot.path), "taken_at": snapshots.format_stamp(done.snapshot.taken_at),
                    "last_run": done.snapshot.last_run, "replaced": str(done.replaced) if done.replaced else None}
     run.finish("succeeded")
-    _log_run(ledger_path, run)
+    record_run(ledger_path, run)
     return RestoreResult(run.run_id, str(ledger_path), str(done.snapshot.path),
                          snapshots.format_stamp(done.snapshot.taken_at), done.snapshot.last_run,
                          str(done.replaced) if done.replaced else None)

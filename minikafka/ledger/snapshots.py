@@ -1,9 +1,10 @@
 """Snapshots of the ledger file: an online, consistent copy that is complete or absent.
 
 ``take_snapshot(ledger, dest)`` copies the live ledger while stages, queues and appenders
-keep writing, through SQLite's online backup API in one step: the copy reads one
-consistent state (one read transaction; in WAL mode it blocks no writer), so a run is
-in it whole or not at all, and every append committed before the copy started is there.
+keep writing: the database file and its -wal are copied under a read transaction that pins
+one snapshot (it blocks no writer), and the copied log is folded into the copy
+(``copy_online`` says why that is one consistent state). A run is in it whole or not at
+all, and every append committed before the copy started is there.
 
 Crash contract (a SIGKILL at any point):
 
@@ -26,6 +27,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,6 +44,8 @@ NO_RUNS = "no-runs"
 _NAME = re.compile(r"^(?P<stem>.+)-backup-(?P<stamp>\d{8}T\d{6}\.\d{6}Z)-(?P<run>[A-Za-z0-9._-]+)\.sqlite$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 HASH_CHUNK = 4 * 1024 * 1024
+MMAP_BYTES = 1 << 40
+FLUSH_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,7 @@ def integrity_problems(path: Path) -> list[str]:
     """What ``PRAGMA integrity_check`` reports on the file (empty when it is sound)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")  # pages read in place, without a copy each
         rows = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
     except sqlite3.DatabaseError as exc:
         return [str(exc)]
@@ -184,21 +189,83 @@ def remove_leftovers(dest: Path) -> list[Path]:
 def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000) -> None:
     """Copy the live ledger into ``target`` (a new file) as one consistent state.
 
-    One backup step holds one read transaction on the ledger: in WAL mode writers go on,
-    and the copy is the state of the moment the step began.
+    In WAL mode the copy is a plain file copy under a pinned snapshot: a read transaction
+    is opened first (it blocks no writer), then the database file and its -wal are copied
+    as they are, then the copy opens its own -wal (SQLite's recovery keeps the frames up to
+    the last intact commit) and folds it in. Why that is one consistent state:
+
+    - while the read transaction lasts, no checkpoint copies a frame past its snapshot
+      into the database file, and the log is not restarted under it, so every page of the
+      database file is either as of the snapshot or also in the log's frames up to it;
+    - the log is copied after the database file, so those frames are in the copy of the
+      log and replace whatever the database file held for their pages;
+    - frames committed after the snapshot may be in the copied log too: the copy is then a
+      later committed state, never part of a transaction (a torn or uncommitted tail fails
+      its checksum or has no commit frame, and recovery drops it).
+
+    A ledger in another journal mode is copied with SQLite's online backup API instead.
     """
-    src = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, isolation_level=None)
-    dst = sqlite3.connect(str(target), isolation_level=None)
+    src = sqlite3.connect(str(ledger), isolation_level=None)
     try:
         src.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        if str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            _copy_with_backup_api(src, target)
+            return
+        src.execute("BEGIN")
+        src.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # the read transaction pins the snapshot
+        try:
+            copy_file_steadily(ledger, target)
+            wal = Path(f"{ledger}-wal")
+            if wal.exists():
+                copy_file_steadily(wal, Path(f"{target}-wal"))
+        finally:
+            src.execute("COMMIT")
+    finally:
+        src.close()
+    Path(f"{target}-shm").unlink(missing_ok=True)
+    dst = sqlite3.connect(str(target), isolation_level=None)
+    try:
+        # leaving WAL mode folds the copied log into the file: one self-contained file, no -wal or -shm
+        mode = str(dst.execute("PRAGMA journal_mode = DELETE").fetchone()[0]).lower()
+    finally:
+        dst.close()
+    if mode != "delete" or Path(f"{target}-wal").exists():
+        raise sqlite3.OperationalError(f"could not fold the copied write-ahead log into {target.name}")
+    _fsync_path(target)
+
+
+def copy_file_steadily(source: Path, target: Path, *, flush_bytes: int = FLUSH_BYTES) -> None:
+    """Copy ``source`` to a new ``target``, writing it out to disk every ``flush_bytes``.
+
+    A copy that leaves a gigabyte of unwritten pages behind makes every other process's
+    fsync wait for them (the file system's journal commits them first): an appender's
+    durable commit would stall for seconds. Flushing as it goes keeps that wait to one
+    slice. The kernel copies the bytes (``copy_file_range``), no user-space buffer.
+    """
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        size = os.fstat(src.fileno()).st_size
+        done = 0
+        while done < size:
+            step = min(flush_bytes, size - done)
+            try:
+                copied = os.copy_file_range(src.fileno(), dst.fileno(), step)
+            except OSError:  # a file system without it: plain reads and writes
+                copied = dst.write(src.read(step))
+            if copied == 0:  # the file shrank while it was copied (a log restarted): what is there is copied
+                break
+            done += copied
+            os.fdatasync(dst.fileno())
+
+
+def _copy_with_backup_api(src: sqlite3.Connection, target: Path) -> None:
+    dst = sqlite3.connect(str(target), isolation_level=None)
+    try:
         dst.execute("PRAGMA journal_mode = OFF")  # a new private file: nothing to roll back to
         dst.execute("PRAGMA synchronous = OFF")  # fsynced once, below
-        src.backup(dst, pages=-1)
-        # a snapshot is one self-contained file: no -wal or -shm appears beside it when it is read
+        src.backup(dst, pages=-1)  # one step: one read transaction, one consistent state
         dst.execute("PRAGMA journal_mode = DELETE")
     finally:
         dst.close()
-        src.close()
     _fsync_path(target)
 
 
@@ -257,13 +324,14 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         except sqlite3.Error as exc:
             raise BackupError(f"cannot copy {ledger}: {exc}") from exc
         checkpoint("backup:copied")
-        if check:
-            problems = integrity_problems(partial)
-            if problems:
-                raise BackupError(f"the copy of {ledger} failed PRAGMA integrity_check: {'; '.join(problems[:3])}")
+        with ThreadPoolExecutor(max_workers=1) as pool:  # hashing and checking read the copy side by side
+            hashing = pool.submit(sha256_of, partial)
+            problems = integrity_problems(partial) if check else []
+            digest = hashing.result()
+        if problems:
+            raise BackupError(f"the copy of {ledger} failed PRAGMA integrity_check: {'; '.join(problems[:3])}")
         last_run = last_committed_run_in(partial)
         final = dest / snapshot_name(ledger, taken_at, last_run)
-        digest = sha256_of(partial)
         side = checksum_path(final)
         _write_synced(side, f"{digest}  {final.name}\n")
         size = partial.stat().st_size
@@ -271,7 +339,8 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         os.replace(partial, final)
         _fsync_path(dest)
     except BaseException:
-        partial.unlink(missing_ok=True)
+        for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+            leftover.unlink(missing_ok=True)
         if side is not None and not side.with_name(side.name[:-len(CHECKSUM_SUFFIX)]).exists():
             side.unlink(missing_ok=True)
         raise

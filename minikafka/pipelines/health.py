@@ -29,7 +29,8 @@ from typing import Any
 from ..connectors.notify import NotifyOutcome, check_notify_url, notify
 from ..ledger import snapshots, vitals
 from ..ledger.connection import Ledger
-from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.maintenance_runs import record_run
+from ..ledger.runlog import RunResult, new_run_id
 from ..util import clock
 from ..util.checks import FAIL, OK, WARN, CheckResult, human_age, worst
 from ..util.duration import format_duration
@@ -291,8 +292,7 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
         run.rows_in = len(checks)
         run.rows_failed = sum(1 for c in checks if c.state == FAIL)
         run.finish("succeeded")  # the checking worked; what it found is in details.state
-        with led.atomic() as conn:
-            write_run_in_current_transaction(conn, run)
     finally:
         led.close()
+    record_run(ledger_path, run)
     return HealthResult(run.run_id, state, checks, changed, outcomes, round(time.perf_counter() - t0, 3))
