@@ -44,7 +44,7 @@ class Blob(BaseModel):
 
 
 def verdict(ok: bool) -> str:
-    return "ok" if ok else "FAIL"
+    return "PASS" if ok else "FAIL"
 
 
 def fsync_file(path: Path) -> None:
