@@ -65,6 +65,7 @@ from .errors import (
     QueueNotFoundError,
     ReadOnlyLedgerError,
     RenderError,
+    ScheduleConfigError,
     ScheduleNotFoundError,
     SchemaMismatchError,
     SnapshotNotFoundError,
@@ -89,7 +90,7 @@ __version__ = "0.2.0"
 
 def _load_spark_engine():
     # the root is the top layer: it may point down at the engine; the API may not
-    from .spark import arms
+    from .spark.stages import arms
 
     return arms
 
@@ -152,6 +153,7 @@ __all__ = [
     "JobNotFoundError",
     "JobNotOursError",
     "JobInfo",
+    "ScheduleConfigError",
     "ScheduleNotFoundError",
     "Scheduler",
     "LedgerError",
