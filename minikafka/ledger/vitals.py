@@ -17,9 +17,12 @@ import sqlite3
 from typing import Any
 
 from . import acks, queues
-from .catalog import catalog_row
-from .identifiers import quote_identifier
+from .catalog import catalog_row, read_layout
+from .layout import META_COLUMNS
 from .runlog import COLUMNS
+from .table import TopicTable
+
+CREATED_AT = META_COLUMNS.index("_created_at")  # where a select_sql row holds it
 
 
 def topic_exists(conn: sqlite3.Connection, topic: str) -> bool:
@@ -47,27 +50,25 @@ def stages_in_runlog(conn: sqlite3.Connection) -> list[str]:
         "SELECT DISTINCT stage FROM _minikafka_runs WHERE kind = 'stage' AND stage IS NOT NULL ORDER BY stage")]
 
 
+def _table(conn: sqlite3.Connection, topic: str) -> TopicTable | None:
+    return TopicTable(conn, read_layout(conn, topic)) if topic_exists(conn, topic) else None
+
+
 def newest_row_time(conn: sqlite3.Connection, topic: str) -> str | None:
     """When the topic's newest row was appended (ledger text form), None for an empty or unknown topic."""
-    if not topic_exists(conn, topic):
-        return None
-    row = conn.execute(f'SELECT "_created_at" FROM {quote_identifier(topic)} ORDER BY "_id" DESC LIMIT 1').fetchone()
-    return None if row is None else row[0]
-
-
-def max_id(conn: sqlite3.Connection, topic: str) -> int:
-    row = conn.execute(f'SELECT max("_id") FROM {quote_identifier(topic)}').fetchone()
-    return int(row[0] or 0)
+    table = _table(conn, topic)
+    row = table.row(table.high_watermark()) if table is not None else None
+    return None if row is None else row[CREATED_AT]
 
 
 def pending_for(conn: sqlite3.Connection, topic: str, consumer: str) -> int | None:
-    """Rows of ``topic`` pending for consumer ``consumer`` (None when either is unknown)."""
-    if not topic_exists(conn, topic):
-        return None
-    consumer_id = acks.find_consumer(conn, topic, consumer)
+    """Rows of ``topic`` pending for consumer ``consumer`` (None when either is unknown), counted
+    over the id range above the consumer's positions (``acks.count_pending``)."""
+    table = _table(conn, topic)
+    consumer_id = acks.find_consumer(conn, topic, consumer) if table is not None else None
     if consumer_id is None:
         return None
-    return acks.count_pending(conn, topic, consumer_id, max_id(conn, topic))
+    return acks.count_pending(conn, topic, consumer_id, table.high_watermark())
 
 
 def consumers_of(conn: sqlite3.Connection, topic: str) -> list[str]:
@@ -100,15 +101,14 @@ def queue_figures(conn: sqlite3.Connection, topic: str, consumer: str) -> dict[s
     dead = queues.count_dead(conn, consumer_id, topic, consumer)
     first_job = conn.execute("SELECT min(row_id) FROM _minikafka_queue_jobs WHERE consumer_id = ? "
                              "AND state IN ('pending', 'processing')", (consumer_id,)).fetchone()[0]
-    table = quote_identifier(topic)
+    table = TopicTable(conn, read_layout(conn, topic))
     where, params = acks.pending_filter(consumer_id)
-    first_unsynced = conn.execute(f'SELECT min("_id") FROM {table} WHERE "_id" > ? AND {where}',
-                                  (synced, *params)).fetchone()[0]
-    candidates = [i for i in (first_job, first_unsynced) if i is not None]
+    unsynced = table.page(synced, 1, where, params)  # the first row not turned into a job yet
+    candidates = [i for i in (first_job, unsynced[0][0] if unsynced else None) if i is not None]
     oldest = None
     if candidates:
-        found = conn.execute(f'SELECT "_created_at" FROM {table} WHERE "_id" = ?', (min(candidates),)).fetchone()
-        oldest = found[0] if found else None
+        found = table.row(min(candidates))
+        oldest = found[CREATED_AT] if found else None
     return {"dead": dead, "oldest_pending_at": oldest}
 
 
