@@ -19,8 +19,9 @@ from .output import note
 def backup(dest: str, source_path: str | None, pipeline: str | None, keep: int | None, as_json: bool) -> None:
     """Take a consistent snapshot of the ledger into directory DEST while it is in use.
 
-    Stages, queues and appenders keep running: the copy is one consistent state (SQLite's
-    online backup), written under a temporary name, checked with PRAGMA integrity_check,
+    Stages, queues and appenders keep running: the copy is one consistent state (the
+    file and its log copied under one read transaction, the log folded in), written under
+    a temporary name, checked with PRAGMA integrity_check,
     checksummed (NAME.sha256, as sha256sum -c reads it), then renamed to
     <ledger>-backup-<UTC time>-<last committed run>.sqlite. A killed backup leaves no file
     with that name. The run leaves a row in the run log (kind backup).
