@@ -243,3 +243,14 @@ def test_restore_then_rerun_gives_the_ledger_a_run_from_that_point_gives(tmp_pat
         source.topic("events", Event, dedup=("seq",)).extend([{"seq": i} for i in range(20, 25)])
     restore(ledger, taken.snapshot)
     assert rerun() == first
+
+
+def test_a_ledger_outside_wal_mode_is_copied_through_the_backup_api(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger), src_rows=50)
+    conn = sqlite3.connect(ledger)
+    assert conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    conn.close()
+    made = snapshots.take_snapshot(ledger, tmp_path / "b")
+    assert _one(made.snapshot.path, "SELECT count(*) FROM src")[0] == 50
+    assert _one(made.snapshot.path, "PRAGMA journal_mode")[0] == "delete"
