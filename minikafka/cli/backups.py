@@ -7,7 +7,7 @@ import click
 from .app import main
 from .common import echo_json, json_option
 from .health import ledger_and_pipeline, ledger_options
-from .output import note
+from .output import progress
 
 
 @main.command()
@@ -33,8 +33,8 @@ def backup(dest: str, source_path: str | None, pipeline: str | None, keep: int |
     from ..ledger.backups import backup as take
 
     path, _ = ledger_and_pipeline(source_path, pipeline)
-    note(f"backing up {path} into {dest} ...")
-    result = take(path, dest, keep=keep)
+    with progress(f"backup {path}") as shown:
+        result = take(path, dest, keep=keep, progress=shown.update)
     if as_json:
         echo_json(result.as_dict())
     else:

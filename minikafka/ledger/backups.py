@@ -66,8 +66,11 @@ class RestoreResult(Result):
 
 
 def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, check: bool = True,
-           clock: Callable[[], datetime] | None = None) -> BackupResult:
+           clock: Callable[[], datetime] | None = None,
+           progress: Callable[[str], None] | None = None) -> BackupResult:
     """Snapshot the live ledger into ``dest`` and log the run in the ledger.
+
+    ``progress(text)`` hears how the copy goes (see ``snapshots.take_snapshot``).
 
     Raises:
         LedgerNotFoundError: no ledger at ``ledger``.
@@ -78,7 +81,7 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
         raise LedgerNotFoundError(f"no ledger at {ledger}", path=str(ledger))
     run = RunResult(new_run_id("backup"), "backup", stage="backup", outputs=[str(dest)])
     try:
-        made = snapshots.take_snapshot(path, dest, keep=keep, check=check, clock=clock)
+        made = snapshots.take_snapshot(path, dest, keep=keep, check=check, clock=clock, progress=progress)
     except BaseException as exc:
         run.finish("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed",
                    f"{type(exc).__name__}: {exc}")

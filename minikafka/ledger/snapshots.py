@@ -186,7 +186,8 @@ def remove_leftovers(dest: Path) -> list[Path]:
     return removed
 
 
-def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000) -> None:
+def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000,
+                on_bytes: Callable[[int, int], None] | None = None) -> None:
     """Copy the live ledger into ``target`` (a new file) as one consistent state.
 
     In WAL mode the copy is a plain file copy under a pinned snapshot: a read transaction
@@ -214,7 +215,7 @@ def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000) ->
         src.execute("BEGIN")
         src.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # the read transaction pins the snapshot
         try:
-            copy_file_steadily(ledger, target)
+            copy_file_steadily(ledger, target, on_bytes=on_bytes)
             wal = Path(f"{ledger}-wal")
             if wal.exists():
                 copy_file_steadily(wal, Path(f"{target}-wal"))
@@ -234,13 +235,15 @@ def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000) ->
     _fsync_path(target)
 
 
-def copy_file_steadily(source: Path, target: Path, *, flush_bytes: int = FLUSH_BYTES) -> None:
+def copy_file_steadily(source: Path, target: Path, *, flush_bytes: int = FLUSH_BYTES,
+                       on_bytes: Callable[[int, int], None] | None = None) -> None:
     """Copy ``source`` to a new ``target``, writing it out to disk every ``flush_bytes``.
 
     A copy that leaves a gigabyte of unwritten pages behind makes every other process's
     fsync wait for them (the file system's journal commits them first): an appender's
     durable commit would stall for seconds. Flushing as it goes keeps that wait to one
     slice. The kernel copies the bytes (``copy_file_range``), no user-space buffer.
+    ``on_bytes(done, size)`` is called after each slice.
     """
     with open(source, "rb") as src, open(target, "wb") as dst:
         size = os.fstat(src.fileno()).st_size
@@ -255,6 +258,8 @@ def copy_file_steadily(source: Path, target: Path, *, flush_bytes: int = FLUSH_B
                 break
             done += copied
             os.fdatasync(dst.fileno())
+            if on_bytes is not None:
+                on_bytes(done, size)
 
 
 def _copy_with_backup_api(src: sqlite3.Connection, target: Path) -> None:
@@ -289,7 +294,8 @@ class SnapshotTaken:
 
 
 def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = None,
-                  check: bool = True, clock: Callable[[], datetime] | None = None) -> SnapshotTaken:
+                  check: bool = True, clock: Callable[[], datetime] | None = None,
+                  progress: Callable[[str], None] | None = None) -> SnapshotTaken:
     """Copy the live ledger into ``dest`` as a complete, checked, checksummed snapshot.
 
     Args:
@@ -298,6 +304,8 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         keep: afterwards keep only the newest ``keep`` snapshots of this ledger there.
         check: run ``PRAGMA integrity_check`` on the copy before it gets its final name.
         clock: the time source naming the snapshot (default: now, UTC).
+        progress: called with a short text as the backup moves on ("copying 256 of 1,024 MB",
+            "checking and checksumming"), every tenth of the copy at most.
 
     Raises:
         BackupError: the ledger is missing, the copy failed its check, or ``keep`` < 1
@@ -320,10 +328,12 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
     try:
         partial.unlink(missing_ok=True)
         try:
-            copy_online(ledger, partial)
+            copy_online(ledger, partial, on_bytes=_tenths(progress))
         except sqlite3.Error as exc:
             raise BackupError(f"cannot copy {ledger}: {exc}") from exc
         checkpoint("backup:copied")
+        if progress is not None:
+            progress("checking integrity and checksumming")
         with ThreadPoolExecutor(max_workers=1) as pool:  # hashing and checking read the copy side by side
             hashing = pool.submit(sha256_of, partial)
             problems = integrity_problems(partial) if check else []
@@ -347,6 +357,21 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
     snap = Snapshot(final, taken_at, last_run)
     removed = prune_snapshots(dest, ledger, keep) if keep is not None else []
     return SnapshotTaken(snap, digest, size, removed, time.perf_counter() - t0)
+
+
+def _tenths(progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:
+    """``on_bytes`` for a copy that tells ``progress`` at each tenth of the way."""
+    if progress is None:
+        return None
+    told = [-1]
+
+    def on_bytes(done: int, size: int) -> None:
+        tenth = 10 * done // max(size, 1)
+        if tenth != told[0]:
+            told[0] = tenth
+            progress(f"copying {done / 1e6:,.0f} of {size / 1e6:,.0f} MB")
+
+    return on_bytes
 
 
 def prune_snapshots(dest: Path, ledger: Path, keep: int) -> list[Path]:
