@@ -45,7 +45,8 @@ _NAME = re.compile(r"^(?P<stem>.+)-backup-(?P<stamp>\d{8}T\d{6}\.\d{6}Z)-(?P<run
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 HASH_CHUNK = 4 * 1024 * 1024
 MMAP_BYTES = 1 << 40
-FLUSH_BYTES = 16 * 1024 * 1024
+FLUSH_SECONDS = 0.02  # what another process's fsync may wait behind a slice of the copy
+MIN_SLICE, MAX_SLICE = 1 << 20, 256 << 20
 
 
 @dataclass(frozen=True)
@@ -235,21 +236,23 @@ def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000,
     _fsync_path(target)
 
 
-def copy_file_steadily(source: Path, target: Path, *, flush_bytes: int = FLUSH_BYTES,
+def copy_file_steadily(source: Path, target: Path, *, flush_seconds: float = FLUSH_SECONDS,
                        on_bytes: Callable[[int, int], None] | None = None) -> None:
-    """Copy ``source`` to a new ``target``, writing it out to disk every ``flush_bytes``.
+    """Copy ``source`` to a new ``target``, writing it out to disk slice by slice.
 
     A copy that leaves a gigabyte of unwritten pages behind makes every other process's
     fsync wait for them (the file system's journal commits them first): an appender's
-    durable commit would stall for seconds. Flushing as it goes keeps that wait to one
-    slice. The kernel copies the bytes (``copy_file_range``), no user-space buffer.
+    durable commit would stall for seconds. So each slice is flushed (``fdatasync``) before
+    the next is copied, and the slice is sized so that a flush takes about
+    ``flush_seconds``: doubled while flushes are quicker, halved when slower (1 to 256 MB).
+    The kernel copies the bytes (``copy_file_range``), no user-space buffer.
     ``on_bytes(done, size)`` is called after each slice.
     """
     with open(source, "rb") as src, open(target, "wb") as dst:
         size = os.fstat(src.fileno()).st_size
-        done = 0
+        done, slice_bytes = 0, MIN_SLICE * 8
         while done < size:
-            step = min(flush_bytes, size - done)
+            step = min(slice_bytes, size - done)
             try:
                 copied = os.copy_file_range(src.fileno(), dst.fileno(), step)
             except OSError:  # a file system without it: plain reads and writes
@@ -257,7 +260,13 @@ def copy_file_steadily(source: Path, target: Path, *, flush_bytes: int = FLUSH_B
             if copied == 0:  # the file shrank while it was copied (a log restarted): what is there is copied
                 break
             done += copied
+            t0 = time.monotonic()
             os.fdatasync(dst.fileno())
+            took = time.monotonic() - t0
+            if took < flush_seconds / 2:
+                slice_bytes = min(slice_bytes * 2, MAX_SLICE)
+            elif took > flush_seconds * 2:
+                slice_bytes = max(slice_bytes // 2, MIN_SLICE)
             if on_bytes is not None:
                 on_bytes(done, size)
 
