@@ -102,12 +102,17 @@ def write_run_in_current_transaction(conn: sqlite3.Connection, result: RunResult
 
 
 def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str | None = None,
-              limit: int = 20) -> list[dict[str, Any]]:
-    """Most recent runs first (or the one run ``run_id``), as dicts with JSON columns decoded."""
+              limit: int = 20, hide_kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Most recent runs first (or the one run ``run_id``), as dicts with JSON columns decoded;
+    without ``stage``, runs of ``hide_kinds`` are left out."""
     if run_id is not None:
         where, params = "WHERE run_id = ?", (run_id,)
+    elif stage:
+        where, params = "WHERE stage = ?", (stage,)
+    elif hide_kinds:
+        where, params = f"WHERE kind NOT IN ({', '.join('?' for _ in hide_kinds)})", tuple(hide_kinds)
     else:
-        where, params = ("WHERE stage = ?", (stage,)) if stage else ("", ())
+        where, params = "", ()
     cur = conn.execute(
         f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
         (*params, limit),

@@ -160,3 +160,14 @@ def test_run_with_backup_before_snapshots_the_ledger_before_the_first_stage(tmp_
 def test_every_new_command_help_ends_with_an_example(command):
     result = invoke(command, "--help")
     assert "Example: minikafka " in result.output
+
+
+def test_status_leaves_health_checks_out_unless_asked_for(tmp_path):
+    ledger = seed(str(tmp_path / "l.sqlite"))
+    _failed_run(ledger)
+    for _ in range(3):
+        invoke("health", "-s", ledger)
+    shown = [r["kind"] for r in json.loads(invoke("status", "-s", ledger, "--json").stdout)]
+    assert shown == ["stage"]
+    health = json.loads(invoke("status", "-s", ledger, "--stage", "health", "--json").stdout)
+    assert [r["kind"] for r in health] == ["health"] * 3
