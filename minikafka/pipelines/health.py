@@ -51,7 +51,20 @@ def _limit_text(seconds: float) -> str:
     return format_duration(seconds)
 
 
-def _stage_checks(conn, name: str, now: datetime, stage=None) -> list[CheckResult]:
+def _pending_counter(conn):
+    """``pending(topic, consumer)``, each pair counted once per health run (a stage's lag and its
+    topic's lag ask for the same count)."""
+    cache: dict[tuple[str, str], int | None] = {}
+
+    def pending(topic: str, consumer: str) -> int | None:
+        if (topic, consumer) not in cache:
+            cache[(topic, consumer)] = vitals.pending_for(conn, topic, consumer)
+        return cache[(topic, consumer)]
+
+    return pending
+
+
+def _stage_checks(conn, name: str, now: datetime, stage=None, pending=None) -> list[CheckResult]:
     out = []
     last = vitals.latest_run(conn, name)
     subject = f"stage {name}"
@@ -77,8 +90,8 @@ def _stage_checks(conn, name: str, now: datetime, stage=None) -> list[CheckResul
         out.append(CheckResult(f"{subject} freshness", OK if ok else FAIL, reason,
                                {"age_s": age, "limit_s": stage.freshness}))
     if stage.max_lag is not None:
-        pending = {t: vitals.pending_for(conn, t, stage.consumer) for t in stage.inputs}
-        known = {t: n for t, n in pending.items() if n is not None}
+        counts = {t: pending(t, stage.consumer) for t in stage.inputs}
+        known = {t: n for t, n in counts.items() if n is not None}
         if not known:
             out.append(CheckResult(f"{subject} lag", WARN, "its consumer is not registered yet (no run so far)",
                                    {"pending": None, "limit": stage.max_lag}))
@@ -96,7 +109,7 @@ def _stage_checks(conn, name: str, now: datetime, stage=None) -> list[CheckResul
     return out
 
 
-def _topic_checks(conn, topic, now: datetime) -> list[CheckResult]:
+def _topic_checks(conn, topic, now: datetime, pending) -> list[CheckResult]:
     out = []
     subject = f"topic {topic.name}"
     if topic.freshness is not None:
@@ -107,7 +120,7 @@ def _topic_checks(conn, topic, now: datetime) -> list[CheckResult]:
         out.append(CheckResult(f"{subject} freshness", OK if ok else FAIL, reason,
                                {"age_s": age, "limit_s": topic.freshness}))
     if topic.max_lag is not None:
-        lags = {c: vitals.pending_for(conn, topic.name, c) for c in vitals.consumers_of(conn, topic.name)}
+        lags = {c: pending(topic.name, c) for c in vitals.consumers_of(conn, topic.name)}
         lags = {c: n for c, n in lags.items() if n is not None}
         if not lags:
             out.append(CheckResult(f"{subject} lag", OK, "no consumers yet", {"pending": 0, "limit": topic.max_lag}))
@@ -182,11 +195,12 @@ def health_checks(ledger: Ledger, pipeline: PipelineDefinition | None = None, *,
     checks: list[CheckResult] = []
     stages = {s.name: s for s in pipeline.stages} if pipeline else {}
     names = list(stages) + [n for n in vitals.stages_in_runlog(conn) if n not in stages and pipeline is None]
+    pending = _pending_counter(conn)
     for name in names:
-        checks.extend(_stage_checks(conn, name, now, stages.get(name)))
+        checks.extend(_stage_checks(conn, name, now, stages.get(name), pending))
     if pipeline:
         for topic in pipeline.topics.values():
-            checks.extend(_topic_checks(conn, topic, now))
+            checks.extend(_topic_checks(conn, topic, now, pending))
     rules = pipeline.queues if pipeline else {}
     pairs = {(r.topic, r.consumer): label for label, r in rules.items()}
     for topic, consumer in vitals.queue_pairs(conn):
