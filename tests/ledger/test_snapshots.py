@@ -254,3 +254,14 @@ def test_a_ledger_outside_wal_mode_is_copied_through_the_backup_api(tmp_path):
     made = snapshots.take_snapshot(ledger, tmp_path / "b")
     assert _one(made.snapshot.path, "SELECT count(*) FROM src")[0] == 50
     assert _one(made.snapshot.path, "PRAGMA journal_mode")[0] == "delete"
+
+
+def test_restore_onto_a_machine_without_the_ledger_puts_the_snapshot_in_place(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger), src_rows=7)
+    taken = backup(ledger, tmp_path / "b")
+    fresh = tmp_path / "new-machine" / "ledger.sqlite"
+    fresh.parent.mkdir()
+    done = restore(fresh, taken.snapshot)
+    assert done.replaced is None
+    assert _one(fresh, "SELECT count(*) FROM src")[0] == 7
