@@ -4,9 +4,11 @@
 
 1. checks the snapshot (its checksum file, ``PRAGMA integrity_check``) and copies it
    beside the ledger under a hidden temporary name, fsynced;
-2. takes the ledger exclusively (``locking_mode=EXCLUSIVE`` and a write lock, no waiting):
-   any other connection, of a run, an appender, a worker or Litestream, makes this fail
-   with ``LedgerInUseError`` and nothing is changed;
+2. takes every run lock beside the ledger (``.minikafka-locks/``: a stage or a backfill
+   holds its lock for its whole run, also while Spark computes without a connection open),
+   then the ledger itself exclusively (``locking_mode=EXCLUSIVE`` and a write lock, no
+   waiting): a held lock or any other connection (a run, an appender, a worker,
+   Litestream) makes this fail with ``LedgerInUseError`` and nothing is changed;
 3. holding it, copies the write-ahead log into the file (``wal_checkpoint(TRUNCATE)``: no
    other reader exists at this point) and leaves WAL mode, so the old file is whole;
 4. links the old file to ``<ledger>.replaced-<UTC time>`` and renames the copy over the
@@ -21,14 +23,17 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..errors import BackupError, LedgerInUseError
+from ..errors import BackupError, LedgerInUseError, LockBusy
+from ..util.filelock import exclusive_lock
 from . import snapshots
 
 RESTORING = ".restoring-"
+LOCK_DIR = ".minikafka-locks"  # where stages and backfills hold their run locks (beside the ledger)
 
 
 @dataclass(frozen=True)
@@ -106,21 +111,45 @@ def restore_file(ledger: str | Path, snapshot: str | Path) -> FileRestored:
     try:
         shutil.copyfile(snap.path, staged)
         snapshots._fsync_path(staged)
-        replaced = None
-        if ledger.exists():
-            conn = _hold_exclusively(ledger)
-            try:
-                replaced = _aside_name(ledger, datetime.now(timezone.utc))
-                os.link(ledger, replaced)
-                for suffix in ("-wal", "-shm"):
-                    Path(f"{ledger}{suffix}").unlink(missing_ok=True)
-                os.replace(staged, ledger)
-                snapshots._fsync_path(ledger.parent)
-            finally:
-                conn.close()
-        else:
-            os.replace(staged, ledger)
-            snapshots._fsync_path(ledger.parent)
+        with ExitStack() as held:
+            _hold_run_locks(ledger, held)
+            replaced = _swap(ledger, staged)
     finally:
         staged.unlink(missing_ok=True)
     return FileRestored(ledger, snap, replaced)
+
+
+def _hold_run_locks(ledger: Path, held: ExitStack) -> None:
+    """Take every run lock beside the ledger (a stage or a backfill holds its lock for its whole
+    run, also while Spark computes and no connection is open).
+
+    Raises:
+        LedgerInUseError: a run holds one (its holder is named).
+    """
+    locks = ledger.parent / LOCK_DIR
+    for path in sorted(locks.glob("*.lock")) if locks.is_dir() else ():
+        try:
+            held.enter_context(exclusive_lock(path, wait=0, note="restore"))
+        except LockBusy as exc:
+            raise LedgerInUseError(
+                f"{ledger}: a run holds {path.name} ({exc.holder or 'another process'}); wait for it to end "
+                "and try again. Nothing was changed.") from None
+
+
+def _swap(ledger: Path, staged: Path) -> Path | None:
+    """Put ``staged`` in place of ``ledger``; the old file's new name (None when there was none)."""
+    if not ledger.exists():
+        os.replace(staged, ledger)
+        snapshots._fsync_path(ledger.parent)
+        return None
+    conn = _hold_exclusively(ledger)
+    try:
+        replaced = _aside_name(ledger, datetime.now(timezone.utc))
+        os.link(ledger, replaced)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{ledger}{suffix}").unlink(missing_ok=True)
+        os.replace(staged, ledger)
+        snapshots._fsync_path(ledger.parent)
+    finally:
+        conn.close()
+    return replaced

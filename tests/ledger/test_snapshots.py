@@ -265,3 +265,15 @@ def test_restore_onto_a_machine_without_the_ledger_puts_the_snapshot_in_place(tm
     done = restore(fresh, taken.snapshot)
     assert done.replaced is None
     assert _one(fresh, "SELECT count(*) FROM src")[0] == 7
+
+
+def test_restore_refuses_while_a_stage_holds_its_run_lock_without_a_connection_open(tmp_path):
+    from minikafka.util.filelock import exclusive_lock
+
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    taken = backup(ledger, tmp_path / "b")
+    with exclusive_lock(tmp_path / ".minikafka-locks" / "score.lock", note="run score-1"):
+        with pytest.raises(LedgerInUseError, match=r"a run holds score.lock \(pid \d+ run score-1\)"):
+            restore(ledger, taken.snapshot)
+    assert restore(ledger, taken.snapshot).replaced is not None
