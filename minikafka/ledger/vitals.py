@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from . import acks, queues
@@ -61,14 +62,16 @@ def newest_row_time(conn: sqlite3.Connection, topic: str) -> str | None:
     return None if row is None else row[CREATED_AT]
 
 
-def pending_for(conn: sqlite3.Connection, topic: str, consumer: str) -> int | None:
-    """Rows of ``topic`` pending for consumer ``consumer`` (None when either is unknown), counted
-    over the id range above the consumer's positions (``acks.count_pending``)."""
+def pending_for(conn: sqlite3.Connection, topic: str, consumer: str,
+                partitions: Iterable[int] | None = None) -> int | None:
+    """Rows of ``topic`` pending for consumer ``consumer`` (in ``partitions`` only, when given;
+    None when the topic or the consumer is unknown), counted over the id range above the
+    consumer's positions (``acks.count_pending``)."""
     table = _table(conn, topic)
     consumer_id = acks.find_consumer(conn, topic, consumer) if table is not None else None
     if consumer_id is None:
         return None
-    return acks.count_pending(conn, topic, consumer_id, table.high_watermark())
+    return acks.count_pending(conn, topic, consumer_id, table.high_watermark(), partitions)
 
 
 def consumers_of(conn: sqlite3.Connection, topic: str) -> list[str]:

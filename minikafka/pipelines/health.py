@@ -47,19 +47,16 @@ def _age_s(text: str | None, now: datetime) -> float | None:
     return max(0.0, (now - clock.parse_timestamp(text)).total_seconds())
 
 
-def _limit_text(seconds: float) -> str:
-    return format_duration(seconds)
-
-
 def _pending_counter(conn):
     """``pending(topic, consumer)``, each pair counted once per health run (a stage's lag and its
     topic's lag ask for the same count)."""
-    cache: dict[tuple[str, str], int | None] = {}
+    cache: dict[tuple, int | None] = {}
 
-    def pending(topic: str, consumer: str) -> int | None:
-        if (topic, consumer) not in cache:
-            cache[(topic, consumer)] = vitals.pending_for(conn, topic, consumer)
-        return cache[(topic, consumer)]
+    def pending(topic: str, consumer: str, partitions: list[int] | None = None) -> int | None:
+        key = (topic, consumer, tuple(partitions) if partitions is not None else None)
+        if key not in cache:
+            cache[key] = vitals.pending_for(conn, topic, consumer, partitions)
+        return cache[key]
 
     return pending
 
@@ -85,12 +82,12 @@ def _stage_checks(conn, name: str, now: datetime, stage=None, pending=None) -> l
         success = vitals.latest_success(conn, name)
         age = _age_s(success[1], now) if success else None
         ok = age is not None and age <= stage.freshness
-        reason = (f"no successful run yet (limit {_limit_text(stage.freshness)})" if age is None else
-                  f"last success {human_age(age)} ago (limit {_limit_text(stage.freshness)})")
+        reason = (f"no successful run yet (limit {format_duration(stage.freshness)})" if age is None else
+                  f"last success {human_age(age)} ago (limit {format_duration(stage.freshness)})")
         out.append(CheckResult(f"{subject} freshness", OK if ok else FAIL, reason,
                                {"age_s": age, "limit_s": stage.freshness}))
     if stage.max_lag is not None:
-        counts = {t: pending(t, stage.consumer) for t in stage.inputs}
+        counts = {t: pending(t, stage.consumer, stage.topic_partitions) for t in stage.inputs}
         known = {t: n for t, n in counts.items() if n is not None}
         if not known:
             out.append(CheckResult(f"{subject} lag", WARN, "its consumer is not registered yet (no run so far)",
@@ -115,8 +112,8 @@ def _topic_checks(conn, topic, now: datetime, pending) -> list[CheckResult]:
     if topic.freshness is not None:
         age = _age_s(vitals.newest_row_time(conn, topic.name), now)
         ok = age is not None and age <= topic.freshness
-        reason = (f"no rows yet (limit {_limit_text(topic.freshness)})" if age is None else
-                  f"newest row {human_age(age)} old (limit {_limit_text(topic.freshness)})")
+        reason = (f"no rows yet (limit {format_duration(topic.freshness)})" if age is None else
+                  f"newest row {human_age(age)} old (limit {format_duration(topic.freshness)})")
         out.append(CheckResult(f"{subject} freshness", OK if ok else FAIL, reason,
                                {"age_s": age, "limit_s": topic.freshness}))
     if topic.max_lag is not None:
@@ -156,8 +153,8 @@ def _queue_checks(conn, label: str, topic: str, consumer: str, rules, now: datet
     if rules is not None and rules.max_pending_age is not None:
         age = _age_s(figures["oldest_pending_at"], now)
         limit = rules.max_pending_age
-        reason = (f"nothing waiting (limit {_limit_text(limit)})" if age is None else
-                  f"oldest waiting job {human_age(age)} old (limit {_limit_text(limit)})")
+        reason = (f"nothing waiting (limit {format_duration(limit)})" if age is None else
+                  f"oldest waiting job {human_age(age)} old (limit {format_duration(limit)})")
         out.append(CheckResult(f"{subject} pending age", OK if age is None or age <= limit else FAIL, reason,
                                {"age_s": age, "limit_s": limit}))
     return out
@@ -176,7 +173,7 @@ def _backup_check(ledger: Path, settings, now: datetime) -> list[CheckResult]:
         return [CheckResult("backups freshness", OK, f"newest snapshot {human_age(age)} old (no backup_freshness set)",
                             {"age_s": age, "limit_s": None})]
     return [CheckResult("backups freshness", OK if age <= limit else FAIL,
-                        f"newest snapshot {human_age(age)} old (limit {_limit_text(limit)})",
+                        f"newest snapshot {human_age(age)} old (limit {format_duration(limit)})",
                         {"age_s": age, "limit_s": limit})]
 
 
