@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..connectors.notify import NotifyOutcome, check_notify_url, notify
+from ..connectors.notify import FORMATS, NotifyOutcome, check_notify_url, notify
 from ..ledger import snapshots, vitals
 from ..ledger.connection import Ledger
 from ..ledger.maintenance_runs import record_run
@@ -269,6 +269,8 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
         LedgerNotFoundError: no ledger at ``ledger_path``.
     """
     t0 = time.perf_counter()
+    if notify_format not in FORMATS:
+        raise ValueError(f"notify format must be one of {FORMATS}, got {notify_format!r}")
     for url in notify_urls:
         check_notify_url(url)
     scope = pipeline.name if pipeline else str(Path(ledger_path).resolve())

@@ -116,3 +116,10 @@ def test_a_notify_url_that_is_not_http_is_refused_before_anything_runs(tmp_path)
     Source(ledger).close()
     with pytest.raises(ValueError, match="http:// or https://"):
         check_health(ledger, notify_urls=("ftp://example.com/x",))
+
+
+def test_an_unknown_notify_format_is_refused_before_anything_runs(tmp_path):
+    ledger = str(tmp_path / "l.sqlite")
+    Source(ledger).close()
+    with pytest.raises(ValueError, match="notify format must be one of"):
+        check_health(ledger, notify_format="xml")
