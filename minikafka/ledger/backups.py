@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from ..errors import BackupError, LedgerNotFoundError, SnapshotNotFoundError
+from ..errors import BackupError, LedgerNotFoundError, MinikafkaError, SnapshotNotFoundError
 from ..util.clock import parse_timestamp
 from ..util.results import Result
 from . import restore as restoring
@@ -40,11 +40,13 @@ class BackupResult(Result):
     size_bytes: int
     removed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    checked: bool = True
 
     def summary(self) -> str:
         gone = f"; removed {len(self.removed)} older snapshot(s)" if self.removed else ""
         mb = self.size_bytes / 1e6
-        return (f"backup {self.snapshot}: {mb:.1f} MB in {self.seconds:.2f} s, integrity ok, sha256 "
+        verdict = "integrity ok" if self.checked else "integrity not checked"
+        return (f"backup {self.snapshot}: {mb:.1f} MB in {self.seconds:.2f} s, {verdict}, sha256 "
                 f"{self.sha256[:12]}..., last run {self.last_run or 'none'}{gone} ({self.run_id})")
 
 
@@ -97,7 +99,7 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
     record_run(path, run)
     return BackupResult(run.run_id, str(made.snapshot.path), snapshots.format_stamp(made.snapshot.taken_at),
                         made.snapshot.last_run, made.sha256, made.size, [str(p) for p in made.removed],
-                        round(made.seconds, 3))
+                        round(made.seconds, 3), check)
 
 
 def snapshot_before_run(ledger: str | Path, dest: str | Path, run_id: str) -> snapshots.Snapshot:
@@ -140,7 +142,16 @@ def restore(ledger: str | Path, snapshot: str | Path, *, before_run: str | None 
         raise BackupError("--before-run picks a snapshot from a directory: pass the backup directory, "
                           f"not the file {chosen}")
     run = RunResult(new_run_id("restore"), "restore", stage="restore", inputs=[str(chosen)])
-    done = restoring.restore_file(ledger_path, chosen)
+    try:
+        done = restoring.restore_file(ledger_path, chosen)
+    except MinikafkaError as exc:  # refused: the ledger is as it was, and says that a restore was refused
+        if ledger_path.is_file():
+            run.finish("failed", f"{type(exc).__name__}: {exc}")
+            try:
+                record_run(ledger_path, run, patience=5.0)
+            except MinikafkaError:
+                pass
+        raise
     run.details = {"snapshot": str(done.snapshot.path), "taken_at": snapshots.format_stamp(done.snapshot.taken_at),
                    "last_run": done.snapshot.last_run, "replaced": str(done.replaced) if done.replaced else None}
     run.finish("succeeded")

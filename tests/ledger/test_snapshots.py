@@ -182,11 +182,11 @@ def test_restore_refuses_while_another_process_has_the_ledger_open(tmp_path):
         text=True)
     try:
         assert holder.stdout.readline().strip() == "open"
-        before = ledger.read_bytes()
         with pytest.raises(LedgerInUseError, match="open in another process"):
             restore(ledger, taken.snapshot)
-        assert ledger.read_bytes() == before
         assert not list(tmp_path.glob("ledger.sqlite.replaced-*"))
+        assert _one(ledger, "SELECT status, error FROM _minikafka_runs WHERE kind = 'restore'")[0] == "failed"
+        assert _one(ledger, "SELECT count(*) FROM events")[0] == 0
     finally:
         holder.stdin.close()
         holder.wait(timeout=10)
