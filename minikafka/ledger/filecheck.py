@@ -17,10 +17,13 @@ exclusively).
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..errors import LedgerError
 
 NETWORK_FILESYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph", "glusterfs", "lustre",
                        "gpfs", "fuse.sshfs", "sshfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.rclone", "davfs",
@@ -31,12 +34,16 @@ def _unescape(field: str) -> str:
     return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 
 
-def filesystem_type(path: str | Path, mounts: str = "/proc/mounts") -> str | None:
+MOUNTS = "/proc/mounts"
+ALLOW_ENV = "MINIKAFKA_ALLOW_NETWORK_FS"  # =1: open a ledger on a network file system anyway
+
+
+def filesystem_type(path: str | Path, mounts: str | None = None) -> str | None:
     """The file system type of the mount holding ``path`` (None when unknown)."""
     target = str(Path(path).expanduser().resolve())
     best, kind = "", None
     try:
-        lines = Path(mounts).read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = Path(mounts or MOUNTS).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
     for line in lines:
@@ -52,6 +59,31 @@ def filesystem_type(path: str | Path, mounts: str = "/proc/mounts") -> str | Non
 
 def is_network_filesystem(kind: str | None) -> bool:
     return kind is not None and (kind in NETWORK_FILESYSTEMS or kind.split(".")[-1] in NETWORK_FILESYSTEMS)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_type(directory: str, mounts: str) -> str | None:
+    """``filesystem_type``, read once per directory per process (every ledger open asks)."""
+    return filesystem_type(directory, mounts)
+
+
+def refuse_network_filesystem(path: str | Path) -> None:
+    """Raise ``LedgerError`` when the directory of ``path`` is on a network file system.
+
+    SQLite's locks (and so every transaction's isolation, and WAL's shared memory) are not
+    reliable on NFS, SMB and the like: two writers can corrupt the file. Only the ledger must
+    stay local; staging is what other hosts share. ``$MINIKAFKA_ALLOW_NETWORK_FS=1`` opens it
+    anyway (one host, one process at a time, at your own risk).
+    """
+    if os.environ.get(ALLOW_ENV) == "1":
+        return
+    directory = Path(path).expanduser().resolve().parent
+    kind = _cached_type(str(directory), MOUNTS)
+    if is_network_filesystem(kind):
+        raise LedgerError(
+            f"cannot open ledger {str(path)!r}: {directory} is on {kind}, a network file system, where SQLite's "
+            "locks are not reliable and a ledger can be corrupted; keep the ledger on a local disk (executors on "
+            f"other hosts share a staging location, not the ledger), or set {ALLOW_ENV}=1 to open it anyway")
 
 
 def journal_mode(path: str | Path) -> str:

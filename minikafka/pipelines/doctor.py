@@ -40,8 +40,9 @@ def _filesystem(ledger: Path) -> CheckResult:
     if filecheck.is_network_filesystem(kind):
         return CheckResult("ledger file system", FAIL,
                            f"{ledger.parent} is on {kind}, a network file system: SQLite's locks are not reliable "
-                           "there and a ledger can be corrupted; move the ledger to a local disk (staging, not the "
-                           "ledger, is what other hosts share)", {"type": kind})
+                           "there and a ledger can be corrupted, so minikafka refuses to open it for writing; move "
+                           "the ledger to a local disk (staging, not the ledger, is what other hosts share)",
+                           {"type": kind})
     return CheckResult("ledger file system", OK, f"local ({kind or 'unknown type'})", {"type": kind})
 
 

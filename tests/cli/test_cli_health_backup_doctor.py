@@ -171,3 +171,18 @@ def test_status_leaves_health_checks_out_unless_asked_for(tmp_path):
     assert shown == ["stage"]
     health = json.loads(invoke("status", "-s", ledger, "--stage", "health", "--json").stdout)
     assert [r["kind"] for r in health] == ["health"] * 3
+
+
+def test_a_ledger_on_a_network_file_system_is_refused_at_open(tmp_path, monkeypatch):
+    from minikafka import LedgerError
+
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"/dev/sda1 / ext4 rw 0 0\nserver:/export {tmp_path / 'nfs'} nfs4 rw 0 0\n")
+    (tmp_path / "nfs").mkdir()
+    monkeypatch.setattr(filecheck, "MOUNTS", str(mounts))
+    with pytest.raises(LedgerError, match=r"is on nfs4, a network file system.*keep the ledger on a local disk"):
+        Source(str(tmp_path / "nfs" / "l.sqlite"))
+    assert not (tmp_path / "nfs" / "l.sqlite").exists()
+    monkeypatch.setenv(filecheck.ALLOW_ENV, "1")
+    Source(str(tmp_path / "nfs" / "l.sqlite")).close()
+    Source(str(tmp_path / "local.sqlite")).close()
