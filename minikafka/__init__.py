@@ -21,6 +21,7 @@ from .errors import (
     ArgumentTypeError,
     BackfillError,
     BackfillOptionError,
+    BackupError,
     ConcurrentRunError,
     ConnectorError,
     ConsumerNotFoundError,
@@ -43,6 +44,7 @@ from .errors import (
     JobNotFoundError,
     JobNotOursError,
     LedgerError,
+    LedgerInUseError,
     LedgerNotFoundError,
     LedgerReplacedError,
     LedgerUpgradeRequiredError,
@@ -67,6 +69,7 @@ from .errors import (
     ScheduleConfigError,
     ScheduleNotFoundError,
     SchemaMismatchError,
+    SnapshotNotFoundError,
     SourceClosedError,
     SparkSetupError,
     StageFailed,
@@ -96,6 +99,9 @@ def _load_spark_engine():
 _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
+    "BackupError",
+    "LedgerInUseError",
+    "SnapshotNotFoundError",
     "StageFailed",
     "MasterUnreachableError",
     "SparkSetupError",

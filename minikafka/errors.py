@@ -346,6 +346,20 @@ class LedgerReplacedError(LedgerError):
     message names the file; open a new Source on it."""
 
 
+class BackupError(LedgerError):
+    """A snapshot could not be taken, checked or read (names the file); nothing that looks like a
+    complete snapshot is left behind."""
+
+
+class SnapshotNotFoundError(BackupError):
+    """No snapshot fits what was asked (none in the directory, none before the run)."""
+
+
+class LedgerInUseError(LedgerError):
+    """The ledger is open in another process (a run, an appender, a worker, Litestream), so it
+    cannot be replaced now; nothing was changed."""
+
+
 class LockBusy(MinikafkaError):
     """The lock is held by another process; ``holder`` is what that process wrote in the file."""
 

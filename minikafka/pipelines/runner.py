@@ -315,7 +315,7 @@ def submit_env() -> dict[str, str]:
 def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strategy: str = "strict",
                  stage: str | None = None, start: str | None = None, dry_run: bool = False,
                  in_process: bool = False, staging: str | None = None, echo=print,
-                 running=None) -> PipelineRun:
+                 running=None, backup_before: str | None = None) -> PipelineRun:
     """Run the selected stages in DAG order.
 
     strict: after a failure no further stage runs. best_effort: every stage not
@@ -324,6 +324,9 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     ``staging``: a URI every node sees (default: the pipeline's ``[spark] staging``);
     needed on a non-local master, see ``minikafka.spark.staging``. On such a master the
     project's code is zipped and shipped to the executors.
+
+    ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.backups``)
+    before the first stage starts, so no stage of this run has committed into it.
 
     ``running(label)``: a context manager shown while a stage runs (the CLI's live spinner);
     default: a "still running" line through ``echo`` after 15 s, 30 s, 1 min, ...
@@ -369,6 +372,10 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                                        "stages": [s.name for s in chosen],
                                        "phase": "master check"})
         raise
+    if backup_before and not dry_run:
+        from ..ledger.backups import backup
+
+        echo(backup(defn.source, backup_before).summary())
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
     py_files = None if is_local_master(master) else str(code_zip(defn, scratch.name))
     spark = None
