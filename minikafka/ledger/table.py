@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+from ..errors import InvalidSettingError
 from . import acks
 from .identifiers import quote_identifier
 from .layout import META_SELECT, PARTITION, STORED_META, TopicLayout, stored_meta
@@ -341,7 +342,7 @@ class TopicTable:
             PartitionOutOfRangeError: a partition the topic does not have.
         """
         if which not in WHICH:
-            raise ValueError(f"which must be one of {WHICH}, got {which!r}")
+            raise InvalidSettingError(f"which must be one of {WHICH}, got {which!r}")
         layout, conn = self.layout, self.conn
         upto = int(self.high_watermark() if upto is None else upto)
         parts = None if partitions is None else tuple(sorted({layout.check_partition(p) for p in partitions}))

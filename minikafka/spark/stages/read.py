@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ...api.source import Source
+from ...errors import InvalidSettingError
 from ...ledger import acks
 from ...ledger.identifiers import quote_identifier
 from ...ledger.layout import META_SELECT, TopicLayout
@@ -39,7 +40,7 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
         TopicNotFoundError, ConsumerNotFoundError: unknown topic or consumer.
     """
     if source.path == ":memory:":
-        raise ValueError("Spark reads the ledger file over JDBC: use a file Source, not ':memory:'")
+        raise InvalidSettingError("Spark reads the ledger file over JDBC: use a file Source, not ':memory:'")
     layout = topic if isinstance(topic, TopicLayout) else source.layout(topic)
     if bounds is None:
         table = TopicTable(source.ledger.conn, layout)
