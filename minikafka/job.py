@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         sd = defn.stage(args.stage)
         require_ledger(defn)  # before the JVM starts: a missing ledger is an error, never a new one
         spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
-        with open_source(defn, create=False, register=not args.dry_run) as source:  # a dry run registers nothing
+        registered: dict[tuple[str, str], int] = {}  # the stage's consumer, registered once with every other
+        with open_source(defn, create=False, register=not args.dry_run,  # a dry run registers nothing
+                         registered=registered) as source:
+            ids = {name: registered[(sd.name, name)] for name in sd.inputs if (sd.name, name) in registered}
             if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
                 from .spark.stages.chunks import combine, run_stage_in_chunks
 
@@ -66,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   run_id=args.run_id, dry_run=args.dry_run, staging=args.staging))
             else:
                 row = run_stage(spark, source, build_stage(defn, sd), run_id=args.run_id,
-                                dry_run=args.dry_run, staging=args.staging).as_row()
+                                dry_run=args.dry_run, staging=args.staging, consumer_ids=ids).as_row()
         print(json.dumps(row), flush=True)
         code = 0
     except MinikafkaError as exc:

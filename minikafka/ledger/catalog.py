@@ -100,6 +100,22 @@ def check_reopen(layout: TopicLayout, row: tuple) -> None:
         )
 
 
+def check_model(conn: sqlite3.Connection, stored: TopicLayout, model: type[BaseModel]) -> TopicLayout:
+    """The layout of ``model`` as the stored topic ``stored``, checked as reopening the topic
+    with it checks it (no Topic is opened).
+
+    Raises:
+        SchemaMismatchError: the model does not match what the topic stores.
+    """
+    layout = TopicLayout.for_model(stored.name, model, stored.dedup or None, partitions=stored.partitions,
+                                   key=stored.key or None)
+    row = catalog_row(conn, stored.name)
+    if row is None:
+        raise TopicNotFoundError(f"topic {stored.name!r} is not in the ledger")
+    check_reopen(layout, row)
+    return layout
+
+
 def create_topic_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout) -> None:
     """Write the catalog row and the topic's table and indexes (the caller commits).
 

@@ -1,5 +1,6 @@
-"""The commit step: one SQLite transaction that makes a stage's work durable, or nothing.
+"""The two commits, side by side: a stage's (``commit_stage``) and a backfill's (``commit_slices``).
 
+A stage's commit is one SQLite transaction that makes its work durable, or nothing.
 Inside one ``BEGIN IMMEDIATE`` it
 1. inserts each output topic's staged rows, streamed in Arrow batches (driver memory is
    bounded by one batch), skipping rows whose dedup key the target already holds
@@ -13,12 +14,19 @@ Inside one ``BEGIN IMMEDIATE`` it
 A crash before COMMIT leaves the ledger as it was (the inputs are still pending and a
 re-run recomputes them); after COMMIT the inputs are acked and a re-run finds nothing.
 No Spark here: the staged batches can come from Spark, a backfill, or a test.
+
+A backfill's commit takes a dump's rows in slices of consecutive lines (``LoadSlice``, cut by
+``spark/loading/loadcommit.py``), one transaction each: the slice's rows (duplicates of the
+dedup key skipped; as handled when asked), its refused lines into the quarantine with
+``file:line``, and the file's progress (``loads.py``). A crash leaves whole slices: a re-run
+skips exactly the lines whose slice committed.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +35,7 @@ from ..errors import ConcurrentRunError, InvalidRecordError
 from ..util.clock import utc_now
 from ..util.faults import checkpoint
 from ..util.gcpause import gc_paused
-from . import acks
+from . import acks, loads
 from .catalog import read_layout
 from .connection import Ledger
 from .layout import TopicLayout
@@ -171,10 +179,64 @@ def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int,
 
 
 def _row_payload(conn: sqlite3.Connection, layout: TopicLayout, row_id: int) -> str | None:
-    row = conn.execute(f"{layout.select_sql()} WHERE \"_id\" = ?", (row_id,)).fetchone()
+    row = TopicTable(conn, layout).row(row_id)
     if row is None:
         return None
     return json.dumps(layout.decoder()(row), default=str, ensure_ascii=False)
+
+
+@dataclass
+class LoadSlice:
+    """Consecutive lines of one file: how many were read, the last of them, its accepted
+    rows (``insert`` stores them with the caller's transaction and returns how many were
+    stored) and its refused lines as (line, error, payload)."""
+
+    rows_read: int
+    last_line: int
+    accepted: int
+    refused: list[tuple[int, str, str | None]]
+    now: str
+    insert: Callable[[sqlite3.Connection, int], int] | None  # (conn, highest id before) -> rows stored
+    committed_before: bool = False  # every line of it was committed by an interrupted run
+
+
+def commit_slices(ledger: Ledger, layout: TopicLayout, file_name: str, sha256: str, slices: Iterable[LoadSlice],
+                  run: RunResult, result, *, as_handled: bool, progress) -> None:
+    """Commit each slice in its own transaction, with its quarantined lines and the file's
+    progress; count into ``run`` and ``result`` (``rows_read``)."""
+    t0 = time.perf_counter()
+    try:
+        for piece in slices:
+            result.rows_read += piece.rows_read
+            if piece.committed_before:
+                continue
+            t1 = time.perf_counter()
+            now = piece.now
+            with gc_paused(), ledger.atomic() as conn:
+                top = TopicTable(conn, layout).high_watermark()
+                inserted = piece.insert(conn, top) if piece.accepted else 0
+                if as_handled and inserted:
+                    acks.mark_appended_handled_in_current_transaction(conn, layout.name, top, now)
+                quarantine_in_current_transaction(conn, (
+                    Quarantined(layout.name, payload, error, f"{file_name}:{line}", now, run_id=run.run_id)
+                    for line, error, payload in piece.refused))
+                loads.record_progress_in_current_transaction(conn, layout.name, sha256, file_name, piece.last_line,
+                                                             run.run_id, now)
+            run.details["commit_seconds"] = round(run.details.get("commit_seconds", 0) + time.perf_counter() - t1,
+                                                  2)
+            checkpoint("backfill:batch-committed")
+            run.rows_out += inserted
+            run.rows_duplicate += piece.accepted - inserted
+            run.rows_quarantined += len(piece.refused)
+            run.rows_in += piece.accepted + len(piece.refused)
+            if progress:
+                progress(f"  {file_name}: line {piece.last_line:,} — loaded {run.rows_out:,}, duplicates "
+                         f"{run.rows_duplicate:,}, quarantined {run.rows_quarantined:,} "
+                         f"({time.perf_counter() - t0:.1f} s)")
+    finally:
+        close = getattr(slices, "close", None)
+        if close is not None:  # on failure too: a row file is detached now, outside any transaction
+            close()
 
 
 def failed_rows_since(conn: sqlite3.Connection, topic: str, consumer: str, since: str) -> list[tuple[int, str]]:

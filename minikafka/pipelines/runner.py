@@ -155,7 +155,7 @@ class PipelineRun:
 
 
 def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool = True,
-                notes: list[str] | None = None) -> Source:
+                notes: list[str] | None = None, registered: dict[tuple[str, str], int] | None = None) -> Source:
     """Open the pipeline's ledger with every topic created/checked and every consumer registered.
 
     Consumers are registered before any stage runs, each new one at its stage's ``start``
@@ -163,14 +163,16 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
     LedgerNotFoundError; a missing directory is never created (``minikafka run --create``
     does that). ``register=False`` (dry runs, ``check``, ``plot``): nothing is registered,
     a run that commits nothing leaves no consumer behind. ``notes`` receives a line for
-    each consumer registered now that starts past rows that exist (``start_notes``).
+    each consumer registered now that starts past rows that exist (``start_notes``);
+    ``registered`` receives each consumer's id by (stage, input topic), so a stage run later
+    needs not register or look it up again.
     """
     source = Source(str(defn.source), create=create)
     try:
         for t in defn.topics.values():
             source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key)
         if register:
-            lines = register_stage_consumers(source, defn)
+            lines = register_stage_consumers(source, defn, registered=registered)
             if notes is not None:
                 notes.extend(lines)
     except BaseException:
@@ -179,7 +181,8 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
     return source
 
 
-def register_stage_consumers(source: Source, defn: PipelineDefinition, *, dry_run: bool = False) -> list[str]:
+def register_stage_consumers(source: Source, defn: PipelineDefinition, *, dry_run: bool = False,
+                             registered: dict[tuple[str, str], int] | None = None) -> list[str]:
     """Register every stage's consumer on its inputs in one transaction (``dry_run``: only say
     what registering would do); return a line for each new one that starts past existing rows:
     ``stage X: consumer starts at offset N of topic 'T', M earlier rows are skipped (start=latest)``.
@@ -196,6 +199,8 @@ def register_stage_consumers(source: Source, defn: PipelineDefinition, *, dry_ru
                     reg = acks.planned_registration(conn, name, sd.consumer, start=sd.start)
                 else:
                     reg = acks.register_in_current_transaction(conn, name, sd.consumer, now, start=sd.start)
+                    if registered is not None:
+                        registered[(sd.name, name)] = reg.consumer_id
                 note = reg.note(f"stage {sd.name}")
                 if note:
                     lines.append(note + (" (dry run: nothing registered)" if dry_run else ""))
@@ -337,11 +342,6 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     Raises:
         LedgerNotFoundError: the pipeline's ledger does not exist (a run never creates it).
     """
-    import tempfile
-
-    from ..spark.session import MasterUnreachableError, check_master
-    from ..spark.staging import is_local_master
-
     require_ledger(defn)
     if strategy not in STRATEGIES:
         raise PipelineDefinitionError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
@@ -352,17 +352,35 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     if running is None:
         def running(label):
             return heartbeat(echo, label, HEARTBEAT_S)
-    t0 = time.perf_counter()
     from .retired import retired_messages
 
     notes: list[str] = []
-    with open_source(defn, register=not dry_run, notes=notes) as source:
+    registered: dict[tuple[str, str], int] = {}
+    # one Source for the whole run: topics opened and consumers registered once, before any stage
+    source = open_source(defn, register=not dry_run, notes=notes, registered=registered)
+    try:
         if dry_run:
             notes = register_stage_consumers(source, defn, dry_run=True)
         for line in notes:  # a new stage that starts past rows that exist says so
             echo(line)
         for line in retired_messages(defn, source.ledger.conn):
             echo(line)
+        return _run_stages(defn, source, registered, chosen, result, master, staging, strategy, dry_run,
+                           in_process, echo, running)
+    finally:
+        source.close()
+
+
+def _run_stages(defn: PipelineDefinition, source: Source, registered: dict[tuple[str, str], int],
+                chosen: list[StageDefinition], result: PipelineRun, master: str, staging: str | None, strategy: str,
+                dry_run: bool, in_process: bool, echo, running) -> PipelineRun:
+    """Run the chosen stages in order on the run's Source (see ``run_pipeline``)."""
+    import tempfile
+
+    from ..spark.session import MasterUnreachableError, check_master
+    from ..spark.staging import is_local_master
+
+    t0 = time.perf_counter()
     try:
         check_master(master)  # seconds, before any JVM: an unreachable master is named, not 68 s of INFO lines
     except MasterUnreachableError as exc:
@@ -389,18 +407,20 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
             since = utc_now()
             try:
                 echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
-                if not _has_pending(defn, sd):
+                ids = {name: registered[(sd.name, name)] for name in sd.inputs if (sd.name, name) in registered}
+                if not _has_pending(source, defn, sd, ids):
                     # nothing new: record the empty run without starting a JVM
-                    outcome = _run_in_process(None, defn, sd, dry_run)
+                    outcome = _run_in_process(None, defn, sd, dry_run, source=source, consumer_ids=ids)
                 elif in_process:
                     with running(sd.name):
                         if spark is None:
                             spark, outcome = _start_session(defn, sd, master, py_files, dry_run)
                         if spark is not None:
-                            outcome = _run_in_process(spark, defn, sd, dry_run, staging)
+                            outcome = _run_in_process(spark, defn, sd, dry_run, staging, source=source,
+                                                      consumer_ids=ids)
                 else:
                     with running(sd.name):
-                        outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files)
+                        outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files, source=source)
             except KeyboardInterrupt:
                 if not dry_run:
                     _record_interrupted(defn, sd, since)
@@ -478,23 +498,33 @@ def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, since: st
     record_failed_run(defn, new_run_id(sd.name), INTERRUPTED, sd, details={"phase": "start"}, status="interrupted")
 
 
-def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
-    from ..ledger.acks import consumer_names, lag
+def _has_pending(source: Source, defn: PipelineDefinition, sd: StageDefinition, consumer_ids: dict[str, int]) -> bool:
+    """Whether the stage has rows to read (on the run's Source; ``consumer_ids``: its consumer
+    as the run registered it, looked up otherwise)."""
+    from ..ledger import acks
+    from ..ledger.table import TopicTable
 
-    with Source(str(defn.source)) as source:
-        for name in sd.inputs:
-            t = source.topic(name, defn.topics[name].model, dedup=defn.topics[name].dedup or None)
-            if sd.consumer in consumer_names(source.ledger.conn, name):
-                if t.count("new", consumer=sd.consumer):
-                    return True
-            # a consumer not registered yet (a dry run registers none) would start at its stage's start
-            elif any(lag(source.ledger.conn, name, None, start=sd.start).values()):
+    conn = source.ledger.conn
+    for name in sd.inputs:
+        cid = consumer_ids.get(name) or acks.find_consumer(conn, name, sd.consumer)
+        if cid is not None:
+            opened = source.opened(name)
+            table = TopicTable(conn, opened.layout if opened is not None else source.layout(name))
+            if table.count(*acks.pending_filter(cid, name)):
                 return True
+        # a consumer not registered yet (a dry run registers none) would start at its stage's start
+        elif any(acks.lag(conn, name, None, start=sd.start).values()):
+            return True
     return False
 
 
 def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
-                    staging: str | None = None, upto: dict[str, int] | None = None) -> StageOutcome:
+                    staging: str | None = None, upto: dict[str, int] | None = None, *, source: Source | None = None,
+                    consumer_ids: dict[str, int] | None = None) -> StageOutcome:
+    """Run one stage in this process; on ``source`` when the caller has the pipeline's open
+    (``consumer_ids``: the stage's consumer as the caller registered it), else on one opened here."""
+    from contextlib import nullcontext
+
     from ..errors import StageRunningError, StagingError
     from ..spark.stages.stage import StageFailed, run_stage
 
@@ -502,7 +532,8 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
     for key, value in sd.spark.items():
         if spark is not None and key.startswith("spark.sql."):
             spark.conf.set(key, value)
-    with open_source(defn, register=not dry_run) as source:
+    opened = nullcontext(source) if source is not None else open_source(defn, register=not dry_run)
+    with opened as source:
         try:
             if sd.window_rows:  # a backlog in chunks of N input rows, one commit each
                 from ..spark.stages.chunks import combine, run_stage_in_chunks
@@ -510,7 +541,8 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
                 row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
                                                   dry_run=dry_run, upto=upto, staging=staging))
                 return StageOutcome(sd.name, row["status"], time.perf_counter() - t0, row)
-            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run, upto=upto, staging=staging)
+            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run, upto=upto, staging=staging,
+                            consumer_ids=consumer_ids)
         except StageFailed as exc:
             return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
         except (StageRunningError, StagingError) as exc:
@@ -522,7 +554,7 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
 
 
 def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, dry_run: bool, echo,
-                   staging: str | None = None, py_files: str | None = None) -> StageOutcome:
+                   staging: str | None = None, py_files: str | None = None, *, source: Source) -> StageOutcome:
     from ..spark.session import SparkSetupError, check_java
     from ..util.procs import run_tied
 
@@ -544,8 +576,7 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
         proc = run_tied(cmd, env=submit_env())
     except KeyboardInterrupt:  # run_tied killed the job: record it, unless it committed first
         if not dry_run:
-            with Source(str(defn.source)) as source:
-                done = _run_row(source, run_id)
+            done = _run_row(source, run_id)
             if done is None:
                 record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": "spark-submit"},
                                   status="interrupted")
@@ -557,8 +588,7 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
     seconds = time.perf_counter() - t0
     if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show spark-submit's own output
         echo(proc.stderr.rstrip())
-    with Source(str(defn.source)) as source:
-        row = _run_row(source, run_id)
+    row = _run_row(source, run_id)
     summary = _last_json(proc.stdout)
     details = (summary or {}).get("details")
     if summary and (row is None or (isinstance(details, dict) and details.get("chunks"))):

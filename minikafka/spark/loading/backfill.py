@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from ...api.source import Source
 from ...errors import BackfillError, BackfillOptionError, InputFileError
 from ...ledger import loads
+from ...ledger.commit import commit_slices
 from ...ledger.layout import TopicLayout
 from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ...util import dumpfiles
@@ -31,7 +32,7 @@ from ...util.clock import utc_now
 from ...util.redact import redact_url
 from ...util.results import Result
 from ..types import storage_arrow_fields
-from .loadcommit import arrow_slices, commit_slices, row_file_slices
+from .loadcommit import arrow_slices, row_file_slices
 from .rowcheck import CSV_EMPTY, RowChecker
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -444,7 +445,7 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
                 jobs.submit(chunk)
         jobs.on_wait = source.ledger.checkpoint  # the WAL is checkpointed while Spark validates
         try:
-            commit_slices(source, layout, dump.path.name, dump.sha256,
+            commit_slices(source.ledger, layout, dump.path.name, dump.sha256,
                           row_file_slices(source, jobs, layout, batch_rows, already, run.run_id), run, result,
                           as_handled=as_handled, progress=progress)
         finally:
@@ -454,7 +455,7 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
     t0 = time.perf_counter()
     written = _stage_file(spark, dump, model, layout, uri, **opts)
     details["spark_seconds"] = round(details.get("spark_seconds", 0) + time.perf_counter() - t0, 2)
-    commit_slices(source, layout, dump.path.name, dump.sha256,
+    commit_slices(source.ledger, layout, dump.path.name, dump.sha256,
                   arrow_slices(_staged_batches(uri, written, batch_rows), layout, batch_rows, already, run.run_id),
                   run, result, as_handled=as_handled, progress=progress)
 

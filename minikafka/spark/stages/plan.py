@@ -38,24 +38,31 @@ class StagePlan:
         return {name: b.upto for name, b in self.bounds.items()}
 
 
-def plan_stage(source: Source, stage, *, upto: dict[str, int] | None = None, dry_run: bool = False) -> StagePlan:
+def plan_stage(source: Source, stage, *, upto: dict[str, int] | None = None, dry_run: bool = False,
+               layouts: dict[str, TopicLayout] | None = None,
+               consumer_ids: dict[str, int] | None = None) -> StagePlan:
     """Fix a stage's plan in one transaction (see the module docstring).
 
     A dry run registers nothing: a consumer not registered yet is planned from where its
-    ``start`` would put it.
+    ``start`` would put it. ``layouts``: the topics' layouts the caller read already;
+    ``consumer_ids``: the consumer's id on inputs where the caller registered it already.
 
     Raises:
         TopicNotFoundError: an input or output topic is not in the ledger.
     """
     upto = upto or {}
+    layouts = layouts or {}
+    consumer_ids = consumer_ids or {}
     consumer = stage.consumer_name
     with source.ledger.atomic() as conn:
-        inputs = {name: source.layout(name) for name in stage.inputs}
-        outputs = {name: source.layout(name) for name in stage.outputs}
+        inputs = {name: layouts.get(name) or source.layout(name) for name in stage.inputs}
+        outputs = {name: layouts.get(name) or source.layout(name) for name in stage.outputs}
         now = utc_now()
         ids: dict[str, int | None] = {}
         for name in stage.inputs:
-            if dry_run:
+            if name in consumer_ids:
+                ids[name] = consumer_ids[name]
+            elif dry_run:
                 ids[name] = acks.find_consumer(conn, name, consumer)
             else:
                 ids[name] = acks.register_in_current_transaction(conn, name, consumer, now,

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from ...api.source import Source
 from ...errors import PipelineError, SchemaMismatchError, StageFailed
-from ...ledger import acks
+from ...ledger import acks, catalog
 from ...ledger import runlog_retention as retention
 from ...ledger.commit import InputState, StagedOutput, commit_stage
 from ...ledger.events import Event
@@ -128,23 +128,24 @@ def staging_root(source: Source) -> Path:
 
 
 def _layout(source: Source, name: str) -> TopicLayout:
-    topic = source._topics.get(name)
+    """The topic's layout: as the Source has it open, else read from the catalog."""
+    topic = source.opened(name)
     return topic.layout if topic is not None else source.layout(name)
 
 
-def _model(source: Source, name: str, stage: Stage, role: str):
+def _model(source: Source, name: str, stage: Stage, role: str, layout: TopicLayout):
     """The model of a row_fn stage's input (``role="input"``) or output topic.
 
     In order: the topic as opened on this Source; the row_fn's annotation (its first
     parameter for the input, its return for the output), checked against the stored
     layout; the model stored in the catalog, when it can be imported.
     """
-    topic = source._topics.get(name)
+    topic = source.opened(name)
     if topic is not None:
         return topic.model
     hinted = _annotated_model(stage.row_fn, role)
-    if hinted is not None:
-        return source.topic(name, hinted, dedup=_layout(source, name).dedup or None).model
+    if hinted is not None:  # checked as reopening the topic with it would check it
+        return catalog.check_model(source.ledger.conn, layout, hinted).model
     try:
         return source.model_of(name)
     except SchemaMismatchError as exc:
@@ -183,7 +184,7 @@ def register_consumers(source: Source, stages: list[Stage]) -> list:
     from ...util.clock import utc_now
 
     now = utc_now()
-    with source._ledger.atomic() as conn:
+    with source.ledger.atomic() as conn:
         for stage in stages:
             for name in stage.inputs:
                 source.layout(name)
@@ -193,7 +194,8 @@ def register_consumers(source: Source, stages: list[Stage]) -> list:
 
 def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 50_000,
               staging: str | None = None, dry_run: bool = False, run_id: str | None = None,
-              lock_wait: float = 0.0, upto: dict[str, int] | None = None) -> RunResult:
+              lock_wait: float = 0.0, upto: dict[str, int] | None = None,
+              consumer_ids: dict[str, int] | None = None) -> RunResult:
     """Run one stage end to end and return its RunResult (also in the run log).
 
     ``upto`` caps the high-watermark of some inputs ({topic: id}): rows above it wait
@@ -205,6 +207,9 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
             beside the ledger even on a non-local master), or None: JDBC on a local
             master, an error on any other.
         lock_wait: seconds to wait for another run of the same stage to finish.
+        consumer_ids: {input: the consumer's id} when the caller registered the stage's
+            consumer already (a pipeline registers every stage's before any runs): the plan
+            then registers nothing again.
 
     Raises:
         TopicNotFoundError: an input or output topic is not in the ledger (nothing runs).
@@ -215,8 +220,7 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
     from ...errors import StageRunningError
     from ...util.filelock import LockBusy, exclusive_lock
 
-    for name in (*stage.inputs, *stage.outputs):
-        _layout(source, name)
+    layouts = {name: _layout(source, name) for name in (*stage.inputs, *stage.outputs)}  # each read once
     run = RunResult(run_id or new_run_id(stage.name), "stage", stage=stage.name, consumer=stage.consumer_name,
                     inputs=list(stage.inputs), outputs=list(stage.outputs),
                     details={"strategy": stage.strategy, "engine": "spark"})
@@ -228,13 +232,15 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
         raise StageRunningError(f"stage {stage.name!r} is running ({exc.holder or 'another process'}); "
                                 f"this run ({run.run_id}) did nothing") from None
     try:
-        return _run_locked(spark, source, stage, run, staging, commit_batch_rows, dry_run, upto or {})
+        return _run_locked(spark, source, stage, run, staging, commit_batch_rows, dry_run, upto or {}, layouts,
+                           consumer_ids)
     finally:
         lock.__exit__(None, None, None)
 
 
 def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: str | None, batch_rows: int,
-                dry_run: bool, upto: dict[str, int]) -> RunResult:
+                dry_run: bool, upto: dict[str, int], layouts: dict[str, TopicLayout],
+                consumer_ids: dict[str, int] | None) -> RunResult:
     from .. import staging as stg
 
     area = None
@@ -250,15 +256,15 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
     if run_uri:
         marker.write_text(run_uri)
     target = stage.outputs[0] if len(stage.outputs) == 1 else None
-    source._ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
+    source.ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
         "target": target, "stage": stage.name, "run_id": run.run_id, "dry_run": dry_run}))
     try:
-        _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run, upto)
+        _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run, upto, layouts, consumer_ids)
     except BaseException as exc:
         run.finish(failure_status(exc), INTERRUPTED if isinstance(exc, KeyboardInterrupt) else describe(exc))
         if not dry_run:
             try:
-                with source._ledger.atomic() as conn:
+                with source.ledger.atomic() as conn:
                     write_run_in_current_transaction(conn, run)
             except Exception:  # the original failure matters more than its log row
                 pass
@@ -272,7 +278,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
                 marker.unlink(missing_ok=True)
             except Exception:  # noqa: BLE001 - the next run removes it
                 pass
-        source._ledger.emit(Event("pipeline_end", stage.inputs[0], None, {
+        source.ledger.emit(Event("pipeline_end", stage.inputs[0], None, {
             "target": target, "count": run.rows_out, "dry_run": dry_run,
             "stage": stage.name, "run_id": run.run_id, "status": run.status, "rows_out": run.rows_out}))
     return run
@@ -290,7 +296,7 @@ def _read_inputs(spark, source: Source, stage: Stage, in_layouts: dict, bounds: 
     frames = {}
     for name, layout in in_layouts.items():
         uri = stg.join(run_uri, "in", name)
-        rows = stg.export_topic(source._ledger.conn, layout, bounds[name].where, uri)
+        rows = stg.export_topic(source.ledger.conn, layout, bounds[name].where, uri)
         frame = to_model_columns(stg.read_exported(spark, layout, uri), layout)
         files = -(-rows // stg.EXPORT_ROWS_PER_FILE)
         if stage.partitions or files > 1:
@@ -303,13 +309,14 @@ def _read_inputs(spark, source: Source, stage: Stage, in_layouts: dict, bounds: 
 
 
 def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str | None, batch_rows: int,
-         dry_run: bool, upto: dict[str, int]) -> None:
+         dry_run: bool, upto: dict[str, int], layouts: dict[str, TopicLayout],
+         consumer_ids: dict[str, int] | None) -> None:
     from .. import staging as stg
 
     consumer = stage.consumer_name
     # one read of the ledger fixes the plan: layouts, the consumer's ids, the bounds (a dry
     # run of a stage whose consumer is not registered yet reads what it would start with)
-    plan = plan_stage(source, stage, upto=upto, dry_run=dry_run)
+    plan = plan_stage(source, stage, upto=upto, dry_run=dry_run, layouts=layouts, consumer_ids=consumer_ids)
     in_layouts, out_layouts, bounds = plan.inputs, plan.outputs, plan.bounds
     run.watermarks = plan.watermarks
     run.rows_in = plan.rows_in
@@ -324,8 +331,8 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
         frames = _read_inputs(spark, source, stage, in_layouts, bounds, area, run_uri, run)
         if stage.row_fn is not None:
             (src,), (dst,) = stage.inputs, stage.outputs
-            out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage, "input"),
-                                     _model(source, dst, stage, "output"), out_layouts[dst])
+            out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage, "input", in_layouts[src]),
+                                     _model(source, dst, stage, "output", out_layouts[dst]), out_layouts[dst])
             out = _apply_quality(out, stage, dst, out_layouts[dst], run, outcomes, quarantined, "_parent_id",
                                  report_dir)
             uri = stg.join(run_uri, "out", dst)
@@ -371,7 +378,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
                    for dst in staged]
 
     def commit(outputs: list[StagedOutput], quarantine: list[tuple] | Callable[[], list[tuple]]) -> None:
-        commit_stage(source._ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
+        commit_stage(source.ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
                      max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
                      default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
                      quarantine=quarantine)
@@ -427,7 +434,7 @@ def _rehearse(source: Source, commit: Callable[[], None]) -> None:
     """Run ``commit`` inside a transaction that is then rolled back: nothing stays written,
     no event fires, and the run's counts are exactly those of the real commit."""
     try:
-        with source._ledger.atomic():
+        with source.ledger.atomic():
             commit()
             raise _Rehearsal
     except _Rehearsal:

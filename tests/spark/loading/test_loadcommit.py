@@ -8,10 +8,11 @@ from pydantic import BaseModel
 
 from minikafka import Source
 from minikafka.errors import InvalidRecordError
+from minikafka.ledger.commit import commit_slices
 from minikafka.ledger.rowfiles import write_row_file
 from minikafka.ledger.runlog import RunResult
 from minikafka.spark.loading.backfill import BackfillResult
-from minikafka.spark.loading.loadcommit import commit_slices, row_file_slices
+from minikafka.spark.loading.loadcommit import row_file_slices
 
 
 class Item(BaseModel):
@@ -28,7 +29,7 @@ def _part(tmp_path, name, rows, lines, refused=()):
 def _commit(src, topic, parts, batch_rows=2):
     run = RunResult("bf-1", "backfill", stage="backfill:items", outputs=[topic.name], details={})
     result = BackfillResult(run=run)
-    commit_slices(src, topic.layout, "dump.jsonl", "sha", row_file_slices(src, parts, topic.layout, batch_rows, 0,
+    commit_slices(src.ledger, topic.layout, "dump.jsonl", "sha", row_file_slices(src, parts, topic.layout, batch_rows, 0,
                                                                           run.run_id),
                   run, result, as_handled=False, progress=None)
     return run, result
