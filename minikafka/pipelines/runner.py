@@ -366,14 +366,14 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         for line in retired_messages(defn, source.ledger.conn):
             echo(line)
         return _run_stages(defn, source, registered, chosen, result, master, staging, strategy, dry_run,
-                           in_process, echo, running)
+                           in_process, echo, running, backup_before)
     finally:
         source.close()
 
 
 def _run_stages(defn: PipelineDefinition, source: Source, registered: dict[tuple[str, str], int],
                 chosen: list[StageDefinition], result: PipelineRun, master: str, staging: str | None, strategy: str,
-                dry_run: bool, in_process: bool, echo, running) -> PipelineRun:
+                dry_run: bool, in_process: bool, echo, running, backup_before: str | None) -> PipelineRun:
     """Run the chosen stages in order on the run's Source (see ``run_pipeline``)."""
     import tempfile
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from ...api.source import Source
 from ...errors import BackfillError, BackfillOptionError, InputFileError
-from ...ledger import loads
+from ...ledger import catalog, loads
 from ...ledger.commit import commit_slices
 from ...ledger.layout import TopicLayout
 from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
@@ -288,7 +288,7 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     check_options(fmt=fmt, delimiter=delimiter, quote=quote, batch_rows=batch_rows)
     check_staging(staging)
     model = model or source.model_of(topic)
-    layout = source.topic(topic, model, dedup=source.layout(topic).dedup or None).layout
+    layout = catalog.check_model(source.ledger.conn, source.layout(topic), model)  # checked as reopening checks
     found = discover(paths)
     run = RunResult(new_run_id(f"backfill-{topic}"), "backfill", stage=f"backfill:{topic}", outputs=[topic],
                     inputs=[str(p) for p in found], details={"as_handled": as_handled})
