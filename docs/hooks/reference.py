@@ -7,7 +7,9 @@ A page holds a marker such as ``<!-- generated: cli -->``; ``on_page_markdown`` 
   section: key, type, required, what it expects) and the annotated example in
   ``minikafka.pipelines.definition``;
 - ``deliveries-file``: the deliveries TOML format, from ``minikafka.connectors.delivery``;
-- ``quality-suite``: the expectation suite TOML format, from ``minikafka.quality.suite``.
+- ``quality-suite``: the expectation suite TOML format, from ``minikafka.quality.suite``;
+- ``layout``: the code layout, one table a layer (lowest first, as ``tests/test_layers.py`` orders
+  them), each folder and module with the first paragraph of its docstring.
 
 A marker the hook does not know is an error, so a typo cannot ship an empty page.
 """
@@ -294,8 +296,62 @@ def errors() -> str:
     return "\n".join(rows) + "\n"
 
 
+# -- the code layout -----------------------------------------------------------------------
+
+def _summary(path: Path) -> str:
+    """The first paragraph of a module's docstring, on one line (``|`` escaped for a table)."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    first = doc.split("\n\n")[0]
+    return " ".join(first.split()).replace("|", "\\|")
+
+
+def _rooms(folder: Path) -> list[Path]:
+    """``folder`` and its sub-packages, each before what it holds."""
+    out = [folder]
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        out += _rooms(sub)
+    return out
+
+
+def code_layout() -> str:
+    from tests.test_layers import LAYERS
+
+    package = ROOT / "minikafka"
+    out = []
+    for layer in LAYERS:
+        if layer == "root":
+            rooms = [package]
+            modules = {package: sorted(p for p in package.glob("*.py") if p.stem not in LAYERS)}
+        elif (package / layer).is_dir():
+            rooms = _rooms(package / layer)
+            modules = {room: sorted(room.glob("*.py")) for room in rooms}
+        else:
+            rooms, modules = [package], {package: [package / f"{layer}.py"]}
+        for room in rooms:
+            if not modules[room]:
+                continue
+            if room != package:
+                title = f"`{room.relative_to(ROOT).as_posix()}/`"
+            elif layer == "root":
+                title = "the package root: the public face"
+            else:
+                title = f"`{modules[room][0].relative_to(ROOT).as_posix()}`"
+            out.append(f"### {title}\n")
+            if room != package:
+                out.append(_summary(room / "__init__.py") + "\n")
+            out.append("| module | what it holds |\n|---|---|")
+            for path in modules[room]:
+                if path.name == "__init__.py" and room != package:
+                    continue
+                out.append(f"| `{path.relative_to(ROOT).as_posix()}` | {_summary(path)} |")
+            out.append("")
+    return "\n".join(out)
+
+
 GENERATORS = {"errors": errors, "cli": cli_reference, "pipeline-file": pipeline_file, "deliveries-file": deliveries_file,
-              "quality-suite": quality_suite}
+              "quality-suite": quality_suite, "layout": code_layout}
 
 
 def render(markdown: str) -> str:
