@@ -6,6 +6,7 @@ import click
 
 from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
+from ..util.dumpfiles import DUMP_FORMATS
 from ..util.redact import redact_url
 from .app import main
 from .common import (
@@ -330,7 +331,7 @@ def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> st
 @click.argument("topic")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--model", help="module:Class of the topic's model (default: the one recorded in the ledger).")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), help="Default: from the file names.")
+@click.option("--format", "fmt", type=click.Choice(list(DUMP_FORMATS)), help="Default: from the file names.")
 @click.option("--delimiter", default=",", show_default=True, callback=_one_character, help="CSV field delimiter.")
 @click.option("--quote", default='"', show_default=True, callback=_one_character, help="CSV quote character.")
 @click.option("--no-header", is_flag=True,

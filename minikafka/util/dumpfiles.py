@@ -26,6 +26,45 @@ from ..errors import InputFileError
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+@dataclass(frozen=True)
+class DumpFormat:
+    """A format backfill reads dumps in: the one table that detection, Spark's read, the row
+    checks and the CLI's choices all use (a new format is a row here, then its reader)."""
+
+    name: str
+    suffixes: tuple[str, ...]  # the file names that tell it (before an optional .gz)
+    reader: str  # how Spark reads a file: "chunks" (line-aligned chunks the driver cuts), "csv", "parquet"
+    rows: str  # what a row is at the checks: "json" (a line's JSON object), "csv" (text fields), "values"
+
+
+DUMP_FORMATS: dict[str, DumpFormat] = {f.name: f for f in (
+    DumpFormat("jsonl", (".jsonl", ".ndjson", ".json"), "chunks", "json"),
+    DumpFormat("csv", (".csv", ".tsv"), "csv", "csv"),
+    DumpFormat("parquet", (".parquet",), "parquet", "values"),
+)}
+
+
+def dump_format(name: str) -> DumpFormat:
+    """The format called ``name``.
+
+    Raises:
+        ValueError: no such format (names it and the known ones).
+    """
+    try:
+        return DUMP_FORMATS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown dump format {name!r}: one of {', '.join(DUMP_FORMATS)}") from None
+
+
+def detect_dump_format(path: str | os.PathLike) -> str | None:
+    """The format ``path``'s name tells (``x.jsonl``, ``x.csv.gz``, ...), or None."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    last = suffixes[-1] if suffixes else ""
+    return next((f.name for f in DUMP_FORMATS.values() if last in f.suffixes), None)
+
+
 def _open(path: str | os.PathLike) -> IO[bytes]:
     """The file opened for binary reading (buffered, so its head can be peeked at).
 

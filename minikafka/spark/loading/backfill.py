@@ -35,7 +35,7 @@ from ..types import storage_arrow_fields
 from .loadcommit import arrow_slices, row_file_slices
 from .rowcheck import CSV_EMPTY, RowChecker
 
-FORMATS = ("jsonl", "csv", "parquet")
+FORMATS = tuple(dumpfiles.DUMP_FORMATS)
 CSV_NULL = "\x00minikafka:null\x00"  # Spark's nullValue: no CSV field equals it, so "" stays ""
 
 
@@ -49,7 +49,7 @@ def check_options(*, fmt: str | None, delimiter: str, quote: str, batch_rows: in
     Raises:
         BackfillOptionError: names the option.
     """
-    if fmt is not None and fmt not in FORMATS:
+    if fmt is not None and fmt not in dumpfiles.DUMP_FORMATS:
         raise BackfillOptionError(f"format must be one of {FORMATS}, got {fmt!r}")
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise BackfillOptionError(f"batch_rows must be a whole number of at least 1, got {batch_rows!r}")
@@ -123,17 +123,15 @@ class BackfillResult(Result):
 
 
 def detect_format(path: Path) -> str:
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    last = suffixes[-1] if suffixes else ""
-    if last in (".jsonl", ".ndjson", ".json"):
-        return "jsonl"
-    if last in (".csv", ".tsv"):
-        return "csv"
-    if last == ".parquet":
-        return "parquet"
-    raise BackfillError(f"{path}: cannot tell the format from the name; pass --format jsonl|csv|parquet")
+    """The dump format ``path``'s name tells (``dumpfiles.DUMP_FORMATS``).
+
+    Raises:
+        BackfillError: the name tells none.
+    """
+    found = dumpfiles.detect_dump_format(path)
+    if found is None:
+        raise BackfillError(f"{path}: cannot tell the format from the name; pass --format {'|'.join(FORMATS)}")
+    return found
 
 
 def discover(paths: list[str | Path]) -> list[Path]:
@@ -204,7 +202,11 @@ def _read(spark, dump: DumpFile, *, delimiter: str, quote: str, header: bool):
     from pyspark.sql import functions as F
 
     path = str(dump.spark_path) if dump.spark_path else str(dump.path.resolve())  # the link itself
-    if dump.format == "csv":
+    try:
+        reader = dumpfiles.dump_format(dump.format).reader
+    except ValueError as exc:  # never handed to another format's reader
+        raise BackfillError(f"{dump.path}: {exc}") from None
+    if reader == "csv":
         from pyspark.sql import types as T
 
         names = dump.columns or []
@@ -215,8 +217,10 @@ def _read(spark, dump: DumpFile, *, delimiter: str, quote: str, header: bool):
         df = (spark.read.schema(schema).option("header", header).option("sep", delimiter).option("quote", quote)
               .option("escape", quote).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_mk_text")
               .option("nullValue", CSV_NULL).option("emptyValue", CSV_EMPTY).option("multiLine", True).csv(path))
-    else:
+    elif reader == "parquet":
         df = spark.read.parquet(path)
+    else:
+        raise BackfillError(f"{dump.path}: {dump.format} dumps are read from their chunks, not as one file")
     return df.withColumn("_mk_file", F.lit(dump.path.name))
 
 

@@ -59,6 +59,7 @@ class RowChecker:
     def __init__(self, model: type[BaseModel], layout: TopicLayout, fmt: str, nullable: set[str],
                  csv_opts: dict | None = None):
         self.model, self.layout, self.fmt, self.nullable, self.csv_opts = model, layout, fmt, nullable, csv_opts
+        self.rows = dumpfiles.dump_format(fmt).rows  # an unknown format is refused by name
         self._tools = None
 
     def __getstate__(self):
@@ -84,7 +85,7 @@ class RowChecker:
     def parse(self, row: dict):
         """(data, raw text for the quarantine) or raises with the row's reason."""
         text = row.pop("_mk_text", None)
-        if self.fmt == "jsonl":
+        if self.rows == "json":
             if text is None or not text.strip():
                 return None, None
             decoded, problem = dumpfiles.decode_line(text)
@@ -93,7 +94,7 @@ class RowChecker:
             if problem is not None:
                 raise ValueError(problem)
             return data, decoded
-        if self.fmt == "csv":
+        if self.rows == "csv":
             opts = self.csv_opts
             if text is not None:
                 raise ValueError(malformed_csv_reason(text, expected=len(opts["columns"]),
