@@ -271,3 +271,11 @@ def test_spark_holds_two_wings_and_the_shared_modules():
     shared = sorted(p.name for p in spark.glob("*.py"))
     assert wings == sorted(SPARK_WINGS), wings
     assert shared == ["__init__.py", "session.py", "staging.py", "types.py"], shared
+
+
+def test_the_public_names_are_listed_sorted_and_no_module_holds_three_blank_lines_in_a_row():
+    import minikafka
+
+    assert minikafka.__all__ == sorted(minikafka.__all__, key=lambda n: (n.lower(), n))
+    runs = [str(p.relative_to(PACKAGE.parent)) for p in sorted(PACKAGE.rglob("*.py")) if "\n\n\n\n" in p.read_text()]
+    assert not runs, runs

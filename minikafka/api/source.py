@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import ArgumentTypeError, SchemaMismatchError, TopicNotFoundError
+from ..errors import ArgumentTypeError, SchemaMismatchError
 from ..ledger import acks, catalog
 from ..ledger.connection import Ledger
 from ..ledger.events import Event, Observer
@@ -304,14 +304,6 @@ class Source:
     def opened(self, name: str) -> Topic | None:
         """The Topic (or Stream) ``name`` as this Source has it open, or None (nothing is read)."""
         return self._topics.get(name)
-
-    def _registered(self, name: str) -> Topic:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise TopicNotFoundError(
-                f"topic {name!r} is not open on this Source; call source.topic({name!r}, Model) first"
-            )
-        return topic
 
     def register_consumers(self, pairs) -> None:
         """Register (topic, consumer) pairs in one transaction, before any of them runs.

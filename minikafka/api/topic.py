@@ -434,5 +434,3 @@ class Topic(Generic[ModelT]):
 
         require("pandas", "pandas")
         return self.to_arrow(status, consumer=consumer).to_pandas()
-
-

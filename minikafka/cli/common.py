@@ -343,4 +343,3 @@ def stage_selection(fn):
     fn = click.option("--stage", help="Run only this stage.")(fn)
     fn = click.option("--master", help="Spark master URL (default: the pipeline's, e.g. local[2]).")(fn)
     return fn
-

@@ -74,4 +74,3 @@ def _drop(source: Source, topic: str | None, name: str, as_json: bool) -> None:
         return
     for t, n in done.items():
         click.echo(f"dropped consumer {name} from {t}; {n} row(s) now handled by every remaining consumer")
-

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -12,19 +11,6 @@ from ..api.topic import Topic
 from ..errors import InvalidRecordError
 from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..util.clock import utc_now
-
-
-def parse_message(topic: Topic | TopicRows, raw: bytes | str) -> tuple[Any, str | None]:
-    """(validated model, None) or (None, reason) for one raw JSON message."""
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-    except UnicodeDecodeError as exc:
-        return None, f"not UTF-8: {exc}"
-    try:
-        payload = json.loads(text)
-    except ValueError as exc:
-        return None, f"malformed JSON: {exc}"
-    return validate_payload(topic, payload)
 
 
 def validate_payload(topic: Topic | TopicRows, payload: Any) -> tuple[Any, str | None]:

@@ -427,8 +427,3 @@ def check_int_range(value: int, column: str) -> None:
         raise InvalidRecordError(
             f"field {column!r}: {value} is outside the 64-bit integer range SQLite stores"
         )
-
-
-def is_nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
-

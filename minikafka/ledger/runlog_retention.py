@@ -68,4 +68,3 @@ def prune_reports(directory: Path, before: datetime, *, dry_run: bool = False) -
                 path.unlink()
             n += 1
     return n
-

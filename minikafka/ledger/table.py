@@ -371,4 +371,3 @@ class TopicTable:
                 yield rows
         finally:
             cursor.close()
-

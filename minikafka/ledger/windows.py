@@ -65,11 +65,6 @@ def last_window(conn: sqlite3.Connection, consumer_id: int) -> StoredWindow | No
     return None if row is None else StoredWindow.from_row(row)
 
 
-def get_window(conn: sqlite3.Connection, consumer_id: int, window_id: int) -> StoredWindow | None:
-    row = conn.execute(_select("AND window_id = ?"), (consumer_id, window_id)).fetchone()
-    return None if row is None else StoredWindow.from_row(row)
-
-
 def windows(conn: sqlite3.Connection, consumer_id: int, *, limit: int = 100) -> list[StoredWindow]:
     """Most recent windows first."""
     rows = conn.execute(_select("ORDER BY window_id DESC LIMIT ?"), (consumer_id, limit)).fetchall()

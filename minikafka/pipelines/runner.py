@@ -18,6 +18,7 @@ from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write
 from ..util.clock import utc_now
 from ..util.progress import heartbeat
 from ..util.redact import redact_url
+from ..util.results import Result
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
 log = logging.getLogger("minikafka.pipelines")
@@ -27,7 +28,7 @@ HEARTBEAT_S = float(os.environ.get("MINIKAFKA_HEARTBEAT_S", "15"))
 
 
 @dataclass
-class StageOutcome:
+class StageOutcome(Result):
     """What happened to one stage in a pipeline run."""
 
     name: str
@@ -36,6 +37,11 @@ class StageOutcome:
     run: dict | None = None
     error: str | None = None
     quarantined_to: list[str] = field(default_factory=list)  # set when every row went to the quarantine
+
+    def summary(self) -> str:
+        rows = (self.run or {}).get("rows_out")
+        told = f", {rows:,} row(s) out" if isinstance(rows, int) else ""
+        return f"stage {self.name}: {self.status}{told}, {self.seconds:.1f} s" + (f": {self.error}" if self.error else "")
 
     @property
     def quality(self) -> dict:
@@ -78,7 +84,7 @@ def _parsed(value):
 
 
 @dataclass
-class PipelineRun:
+class PipelineRun(Result):
     pipeline: str
     outcomes: list[StageOutcome] = field(default_factory=list)
     seconds: float = 0.0
@@ -102,6 +108,10 @@ class PipelineRun:
         return {"pipeline": self.pipeline, "ok": self.ok, "dry_run": self.dry_run,
                 "nothing_to_do": self.nothing_to_do, "seconds": round(self.seconds, 3),
                 "stages": [o.as_dict() for o in self.outcomes]}
+
+    def summary(self) -> str:
+        return (f"pipeline {self.pipeline}: {len(self.outcomes)} stage(s), {len(self.failed)} failed, "
+                f"{self.seconds:.1f} s" + (" (dry run)" if self.dry_run else ""))
 
     def warnings(self) -> list[str]:
         """Lines naming every failed expectation of a stage that did not fail (policy warn or

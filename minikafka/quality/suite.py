@@ -52,8 +52,6 @@ def is_row_level(type_name: str) -> bool:
     return type_name.startswith(ROW_LEVEL_PREFIX) and type_name != "expect_column_values_to_be_unique"
 
 
-
-
 @dataclass
 class Expectation:
     type: str

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import QualityCheckError
+from ..util.results import Result
 from .gx_env import context, import_gx
 from .report import describe, write_report  # noqa: F401  (stage.py writes the report through this module)
 from .suite import Suite, expectation_class, expectation_columns, expectation_label, is_row_level
@@ -18,7 +19,7 @@ ROW_KEY = "_mk_row"
 
 
 @dataclass
-class SuiteOutcome:
+class SuiteOutcome(Result):
     """One suite's verdict on one output."""
 
     suite: str
@@ -33,11 +34,14 @@ class SuiteOutcome:
         return {"suite": self.suite, "topic": self.topic, "policy": self.policy, "success": self.success,
                 "results": self.results, "quarantined_rows": len(self.bad_rows), "seconds": round(self.seconds, 3)}
 
+    def summary(self) -> str:
+        failed = sum(not r["success"] for r in self.results)
+        return (f"suite {self.suite} on {self.topic}: {'passed' if self.success else 'failed'} "
+                f"({failed} of {len(self.results)} expectation(s) failed, policy {self.policy})")
+
     @property
     def table_failures(self) -> list[dict[str, Any]]:
         return [r for r in self.results if not r["success"] and not r["row_level"]]
-
-
 
 
 SAMPLE_VALUES = 10  # failing values kept per expectation (run log and report)
@@ -68,8 +72,6 @@ def _jsonable(value: Any) -> Any:
         return value
     except TypeError:
         return str(value)
-
-
 
 
 def raised_exceptions(info: Any) -> list[str]:

@@ -21,10 +21,6 @@ JDBC_JAR_CONF = "spark.minikafka.jdbcJar"
 VERBOSE_ENV = "MINIKAFKA_VERBOSE"  # set (the CLI's --verbose): the JVM's own output shows
 
 
-
-
-
-
 MASTER_TIMEOUT_S = 3.0
 DEFAULT_MASTER_PORT = 7077
 

@@ -52,11 +52,6 @@ def node_ids(names: Iterable[str]) -> dict[str, str]:
     return ids
 
 
-def node_id(name: str) -> str:
-    """The id ``name`` gets in a graph of its own (see ``node_ids`` for a graph's ids)."""
-    return node_ids([name])[name]
-
-
 def label_text(text: str) -> str:
     """``text`` safe inside a quoted Mermaid label (quotes and angle brackets as entities)."""
     return (text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")

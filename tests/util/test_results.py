@@ -13,7 +13,9 @@ from minikafka.connectors.delivery import DeliverySummary, PartitionStats
 from minikafka.connectors.ingest import IngestResult
 from minikafka.ledger.runlog import RunResult
 from minikafka.ledger.runlog_retention import PruneResult
+from minikafka.pipelines.runner import PipelineRun, StageOutcome
 from minikafka.pipelines.watch import WatchResult
+from minikafka.quality.validate import SuiteOutcome
 from minikafka.util.results import Result, plain
 
 RESULTS = [
@@ -23,6 +25,9 @@ RESULTS = [
     RequeueResult(appended=1, failed=[(7, "bad")]),
     PruneResult(runs_deleted=2, kept_latest=["r9"]),
     WatchResult(seconds=1.5),
+    StageOutcome("score", "failed", 2.0, {"rows_out": 0}, "boom"),
+    PipelineRun("homelab", [StageOutcome("score", "succeeded", 1.0, {"rows_out": 3})], seconds=1.0),
+    SuiteOutcome("items", "rss.items", "fail", False, [{"success": False, "row_level": False}]),
     RunResult("run-1", "stage", stage="score", rows_in=3, quality={"ok": True}).finish("succeeded"),
 ]
 

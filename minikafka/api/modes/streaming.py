@@ -434,5 +434,3 @@ def consumer_name(func: Any, consumer: str | None) -> str:
     if not name or name == "<lambda>":
         raise StreamingConfigError("the function has no usable name: pass consumer='name'")
     return validate_consumer_name(name)
-
-

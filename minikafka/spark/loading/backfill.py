@@ -39,10 +39,6 @@ FORMATS = tuple(dumpfiles.DUMP_FORMATS)
 CSV_NULL = "\x00minikafka:null\x00"  # Spark's nullValue: no CSV field equals it, so "" stays ""
 
 
-
-
-
-
 def check_options(*, fmt: str | None, delimiter: str, quote: str, batch_rows: int) -> None:
     """Refuse nonsense options before any file is read or Spark job started.
 

@@ -180,5 +180,3 @@ def _arrow_schema(out_fields):
     fields += [pa.field("_mk_file", pa.string()), pa.field("_mk_line", pa.int64()),
                pa.field("_mk_error", pa.string()), pa.field("_mk_payload", pa.string())]
     return pa.schema(fields)
-
-

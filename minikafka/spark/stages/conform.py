@@ -37,8 +37,6 @@ WIDENING = {
 }
 
 
-
-
 def _fits(actual: T.DataType, wanted: T.DataType) -> str:
     """'same', 'cast' or 'no'."""
     if actual == wanted:
@@ -121,7 +119,6 @@ def conform(df: DataFrame, layout: TopicLayout, *, stage: str) -> DataFrame:
     # partition by parent id makes that the earliest source row for any transform that
     # keeps the id-range partitioning of the read (no shuffle needed for it).
     return df.select(*out).sortWithinPartitions("_parent_id")
-
 
 
 def _has_float(dtype: T.DataType) -> bool:

@@ -73,4 +73,3 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
         reader = (reader.option("partitionColumn", "_id").option("lowerBound", str(bounds.lowest))
                   .option("upperBound", str(bounds.upto + 1)).option("numPartitions", str(n)))
     return to_model_columns(reader.load(), layout)
-

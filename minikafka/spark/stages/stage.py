@@ -32,8 +32,6 @@ from .rowfn import ERROR, apply_row_function
 STRATEGIES = ("strict", "best_effort")
 
 
-
-
 _PYTHON_ERROR = re.compile(r"^(?!(org|java|scala|py4j)\.)[A-Za-z_][\w.]*(Error|Exception)(: .*)?$")
 
 
@@ -121,10 +119,6 @@ class Stage:
     @property
     def consumer_name(self) -> str:
         return self.consumer or self.name
-
-
-def staging_root(source: Source) -> Path:
-    return Path(source.path).resolve().parent / ".minikafka-staging"
 
 
 def _layout(source: Source, name: str) -> TopicLayout:
