@@ -3,8 +3,9 @@
 ``take_snapshot(ledger, dest)`` copies the live ledger while stages, queues and appenders
 keep writing: the database file and its -wal are copied under a read transaction that pins
 one snapshot (it blocks no writer), and the copied log is folded into the copy
-(``copy_online`` says why that is one consistent state). A run is in it whole or not at
-all, and every append committed before the copy started is there.
+(``copy_online`` says why that is one consistent state; a log without frames is not
+copied, the file alone is that state). A run is in it whole or not at all, and every
+append committed before the copy started is there.
 
 Crash contract (a SIGKILL at any point):
 
