@@ -18,6 +18,7 @@ from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
+    ArgumentTypeError,
     BackfillError,
     BackfillOptionError,
     BackupError,
@@ -147,6 +148,7 @@ __all__ = [
     "InvalidOffsetError",
     "InvalidRecordError",
     "InvalidSettingError",
+    "ArgumentTypeError",
     "Job",
     "JobCancelledError",
     "JobFailedError",

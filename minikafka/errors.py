@@ -325,8 +325,13 @@ class HandlerError(MinikafkaError):
 
 
 class InvalidSettingError(MinikafkaError, ValueError):
-    """An option of the library has a value it cannot use (e.g. ``busy_timeout="abc"``); the
-    message names the option, the value and what is accepted."""
+    """An option or an argument of a call has a value it cannot use (``busy_timeout="abc"``,
+    ``q.cancel(0)``, ``claim_batch(n=-1)``); the message names it, the value and what is accepted."""
+
+
+class ArgumentTypeError(MinikafkaError, TypeError):
+    """An argument of the wrong kind (a clock that is not callable, a model that is not a pydantic
+    class, a missing ``dedup=``); a TypeError too, as Python raises for such calls."""
 
 
 class InvalidDurationError(InvalidSettingError):

@@ -17,6 +17,7 @@ from ..errors import MinikafkaError
 from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write_run_in_current_transaction
 from ..util.clock import utc_now
 from ..util.progress import heartbeat
+from ..util.redact import redact_url
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
 log = logging.getLogger("minikafka.pipelines")
@@ -367,7 +368,8 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     except MasterUnreachableError as exc:
         if not dry_run:
             record_failed_run(defn, new_run_id("pipeline"), str(exc),
-                              details={"pipeline": defn.name, "master": master, "stages": [s.name for s in chosen],
+                              details={"pipeline": defn.name, "master": redact_url(master),
+                                       "stages": [s.name for s in chosen],
                                        "phase": "master check"})
         raise
     if backup_before and not dry_run:
