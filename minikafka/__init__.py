@@ -18,6 +18,8 @@ from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
+    ConsoleNotFoundError,
+    ConsoleRequestError,
     BackfillError,
     BackfillOptionError,
     ConcurrentRunError,
@@ -94,6 +96,8 @@ def _load_spark_engine():
 _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
+    "ConsoleNotFoundError",
+    "ConsoleRequestError",
     "StageFailed",
     "MasterUnreachableError",
     "SparkSetupError",

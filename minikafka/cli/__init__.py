@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from . import consumers, data, deliver, maintenance, pipelines, quarantine, queues, schedules, streams, topics, work  # noqa: F401  (registers the commands)
+from . import consumers, data, deliver, maintenance, pipelines, quarantine, queues, schedules, streams, topics, ui, work  # noqa: F401  (registers the commands)
 from .app import main
 
 __all__ = ["main"]

@@ -319,6 +319,19 @@ def forget_dead_in_current_transaction(conn: sqlite3.Connection, topic: str, con
     )
 
 
+def list_jobs(conn: sqlite3.Connection, consumer_id: int, *, state: str | None = None,
+              limit: int = 100) -> list[tuple]:
+    """(row_id, state, attempts, run_at ms, last_error, worker_id, lease_expires_at ms, priority) of the
+    queue's live jobs (pending, processing or dead; of ``state`` only), oldest first."""
+    where, params = "consumer_id = ?", [consumer_id]
+    if state:
+        where += " AND state = ?"
+        params.append(state)
+    return conn.execute(
+        "SELECT row_id, state, attempts, run_at, last_error, worker_id, lease_expires_at, priority "
+        f"FROM _minikafka_queue_jobs WHERE {where} ORDER BY row_id LIMIT ?", (*params, limit)).fetchall()
+
+
 def state_counts(conn: sqlite3.Connection, consumer_id: int, now: int) -> dict[str, int]:
     """Jobs by state, an expired lease counted as pending."""
     return dict(conn.execute(

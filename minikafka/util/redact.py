@@ -10,12 +10,17 @@ stores a URL or an error text that may quote one shows them:
   its words, and of its escaped form as ``repr`` shows it) replaced by ``***``. Used on
   texts that come from elsewhere (an HTTP library's exception, an answer body that
   echoes a request header) before they reach a log, an error or a ledger row.
+- ``redact_secrets(text, secrets)``: for free text whose secrets nobody listed (a run's error,
+  a quarantined payload shown on a web page): ``redact_text`` with ``secrets``, then every
+  URL's password, every value of a query parameter or field named like a secret (token, key,
+  password, secret, signature, auth) and every ``Authorization``/``Bearer`` value masked.
 
 Header values are never echoed at all: messages about a header name the header only.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -60,4 +65,24 @@ def redact_text(text: str | None, secrets: Iterable[str | None]) -> str:
         needles.update(word for word in secret.split() if len(word) >= MIN_WORD)
     for needle in sorted((n for n in needles if n), key=len, reverse=True):
         text = text.replace(needle, MASK)
+    return text
+
+
+_SECRET_NAME = r"[A-Za-z0-9_.-]*(?:token|key|passw(?:or)?d|pwd|secret|signature|sig|auth|authorization|credentials?)"
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@'\"]*:)(?P<secret>[^\s@/'\"]+)(?=@)")
+# name=value in a query or a form, and "name": "value" / name: value in JSON, headers and logs
+_NAMED = re.compile(r"(?P<head>(?<![A-Za-z0-9])" + _SECRET_NAME + r"(?P<sep>=|\"?\s*:\s*\"?))(?P<secret>[^\s&\"',;}]+)",
+                    re.IGNORECASE)
+_BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<secret>[A-Za-z0-9._~+/=-]{4,})", re.IGNORECASE)
+
+
+def redact_secrets(text: str | None, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with the given ``secrets`` and everything that looks like one replaced by ``***``:
+    URL passwords, values named like a secret (``?token=``, ``"api_key": "..."``,
+    ``X-Auth-Token: ...``) and ``Authorization`` schemes' credentials (``Bearer ...``)."""
+    text = redact_text(text, secrets)
+    if not text:
+        return text
+    for pattern in (_URL_PASSWORD, _BEARER, _NAMED):
+        text = pattern.sub(lambda m: m.group("head") + MASK, text)
     return text

@@ -1,0 +1,55 @@
+"""The ``ui`` command: the local web console over a ledger (``minikafka.console``)."""
+
+from __future__ import annotations
+
+import click
+
+from .app import main
+from .common import pipeline_hint, require_ledger, resolve_source_path
+
+TOKEN_ENV = "MINIKAFKA_UI_TOKEN"
+
+
+@main.command()
+@click.option("--source", "-s", "source_path", envvar="MINIKAFKA_SOURCE", metavar="FILE",
+              help="The SQLite ledger file (default: $MINIKAFKA_SOURCE, or the --pipeline's source).")
+@click.option("--pipeline", "-p", "pipeline", metavar="FILE",
+              help="A pipeline file: its ledger, and its DAG drawn on the overview.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535),
+              help="The TCP port (0: any free port; the URL printed says which).")
+@click.option("--allow-actions", is_flag=True,
+              help="Offer requeue, retry, cancel, pause/resume, replay and seek (each confirmed, each in the run log).")
+@click.option("--allow-remote", is_flag=True, help="Allow a --host other machines can reach.")
+@click.option("--auth-token", envvar=TOKEN_ENV, metavar="TOKEN",
+              help=f"Require this token on every request (default: ${TOKEN_ENV}); open URL?token=TOKEN once.")
+def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allow_actions: bool,
+       allow_remote: bool, auth_token: str | None) -> None:
+    """Serve a web console over the ledger: runs, topics, quarantine, queues, schedules, groups.
+
+    Read-only unless --allow-actions; bound to 127.0.0.1 unless --host (another machine's
+    reach needs --allow-remote, and prints a warning). Prints the URL, then serves until
+    Ctrl-C or SIGTERM. Pages update by themselves when the ledger commits.
+
+    Example: minikafka ui --source data/homelab.sqlite --port 8787
+    """
+    from ..console.server import is_loopback, serve
+
+    ctx = click.get_current_context()
+    path = resolve_source_path(ctx, source_path, pipeline)
+    defn = ctx.meta.get("minikafka.pipeline")
+    require_ledger(path, **({"hint": pipeline_hint(defn)} if defn is not None and path == str(defn.source) else {}))
+    if not is_loopback(host) and allow_remote:
+        click.echo(f"warning: the console listens on {host}, reachable from other machines"
+             + ("" if auth_token else "; anyone who reaches it can read the ledger (set --auth-token)"), err=True)
+
+    def ready(url: str) -> None:
+        mode = "actions allowed" if allow_actions else "read-only"
+        click.echo(f"minikafka console on {url} ({mode}; Ctrl-C stops)")
+
+    try:
+        serve(path, host=host, port=port, pipeline=defn, allow_actions=allow_actions, allow_remote=allow_remote,
+              auth_token=auth_token, on_ready=ready)
+    except KeyboardInterrupt:
+        pass
+    click.echo("console stopped")

@@ -1,0 +1,183 @@
+"""The console's pages and refusals without a browser (Starlette's TestClient, in process):
+status codes, the pages a missing or damaged ledger, an unknown name or a bad filter get,
+CSRF and read-only refusals, the auth token, and secrets kept off every page."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import warnings
+
+import pytest
+from pydantic import BaseModel
+
+pytest.importorskip("starlette")
+with warnings.catch_warnings():  # starlette's note that a later httpx package will replace httpx here
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient  # noqa: E402
+
+from minikafka import Source  # noqa: E402
+from minikafka.console.app import create_app  # noqa: E402
+from minikafka.ledger.quarantine import Quarantined, quarantine_in_current_transaction  # noqa: E402
+from minikafka.ledger.runlog import read_runs  # noqa: E402
+
+from .ledgers import SECRETS, add_modes  # noqa: E402
+
+PAGES = ["/", "/runs", "/topics", "/topics/rss.items", "/quarantine", "/queues", "/schedules", "/groups"]
+
+
+class Item(BaseModel):
+    url: str
+    feed: str
+    title: str
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    path = tmp_path / "small.sqlite"
+    with Source(path) as source:
+        items = source.topic("rss.items", Item, dedup=("url",))
+        items.extend([{"url": f"https://example.com/{i}", "feed": "lwn.net" if i % 2 else "hn", "title": f"t{i}"}
+                      for i in range(1, 121)])
+        items.consumer("split_youtube")
+        for row_id in range(1, 31):
+            items.set_handled(row_id, consumer="split_youtube")
+        with source.ledger.atomic() as conn:
+            quarantine_in_current_transaction(conn, [Quarantined(
+                "rss.items", '{"url": "ftp://nope", "api_key": "%s"}' % SECRETS[1], "url: not http(s)",
+                "feed.jsonl:7", "2026-01-01T00:00:00.000000Z")])
+    add_modes(path)
+    return path
+
+
+def client(path, **kwargs) -> TestClient:
+    return TestClient(create_app(path, **kwargs), base_url="http://127.0.0.1")
+
+
+def test_every_page_answers_200_and_names_no_secret(ledger):
+    with client(ledger) as c:
+        for page in PAGES + ["/runs/run-20260101T030000Z-secret00", "/quarantine/1", "/runs?stage=notify"]:
+            response = c.get(page)
+            assert response.status_code == 200, (page, response.text[:500])
+            for secret in SECRETS:
+                assert secret not in response.text, (page, secret)
+        assert "llm.example" in c.get("/runs/run-20260101T030000Z-secret00").text  # the error is shown, redacted
+
+
+def test_a_missing_ledger_is_a_404_page_that_names_it(tmp_path):
+    with client(tmp_path / "gone.sqlite") as c:
+        response = c.get("/topics")
+    assert response.status_code == 404
+    assert "gone.sqlite" in response.text and "Traceback" not in response.text
+
+
+def test_a_damaged_ledger_is_a_409_page_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database" * 200)
+    with client(bad) as c:
+        response = c.get("/")
+    assert response.status_code in (404, 409), response.text
+    assert "bad.sqlite" in response.text and "Traceback" not in response.text
+
+
+@pytest.mark.parametrize("page, status, says", [
+    ("/topics/no.such.topic", 404, "no.such.topic"),
+    ("/runs/run-nope", 404, "run-nope"),
+    ("/quarantine/999", 404, "999"),
+    ("/quarantine?topic=no.such.topic", 404, "no.such.topic"),
+    ("/topics/rss.items?where=nosuchfield%3D1", 400, "nosuchfield"),
+    ("/topics/rss.items?where=title", 400, "title"),
+    ("/topics/rss.items?where=_id%3Dten", 400, "ten"),
+    ("/topics/rss.items?after=ten", 400, "whole numbers"),
+    ("/runs?status=happy", 400, "happy"),
+    ("/runs?since=yesterday", 400, "yesterday"),
+    ("/no/such/page", 404, "no page"),
+])
+def test_a_bad_name_or_filter_gets_a_4xx_page_that_says_so(ledger, page, status, says):
+    with client(ledger) as c:
+        response = c.get(page)
+    assert response.status_code == status, response.text[:400]
+    assert says in response.text
+    assert "Traceback" not in response.text and "<h1>" in response.text
+
+
+def test_the_row_browser_pages_by_id_ranges_and_filters_on_fields(ledger):
+    with client(ledger) as c:
+        first = c.get("/topics/rss.items").text
+        ids = [int(i) for i in re.findall(r'<tr data-id="(\d+)"', first)]
+        assert ids == list(range(1, 51))
+        assert 'href="/topics/rss.items?after=50"' in first and 'id="older"' not in first
+        second = c.get("/topics/rss.items?after=50").text
+        assert [int(i) for i in re.findall(r'<tr data-id="(\d+)"', second)] == list(range(51, 101))
+        back = c.get("/topics/rss.items?before=51").text
+        assert [int(i) for i in re.findall(r'<tr data-id="(\d+)"', back)] == ids
+        lwn = c.get("/topics/rss.items", params={"where": ["feed=lwn.net", "_id>100"]}).text
+        assert [int(i) for i in re.findall(r'<tr data-id="(\d+)"', lwn)] == list(range(101, 121, 2))
+        # the consumer's own status per row: it acked the first 30
+        row = re.search(r'<tr data-id="30">.*?</tr>', first, re.S).group(0)
+        assert '<td class="handled">handled</td>' in row
+        assert '<td class="new">new</td>' in re.search(r'<tr data-id="31">.*?</tr>', first, re.S).group(0)
+
+
+def test_without_allow_actions_no_action_is_offered_and_a_forged_post_is_refused(ledger):
+    with client(ledger) as c:
+        for page in PAGES + ["/quarantine/1"]:
+            assert "/actions/" not in c.get(page).text, page
+        assert c.get("/actions/pause?schedule=hourly-digest").status_code == 403
+        forged = c.post("/actions/pause", data={"schedule": "hourly-digest", "csrf": "guess"})
+    assert forged.status_code == 403
+    with Source(ledger, read_only=True) as source:
+        assert source.scheduler().get("hourly-digest").paused is False
+        assert read_runs(source.ledger.conn, stage="console") == []
+
+
+def test_with_allow_actions_a_post_without_the_csrf_token_is_refused(ledger):
+    with client(ledger, allow_actions=True) as c:
+        confirm = c.get("/actions/pause?schedule=hourly-digest")
+        assert confirm.status_code == 200 and 'name="csrf"' in confirm.text
+        for token in (None, "forged"):
+            data = {"schedule": "hourly-digest", **({"csrf": token} if token else {})}
+            assert c.post("/actions/pause", data=data).status_code == 403
+        token = re.search(r'name="csrf" value="([^"]+)"', confirm.text).group(1)
+        done = c.post("/actions/pause", data={"schedule": "hourly-digest", "csrf": token},
+                      headers={"user-agent": "pytest-agent/1"})
+    assert done.status_code == 200, done.text
+    with Source(ledger, read_only=True) as source:
+        assert source.scheduler().get("hourly-digest").paused is True
+        (run,) = [r for r in source.runs(limit=50) if r["kind"] == "console"]
+    assert run["status"] == "succeeded"
+    assert run["details"]["action"] == "pause" and run["details"]["user_agent"] == "pytest-agent/1"
+    assert run["details"]["host"] == "testclient"
+
+
+def test_an_action_with_bad_arguments_is_a_400_page_and_changes_nothing(ledger):
+    with client(ledger, allow_actions=True) as c:
+        token = re.search(r'name="csrf" value="([^"]+)"', c.get("/actions/cancel?queue=jobs.summarise").text).group(1)
+        response = c.post("/actions/cancel", data={"queue": "jobs.summarise", "ids": "two", "csrf": token})
+    assert response.status_code == 400 and "numbers" in response.text
+
+
+def test_the_auth_token_is_required_on_every_request_and_never_shown(ledger):
+    token = "console-token-xyz-123"
+    with client(ledger, auth_token=token) as c:
+        assert c.get("/").status_code == 401
+        assert c.get("/static/console.css").status_code == 401
+        assert c.get("/", headers={"authorization": f"Bearer {token}"}).status_code == 200
+        opened = c.get(f"/topics?token={token}", follow_redirects=False)
+        assert opened.status_code == 303 and opened.headers["location"] == "/topics"
+        page = c.get("/topics")  # the cookie it set
+    assert page.status_code == 200 and token not in page.text
+
+
+def test_a_host_header_other_than_loopback_is_refused(ledger):
+    with TestClient(create_app(ledger), base_url="http://evil.example") as c:
+        assert c.get("/").status_code == 400
+
+
+def test_no_page_holds_a_read_transaction_after_it_was_served(ledger):
+    with client(ledger) as c:
+        for page in PAGES:
+            c.get(page)
+    with sqlite3.connect(ledger) as conn:  # a checkpoint passes every frame only when no reader pins one
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    assert busy == 0
