@@ -18,12 +18,12 @@ from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
-    ConsoleNotFoundError,
-    ConsoleRequestError,
     BackfillError,
     BackfillOptionError,
     ConcurrentRunError,
     ConnectorError,
+    ConsoleNotFoundError,
+    ConsoleRequestError,
     ConsumerNotFoundError,
     DedupFieldError,
     DeliveryConfigError,

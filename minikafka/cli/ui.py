@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
+from ..errors import MinikafkaError
 from .app import main
-from .common import pipeline_hint, require_ledger, resolve_source_path
+from .common import (
+    SOURCE_HINT,
+    DefinitionProblem,
+    check_ledger_path,
+    pipeline_hint,
+    require_ledger,
+    resolve_source_path,
+)
 
 TOKEN_ENV = "MINIKAFKA_UI_TOKEN"
 
@@ -36,9 +45,14 @@ def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allo
     from ..console.server import is_loopback, serve
 
     ctx = click.get_current_context()
-    path = resolve_source_path(ctx, source_path, pipeline)
-    defn = ctx.meta.get("minikafka.pipeline")
-    require_ledger(path, **({"hint": pipeline_hint(defn)} if defn is not None and path == str(defn.source) else {}))
+    explicit = source_path is not None and ctx.get_parameter_source("source_path") == ParameterSource.COMMANDLINE
+    if pipeline:  # its DAG is drawn whichever ledger is shown
+        defn = _load(pipeline, source_path if explicit else None)
+        path = str(defn.source)
+        require_ledger(path, hint=SOURCE_HINT if explicit else pipeline_hint(defn))
+    else:
+        defn, path = None, resolve_source_path(ctx, source_path, None)
+        require_ledger(path)
     if not is_loopback(host) and allow_remote:
         click.echo(f"warning: the console listens on {host}, reachable from other machines"
              + ("" if auth_token else "; anyone who reaches it can read the ledger (set --auth-token)"), err=True)
@@ -53,3 +67,19 @@ def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allo
     except KeyboardInterrupt:
         pass
     click.echo("console stopped")
+
+
+def _load(pipeline: str, source_override: str | None):
+    """The pipeline file without its quality suites (the console shows, it does not check)."""
+    from pathlib import Path
+
+    from ..pipelines.definition import load_pipeline
+
+    check_ledger_path(source_override)
+    try:
+        defn = load_pipeline(pipeline, load_suites=False)
+    except MinikafkaError as exc:
+        raise DefinitionProblem(str(exc)) from exc
+    if source_override:
+        defn.source = Path(source_override).resolve()
+    return defn

@@ -27,8 +27,8 @@ from ..ledger import acks
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ..util.clock import utc_now
 
-
 ActionRefused = ConsoleRequestError  # an action's arguments are missing or malformed: nothing ran
+ActionFailed = MinikafkaError  # the library call ran and did nothing (the run log says 'failed')
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,12 @@ def _requeue(source: Source, defn, args: dict) -> tuple[str, list[str]]:
     result = requeue(source.topic(topic, model, dedup=source.layout(topic).dedup or None), ids)
     text = (f"requeued {result.requeued} row(s) of {topic}: {result.appended} appended, {result.replayed} pending "
             f"again for their consumer, {result.duplicates} already in the topic")
+    still = "; ".join(f"{qid}: {reason[:200]}" for qid, reason in result.failed)
+    if result.failed and result.requeued == 0:  # as the CLI: a "success" that did nothing is an error
+        raise ActionFailed(f"no row of {topic} could be requeued: all {len(result.failed)} still fail and stay in "
+                           f"the quarantine (attempts counted): {still}")
     if result.failed:
-        text += "; still quarantined: " + "; ".join(f"{qid}: {reason[:200]}" for qid, reason in result.failed)
+        text += f"; still quarantined: {still}"
     return text, [topic]
 
 

@@ -83,6 +83,7 @@ def _templates(console: Console):
                        pipeline=console.pipeline)
     env.filters["qs"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")}, doseq=True)
     env.filters["redact"] = lambda v: redact_secrets("" if v is None else str(v), console.secrets())
+    env.filters["cell"] = _cell
     return env
 
 
@@ -387,6 +388,18 @@ class Pages:
         status = 200 if run.status == "succeeded" else 409
         return self.render(request, "done.html", status=status, action=action, run=run,
                            back=back if back.startswith("/") else "/")
+
+
+CELL_CHARS = 120
+
+
+def _cell(value) -> str:
+    """A field's value for a table cell: text, cut to ``CELL_CHARS`` characters (the row's own page of
+    the topic shows it whole with a filter on its id)."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
 
 
 def _int_param(value: str | None):

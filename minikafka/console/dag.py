@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import quote
 
-NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 150, 44, 56, 18, 12
+NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 132, 44, 34, 16, 10
 STATUS_FILL = {"succeeded": "#d7f0d8", "failed": "#f6d0d0", "partial": "#fbe7c0", "interrupted": "#f6d0d0",
                "running": "#d6e4f5"}
 NO_RUN_FILL = "#eeeeee"
@@ -49,7 +49,7 @@ def _columns(stages: list[dict]) -> dict[tuple[str, str], int]:
     return col
 
 
-def _label(text: str, limit: int = 22) -> str:
+def _label(text: str, limit: int = 19) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -172,8 +172,11 @@ def _settings(value: dict[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in (value or {}).items()}
 
 
-def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefinition:
+def load_pipeline(path: str | Path, *, check_jobs: bool = True, load_suites: bool = True) -> PipelineDefinition:
     """Parse and check a pipeline file; stages come back in DAG order.
+
+    ``load_suites`` False: stages keep their ``expectations`` paths but no loaded suites (a tool
+    that only shows the pipeline, such as the console, need not import great-expectations).
 
     The file's shape is checked first against the schema in ``pipelines.schema``
     (every problem reported at once, each naming its key path, e.g.
@@ -265,7 +268,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
         )
         if check_jobs:
             _check_job(path, where, stage)
-        if stage.expectations:
+        if stage.expectations and load_suites:
             stage.suites = _load_suites(path, where, stage, topics)
         stages.append(stage)
     if not stages:

@@ -22,13 +22,14 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 
 @pytest.fixture(scope="session")
-def example_dir(tmp_path_factory, spark) -> Path:
+def example_dir(tmp_path_factory, request) -> Path:
     """The shipped example after ``minikafka ingest`` and one in-process run of its pipeline (the
     session's SparkSession), plus a queue, a schedule, a group and a failed run (``add_modes``).
     Read it only: copy it (``ledger_copy``) to write."""
     from minikafka.pipelines.definition import load_pipeline
     from minikafka.pipelines.runner import run_pipeline
 
+    request.getfixturevalue("spark")
     base = scratch_example(tmp_path_factory.mktemp("console-example"))
     ingest_example(base)
     cwd = os.getcwd()

@@ -12,8 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic import BaseModel
-
+from examples.myjobs import Summarise  # the shipped queue model: the console process imports it by name
 from minikafka import Source
 from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
 
@@ -22,11 +21,6 @@ SHIPPED = ("conf", "schemas", "jobs", "examples")
 SECRETS = ("hunter22", "sk-live-0123456789", "abcdef-token-42")
 SECRET_ERROR = (f"POST https://bot:{SECRETS[0]}@llm.example/v1?token={SECRETS[2]} failed: 401 "
                 f"(Authorization: Bearer {SECRETS[1]})")
-
-
-class Summarise(BaseModel):
-    url: str
-    body: str
 
 
 def scratch_example(base: Path) -> Path:
@@ -44,13 +38,14 @@ def ingest_example(base: Path) -> None:
 
 
 def add_modes(path: Path) -> None:
-    """A queue (two pending jobs, one dead), a schedule, a consumer group, and a failed run quoting secrets."""
+    """A queue (jobs 1 and 2 dead, job 3 pending), a schedule, a consumer group at offset 5 of rss.items,
+    and a failed run quoting secrets."""
     with Source(path) as source:
         queue = source.queue("jobs.summarise", Summarise, max_attempts=1)
         for i in range(3):
             queue.enqueue({"url": f"https://example.com/{i}", "body": f"article {i}"})
-        job = queue.claim_one("worker-1")
-        job.fail("summariser crashed")
+        for _ in range(2):
+            queue.claim_one("worker-1").fail("summariser crashed")
         queue.schedule("hourly-digest", every=3600, payload={"url": "https://example.com/digest", "body": "digest"})
         group = source.group("dashboard")
         group.commit("rss.items", 0, 5)

@@ -4,6 +4,7 @@ CSRF and read-only refusals, the auth token, and secrets kept off every page."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import warnings
@@ -44,7 +45,7 @@ def ledger(tmp_path):
             items.set_handled(row_id, consumer="split_youtube")
         with source.ledger.atomic() as conn:
             quarantine_in_current_transaction(conn, [Quarantined(
-                "rss.items", '{"url": "ftp://nope", "api_key": "%s"}' % SECRETS[1], "url: not http(s)",
+                "rss.items", json.dumps({"url": "ftp://nope", "api_key": SECRETS[1]}), "url: not http(s)",
                 "feed.jsonl:7", "2026-01-01T00:00:00.000000Z")])
     add_modes(path)
     return path

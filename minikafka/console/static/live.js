@@ -1,8 +1,10 @@
 // Live updates: when the ledger commits, fetch this page again and swap in its <main>.
-// The page works without this script; it only saves a reload.
+// The page works without this script; it only saves a reload. The event stream is open only
+// while the page is shown: a browser keeps few connections per server (six over HTTP/1.1), and
+// hidden tabs or pages kept for the back button must not take them all.
 (function () {
   if (!window.EventSource || !document.body.dataset.live) return;
-  var pending = null;
+  var pending = null, source = null;
   function refresh() {
     pending = null;
     var active = document.activeElement;
@@ -16,9 +18,18 @@
         if (fresh && here) { here.innerHTML = fresh.innerHTML; document.body.dataset.updated = String(Date.now()); }
       });
   }
-  var source = new EventSource("/events");
-  source.addEventListener("change", function () {
-    if (!pending) pending = setTimeout(refresh, 200);
+  function soon() { if (!pending) pending = setTimeout(refresh, 200); }
+  function open() {
+    if (source) return;
+    source = new EventSource("/events");
+    source.addEventListener("change", soon);
+    source.addEventListener("gone", close);
+  }
+  function close() { if (source) { source.close(); source = null; } }
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) { close(); } else { open(); soon(); }
   });
-  source.addEventListener("gone", function () { source.close(); });
+  window.addEventListener("pagehide", close);
+  window.addEventListener("pageshow", function (e) { if (e.persisted) { open(); soon(); } });
+  if (!document.hidden) open();
 })();
