@@ -38,7 +38,7 @@ def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allo
 
     Read-only unless --allow-actions; bound to 127.0.0.1 unless --host (another machine's
     reach needs --allow-remote, and prints a warning). Prints the URL, then serves until
-    Ctrl-C or SIGTERM. Pages update by themselves when the ledger commits.
+    SIGTERM (exit 0) or Ctrl-C (exit 130). Pages update by themselves when the ledger commits.
 
     Example: minikafka ui --source data/homelab.sqlite --port 8787
     """
@@ -53,7 +53,10 @@ def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allo
     else:
         defn, path = None, resolve_source_path(ctx, source_path, None)
         require_ledger(path)
-    if not is_loopback(host) and allow_remote:
+    if not is_loopback(host) and not allow_remote:
+        raise click.UsageError(f"--host {host} is reachable from other machines: pass --allow-remote too "
+                               "(and consider --auth-token)")
+    if not is_loopback(host):
         click.echo(f"warning: the console listens on {host}, reachable from other machines"
              + ("" if auth_token else "; anyone who reaches it can read the ledger (set --auth-token)"), err=True)
 
@@ -61,11 +64,8 @@ def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allo
         mode = "actions allowed" if allow_actions else "read-only"
         click.echo(f"minikafka console on {url} ({mode}; Ctrl-C stops)")
 
-    try:
-        serve(path, host=host, port=port, pipeline=defn, allow_actions=allow_actions, allow_remote=allow_remote,
-              auth_token=auth_token, on_ready=ready)
-    except KeyboardInterrupt:
-        pass
+    serve(path, host=host, port=port, pipeline=defn, allow_actions=allow_actions, allow_remote=allow_remote,
+          auth_token=auth_token, on_ready=ready)
     click.echo("console stopped")
 
 

@@ -136,8 +136,11 @@ def run(source: Source, run_id: str) -> dict:
                 layout = source.layout(topic)
             except TopicNotFoundError:
                 continue
-            cond = filters.where_clause(layout, (f"_run_id={run_id}",))
-            written[topic] = browse.row_page(conn, layout, condition=cond, limit=20)
+            # bounded by the run's time: _run_id has no index, and a scan of a large topic is slow
+            lo, hi = browse.ids_created_between(conn, layout, row["started_at"], row["finished_at"])
+            where = (f"_run_id={run_id}", f"_id>={lo}", f"_id<={hi}")
+            written[topic] = {"where": list(where), "page": browse.row_page(
+                conn, layout, condition=filters.where_clause(layout, where), limit=20)}
     return {"run": row, "quarantine_topics": qtopics, "written": written,
             "suites": (row.get("quality") or {}).get("suites", []), "report": (row.get("quality") or {}).get("report")}
 
@@ -148,13 +151,13 @@ def topic_list(source: Source) -> list[dict]:
     conn = source.ledger.conn
     out = []
     with read_snapshot(conn):
-        lag = {(i.topic, i.name): i.lag for i in consumers.consumer_info(conn)}
         for name in catalog.topic_names(conn):
-            layout = source.layout(name)
-            out.append({"topic": name, **browse.topic_counts(conn, layout), "partitions": layout.partitions,
-                        "consumers": [{"name": c, "lag": lag.get((name, c), 0)}
-                                      for c in acks.consumer_names(conn, name)],
-                        "quarantined": qstore.count_quarantined(conn, name)})
+            layout, cache = source.layout(name), {}
+            lags = [{"name": c, "lag": sum(browse.consumer_lag(conn, name, acks.find_consumer(conn, name, c),
+                                                               cache).values())}
+                    for c in acks.consumer_names(conn, name)]
+            out.append({"topic": name, **browse.topic_counts(conn, layout, cache), "partitions": layout.partitions,
+                        "consumers": lags, "quarantined": qstore.count_quarantined(conn, name)})
     return out
 
 
@@ -176,13 +179,14 @@ def topic(source: Source, name: str, *, after: int | None, before: int | None, w
         except InvalidFilterError as exc:
             raise BadRequest(str(exc)) from None
         page = browse.row_page(conn, layout, after=after, before=before, condition=cond, limit=PAGE_ROWS)
+        cache: dict = {}
         groups = []
         for consumer in acks.consumer_names(conn, name):
             cid = acks.find_consumer(conn, name, consumer)
-            offsets, lag = acks.committed_offsets(conn, cid), acks.lag(conn, name, cid)
+            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, name, cid, cache)
             groups.append({"name": consumer, "lag": sum(lag.values()), "partitions": [
                 {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
-        counts = browse.topic_counts(conn, layout)
+        counts = browse.topic_counts(conn, layout, cache)
         columns = [{k: c.describe().get(k) for k in ("name", "kind", "sql_type", "nullable", "enum_values")}
                    for c in layout.columns]
         info = {"model": catalog.stored_model_path(conn, name), "dedup": list(layout.dedup),
@@ -257,7 +261,7 @@ def queue_list(source: Source) -> list[dict]:
                 jobs.append({"id": row_id, "state": state, "attempts": attempts, "run_at": _ms_text(run_at),
                              "last_error": error, "worker": worker if state == "processing" else None,
                              "priority": priority})
-            lag = acks.lag(conn, topic, cid)
+            lag = browse.consumer_lag(conn, topic, cid)
             out.append({"name": _queue_label(topic, consumer), "topic": topic, "consumer": consumer,
                         "counts": counts, "not_started": sum(lag.values()) - counts.get("pending", 0)
                         - counts.get("processing", 0), "jobs": jobs})
@@ -279,9 +283,10 @@ def group_list(source: Source) -> list[dict]:
     conn = source.ledger.conn
     out = []
     with read_snapshot(conn):
-        for info in consumers.consumer_info(conn):
+        for info in consumers.consumer_info(conn, with_lag=False):
             cid = acks.find_consumer(conn, info.topic, info.name)
-            offsets, lag = acks.committed_offsets(conn, cid), acks.lag(conn, info.topic, cid)
+            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, info.topic, cid)
+            info.lag = sum(lag.values())
             out.append({**info.as_dict(), "partitions": [
                 {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
     return out

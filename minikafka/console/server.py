@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import signal
 import socket
 from collections.abc import Callable
 
@@ -78,7 +79,11 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = 8787, pipeline=None
             on_ready(url)
 
         server.startup = startup
+    # uvicorn stops gracefully on SIGTERM, then raises the signal again for the handler it found:
+    # ours makes that a return (the command then exits 0); Ctrl-C stays a KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
     try:
         server.run(sockets=[sock])
     finally:
+        signal.signal(signal.SIGTERM, previous)
         sock.close()

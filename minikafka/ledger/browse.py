@@ -12,6 +12,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from . import acks
+from .identifiers import quote_identifier
 from .layout import TopicLayout
 
 
@@ -37,13 +38,63 @@ class RowPage:
         return self.rows[-1]["_id"] if self.rows else None
 
 
-def topic_counts(conn: sqlite3.Connection, layout: TopicLayout) -> dict[str, int]:
-    """``{"new", "handled", "total", "high_watermark"}`` of a topic, as ``minikafka topics`` counts them."""
-    where, params = acks.pending_filter(None, layout.name)
-    new, total, high = conn.execute(
-        f'SELECT (SELECT count(*) FROM {layout.table} WHERE {where}), count(*), coalesce(max("_id"), 0) '
-        f"FROM {layout.table}", params).fetchone()
+def _count(conn: sqlite3.Connection, sql: str, params: tuple = (), cache: dict | None = None) -> int:
+    """``SELECT count(*) ...`` once per statement and parameters within one read (``cache``): the topic's
+    'new' count and its slowest consumer's lag are often the same id-range count."""
+    key = (sql, params)
+    if cache is not None and key in cache:
+        return cache[key]
+    n = conn.execute(sql, params).fetchone()[0]
+    if cache is not None:
+        cache[key] = n
+    return n
+
+
+def topic_counts(conn: sqlite3.Connection, layout: TopicLayout, cache: dict | None = None) -> dict[str, int]:
+    """``{"new", "handled", "total", "high_watermark"}`` of a topic, as ``minikafka topics`` counts them.
+
+    'new' costs an id-range count when no row above the consumers' positions was acked out of
+    order (the usual case); otherwise every row above them is checked.
+    """
+    # two statements: count(*) alone reads the smallest index, max("_id") alone one row
+    total = conn.execute(f"SELECT count(*) FROM {layout.table}").fetchone()[0]
+    high = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
+    new = _new_count(conn, layout, cache)
     return {"new": new, "handled": total - new, "total": total, "high_watermark": high}
+
+
+def _new_count(conn: sqlite3.Connection, layout: TopicLayout, cache: dict | None) -> int:
+    topic = layout.name
+    handled = acks.handled_positions(conn, topic)
+    cids = acks.consumer_ids(conn, topic)
+    # a row is new unless every consumer is past it: above the lowest position of the consumers
+    lows = dict(handled)
+    if cids:
+        offsets = [acks.committed_offsets(conn, cid) for cid in cids]
+        lows = {p: min(max(o.get(p, 0), h) for o in offsets) for p, h in handled.items()}
+    lowest = min(lows.values(), default=0)
+    marked = conn.execute("SELECT 1 FROM _minikafka_handled WHERE topic = ? AND row_id > ? LIMIT 1",
+                          (topic, lowest)).fetchone()
+    acked = cids and conn.execute(
+        f"SELECT 1 FROM _minikafka_acks WHERE consumer_id IN ({', '.join('?' for _ in cids)}) AND row_id > ? LIMIT 1",
+        (*cids, lowest)).fetchone()
+    if marked or acked:
+        where, params = acks.pending_filter(None, topic)
+        return conn.execute(f"SELECT count(*) FROM {layout.table} WHERE {where}", params).fetchone()[0]
+    above = acks._positions_sql(lows, ">", lows) if lows else "0"  # noqa: SLF001 (the ledger's own helper)
+    return _count(conn, f"SELECT count(*) FROM {layout.table} WHERE {above}", cache=cache)
+
+
+def consumer_lag(conn: sqlite3.Connection, topic: str, consumer_id: int, cache: dict | None = None) -> dict[int, int]:
+    """{partition: rows pending for the consumer}, as ``acks.lag``; an id-range count per partition
+    when nothing above the consumer's position was acked out of order."""
+    table = quote_identifier(topic)
+    n = acks.partition_count(conn, topic)
+    if n == 1:  # the whole topic: no partition term, so a plain id range
+        return {0: _count(conn, f"SELECT count(*) FROM {table} WHERE {acks.pending_sql(conn, topic, consumer_id)}",
+                          cache=cache)}
+    return {p: _count(conn, f"SELECT count(*) FROM {table} WHERE {acks.pending_sql(conn, topic, consumer_id, [p])}",
+                      cache=cache) for p in range(n)}
 
 
 def row_page(conn: sqlite3.Connection, layout: TopicLayout, *, after: int | None = None, before: int | None = None,
@@ -95,3 +146,36 @@ def row_page(conn: sqlite3.Connection, layout: TopicLayout, *, after: int | None
 def _exists(conn: sqlite3.Connection, layout: TopicLayout, cond: str, params: tuple, bound: str, at: int) -> bool:
     sql = f"SELECT 1 FROM {layout.table} WHERE ({cond}) AND {bound} LIMIT 1"
     return conn.execute(sql, (*params, at)).fetchone() is not None
+
+
+def ids_created_between(conn: sqlite3.Connection, layout: TopicLayout, since: str, until: str | None,
+                        margin_s: float = 5.0) -> tuple[int, int]:
+    """(lowest, highest) id of the rows created from ``since`` to ``until`` (None: now), each end widened
+    by ``margin_s`` seconds; found by bisecting the ids (ids grow with creation time), not by a scan.
+
+    Bounds the search for the rows one run wrote (``_run_id`` has no index).
+    """
+    from datetime import timedelta
+
+    from ..util.clock import format_timestamp, parse_timestamp
+
+    lo_time = format_timestamp(parse_timestamp(since) - timedelta(seconds=margin_s))
+    hi_time = None if until is None else format_timestamp(parse_timestamp(until) + timedelta(seconds=margin_s))
+    top = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
+
+    def first_at_or_after(when: str) -> int:
+        """The smallest id whose row was created at or after ``when`` (top + 1 when none)."""
+        lo, hi = 1, top + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = conn.execute(f'SELECT "_id", "_created_at" FROM {layout.table} WHERE "_id" >= ? ORDER BY "_id" '
+                               "LIMIT 1", (mid,)).fetchone()
+            if row is None or row[1] >= when:
+                hi = mid
+            else:
+                lo = row[0] + 1
+        return lo
+
+    first = first_at_or_after(lo_time)
+    last = top if hi_time is None else first_at_or_after(hi_time) - 1
+    return first, last

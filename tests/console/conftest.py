@@ -111,5 +111,6 @@ def browser(tmp_path_factory):
     options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(30)
+    driver.implicitly_wait(5)  # a lookup right after a click waits for the next page's element
     yield driver
     driver.quit()

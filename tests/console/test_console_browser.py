@@ -43,6 +43,33 @@ def click(browser, text: str) -> None:
     browser.find_element(by().LINK_TEXT, text).click()
 
 
+def settles(browser, probe, expected, timeout: float = 10):
+    """Wait (WebDriverWait, no sleep) until ``probe(browser)`` equals ``expected`` after a navigation; return it."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    seen = []
+
+    def ready(b):
+        seen[:] = [probe(b)]
+        return seen[0] == expected
+
+    try:
+        WebDriverWait(browser, timeout, ignored_exceptions=(StaleElementReferenceException,)).until(ready)
+    except Exception:
+        pass
+    return seen[0] if seen else probe(browser)
+
+
+def absent(browser, css: str) -> bool:
+    """No element matches ``css`` on the page as it is (no implicit wait for one to appear)."""
+    browser.implicitly_wait(0)
+    try:
+        return not browser.find_elements(by().CSS_SELECTOR, css)
+    finally:
+        browser.implicitly_wait(5)
+
+
 def texts(browser, css: str) -> list[str]:
     return [e.text for e in browser.find_elements(by().CSS_SELECTOR, css)]
 
@@ -78,7 +105,7 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
     attention = browser.find_element(by().ID, "attention").text
     assert "notify" in attention and "1 dead job(s) in queue jobs.summarise" not in attention
     assert "2 dead job(s) in queue jobs.summarise" in attention
-    assert not browser.find_elements(by().CSS_SELECTOR, "a.action, form[method=post]")
+    assert absent(browser, "a.action, form[method=post]")
 
     click(browser, "Runs")
     assert len(browser.find_elements(by().CSS_SELECTOR, "tr[data-run]")) == len(runs)
@@ -91,6 +118,8 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
     results = [r for suite in run["quality"]["suites"] for r in suite["results"]]
     assert len(browser.find_elements(by().CSS_SELECTOR, "table.quality tbody tr")) == len(results)
     assert attribute(browser, "table.quality tbody tr", "data-expectation") == [r["expectation"] for r in results]
+    written = browser.find_elements(by().CSS_SELECTOR, 'table.written[data-topic="rss.youtube"] tr[data-id]')
+    assert len(written) == min(20, run["rows_out"])
     shot(browser, "run")
     if run["quality"].get("report"):
         click(browser, "the HTML report")
@@ -114,7 +143,8 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
     box.clear()
     box.send_keys(f"_id<={scored_ids[2]}")
     browser.find_element(by().CSS_SELECTOR, "form.filters button").click()
-    assert [int(i) for i in attribute(browser, "#rows tr[data-id]", "data-id")] == scored_ids[:3]
+    ids = settles(browser, lambda b: [int(i) for i in attribute(b, "#rows tr[data-id]", "data-id")], scored_ids[:3])
+    assert ids == scored_ids[:3]
 
     click(browser, "Quarantine")
     assert len(browser.find_elements(by().CSS_SELECTOR, "tr[data-qid]")) == len(quarantined)
@@ -134,7 +164,7 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
     for (topic, name), lag in lags.items():
         assert texts(browser, f'tr[data-group="{topic}/{name}"] td.lag') == [str(lag)]
     shot(browser, "groups")
-    assert not browser.find_elements(by().CSS_SELECTOR, "a.action, form[method=post]")
+    assert absent(browser, "a.action, form[method=post]")
 
     # read-only: a forged POST is refused, and changes nothing
     forged = httpx.post(console.url + "/actions/pause", data={"schedule": "hourly-digest", "csrf": "x"})
@@ -157,6 +187,7 @@ def confirm(browser, **fields) -> str:
 def test_each_action_changes_the_ledger_as_the_cli_would_and_is_logged(ledger_copy, start_console, browser):
     console = start_console(ledger_copy, "--allow-actions")
     browser.get(console.url + "/queues")
+    shot(browser, "queues-actions")
 
     # retry a dead job (Queue.requeue): pending again with fresh attempts
     browser.find_element(by().CSS_SELECTOR, 'tr[data-job="1"] a[data-action="retry"]').click()

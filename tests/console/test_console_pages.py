@@ -182,3 +182,13 @@ def test_no_page_holds_a_read_transaction_after_it_was_served(ledger):
     with sqlite3.connect(ledger) as conn:  # a checkpoint passes every frame only when no reader pins one
         busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     assert busy == 0
+
+
+def test_every_template_compiles():
+    from minikafka.console.app import HERE, Console, _templates
+
+    env = _templates(Console("unused.sqlite"))
+    names = sorted(p.name for p in (HERE / "templates").glob("*.html"))
+    assert len(names) >= 14
+    for name in names:
+        env.get_template(name)
