@@ -45,8 +45,7 @@ class Action:
 
 def _ids(args: dict) -> list[int]:
     raw = args.get("ids") or []
-    if isinstance(raw, str):
-        raw = raw.replace(",", " ").split()
+    raw = [part for item in ([raw] if isinstance(raw, str) else raw) for part in str(item).replace(",", " ").split()]
     try:
         ids = [int(i) for i in raw]
     except ValueError:

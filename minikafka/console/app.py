@@ -212,9 +212,8 @@ class Pages:
         return Source(self.console.path, read_only=True)
 
     def page(self, request, template: str, read, **extra):
-        """Open the ledger, read, close, render; each failure a page saying what is wrong."""
-        from starlette.concurrency import run_in_threadpool  # noqa: F401 (sync endpoints already run in a thread)
-
+        """Open the ledger, read, close, render; each failure a page saying what is wrong (sync endpoints
+        run in Starlette's thread pool)."""
         try:
             with self._open() as source:
                 data = read(source)
@@ -255,16 +254,21 @@ class Pages:
         return self.page(request, "run.html", lambda s: reads.run(s, request.path_params["run_id"]), live=True)
 
     def report(self, request):
+        """The run's HTML quality report, when it lies in ``quality-reports/`` beside the ledger."""
         from starlette.responses import HTMLResponse
 
         run_id = request.path_params["run_id"]
-        response = self.page(request, "problem.html", lambda s: reads.run(s, run_id))
-        if response.status_code != 200:
-            return response
-        with self._open() as source:
-            report = reads.run(source, run_id)["report"]
+        found = {}
+
+        def read(source):
+            found.update(reads.run(source, run_id))
+            return {}
+
+        refused = self.page(request, "problem.html", read)
+        if not found:
+            return refused
         base = (Path(self.console.path).resolve().parent / "quality-reports").resolve()
-        file = Path(report).resolve() if report else None
+        file = Path(found["report"]).resolve() if found.get("report") else None
         if file is None or base not in file.parents or not file.is_file():
             return self.problem(request, 404, "No report", f"run {run_id} has no quality report on this machine")
         return HTMLResponse(redact_secrets(file.read_text(errors="replace"), self.console.secrets()))

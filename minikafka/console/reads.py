@@ -263,8 +263,7 @@ def queue_list(source: Source) -> list[dict]:
                              "priority": priority})
             lag = browse.consumer_lag(conn, topic, cid)
             out.append({"name": _queue_label(topic, consumer), "topic": topic, "consumer": consumer,
-                        "counts": counts, "not_started": sum(lag.values()) - counts.get("pending", 0)
-                        - counts.get("processing", 0), "jobs": jobs})
+                        "counts": counts, "not_started": sum(lag.values()) - sum(counts.values()), "jobs": jobs})
     return out
 
 

@@ -163,19 +163,19 @@ def ids_created_between(conn: sqlite3.Connection, layout: TopicLayout, since: st
     hi_time = None if until is None else format_timestamp(parse_timestamp(until) + timedelta(seconds=margin_s))
     top = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
 
-    def first_at_or_after(when: str) -> int:
-        """The smallest id whose row was created at or after ``when`` (top + 1 when none)."""
+    def first_at_or_after(when: str, *, strictly: bool = False) -> int:
+        """The smallest id whose row was created at (unless ``strictly``) or after ``when`` (top + 1 when none)."""
         lo, hi = 1, top + 1
         while lo < hi:
             mid = (lo + hi) // 2
             row = conn.execute(f'SELECT "_id", "_created_at" FROM {layout.table} WHERE "_id" >= ? ORDER BY "_id" '
                                "LIMIT 1", (mid,)).fetchone()
-            if row is None or row[1] >= when:
+            if row is None or row[1] > when or (row[1] == when and not strictly):
                 hi = mid
             else:
                 lo = row[0] + 1
         return lo
 
     first = first_at_or_after(lo_time)
-    last = top if hi_time is None else first_at_or_after(hi_time) - 1
+    last = top if hi_time is None else first_at_or_after(hi_time, strictly=True) - 1
     return first, last

@@ -33,6 +33,7 @@ def by():
 
 
 def shot(browser, name: str) -> None:
+    """Save the page as docs/how-to/img/console-NAME.png (with MINIKAFKA_CONSOLE_SHOTS): the docs show these."""
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(Path(SHOTS) / f"console-{name}.png"))
@@ -109,7 +110,6 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
 
     click(browser, "Runs")
     assert len(browser.find_elements(by().CSS_SELECTOR, "tr[data-run]")) == len(runs)
-    shot(browser, "runs")
     click(browser, last["split_youtube"]["run_id"])
     run = last["split_youtube"]
     counts = browser.find_element(by().ID, "run-counts").text.split()
@@ -131,7 +131,6 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
         row = browser.find_element(by().CSS_SELECTOR, f'tr[data-topic="{topic}"]')
         assert row.find_element(by().CSS_SELECTOR, "td.total").text == str(c["total"])
         assert row.find_element(by().CSS_SELECTOR, "td.new").text == str(c["new"])
-    shot(browser, "topics")
     click(browser, "rss.scored")
     assert [int(i) for i in attribute(browser, "#rows tr[data-id]", "data-id")] == scored_ids[:50]
     shot(browser, "topic")
@@ -157,13 +156,11 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
     click(browser, "Queues")
     states = dict(zip(attribute(browser, "tr[data-job]", "data-job"), texts(browser, "tr[data-job] td.state")))
     assert states == {"1": "dead", "2": "dead", "3": "pending"}
-    shot(browser, "queues")
     click(browser, "Schedules")
     assert texts(browser, 'tr[data-schedule="hourly-digest"] td.state') == ["active"]
     click(browser, "Groups")
     for (topic, name), lag in lags.items():
         assert texts(browser, f'tr[data-group="{topic}/{name}"] td.lag') == [str(lag)]
-    shot(browser, "groups")
     assert absent(browser, "a.action, form[method=post]")
 
     # read-only: a forged POST is refused, and changes nothing
@@ -191,7 +188,6 @@ def test_each_action_changes_the_ledger_as_the_cli_would_and_is_logged(ledger_co
 
     # retry a dead job (Queue.requeue): pending again with fresh attempts
     browser.find_element(by().CSS_SELECTOR, 'tr[data-job="1"] a[data-action="retry"]').click()
-    shot(browser, "confirm")
     assert "1 dead job(s) of jobs.summarise pending again" in confirm(browser)
     browser.find_element(by().ID, "back").click()
     assert texts(browser, 'tr[data-job="1"] td.state') == ["pending"]
