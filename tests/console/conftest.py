@@ -40,6 +40,9 @@ def example_dir(tmp_path_factory, request) -> Path:
     finally:
         os.chdir(cwd)
         sys.path.remove(str(base))
+        for name, module in list(sys.modules.items()):  # the scratch copy's schemas/ and jobs/ leave with it
+            if str(getattr(module, "__file__", None) or "").startswith(str(base)):
+                del sys.modules[name]
     assert not result.failed, [o.error for o in result.outcomes]
     add_modes(base / "data" / "homelab.sqlite")
     return base
