@@ -304,7 +304,8 @@ class Pages:
         return self.page(request, "quarantined.html", lambda s: reads.quarantined_row(s, request.path_params["qid"]))
 
     def queues(self, request):
-        return self.page(request, "queues.html", lambda s: {"queues": reads.queue_list(s)}, live=True)
+        return self.page(request, "queues.html", lambda s: reads.queue_list(s, request.query_params.get("state")),
+                         live=True)
 
     def schedules(self, request):
         return self.page(request, "schedules.html", lambda s: {"schedules": reads.schedule_list(s)}, live=True)

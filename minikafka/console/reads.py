@@ -20,7 +20,18 @@ from ..ledger.snapshot import read_snapshot
 from ..quality.report import describe
 
 RUN_STATUSES = runlog.STATUSES
+JOB_STATES = ("pending", "processing", "dead")
 PAGE_ROWS = 50
+DAY_S = 86400
+
+
+def _ago(seconds: float) -> str:
+    """The ledger's text form of the time ``seconds`` ago (for 'in the last day' counts)."""
+    from datetime import timedelta
+
+    from ..util.clock import format_timestamp, now
+
+    return format_timestamp(now() - timedelta(seconds=seconds))
 
 
 NotFound = ConsoleNotFoundError
@@ -74,7 +85,7 @@ def overview(source: Source, defn) -> dict:
                     last[s["name"]] = runs[0]
         failed_runs = runlog.find_runs(conn, status="failed", limit=10)
         failed_runs += runlog.find_runs(conn, status="partial", limit=10)
-        quarantine = qstore.quarantine_topics_and_origins(conn)
+        quarantine = qstore.quarantine_topics_and_origins(conn, _ago(DAY_S))
         dead = []
         for topic, consumer in queues.queue_pairs(conn):
             cid = acks.find_consumer(conn, topic, consumer)
@@ -209,7 +220,7 @@ def quarantine(source: Source, *, topic: str | None, origin: str | None, reason:
             _layout(source, topic)
         rows = qstore.list_quarantined(conn, topic or None, limit=PAGE_ROWS + 1, origin=origin or None,
                                        reason=reason or None, below=below)
-        summary = qstore.quarantine_topics_and_origins(conn)
+        summary = qstore.quarantine_topics_and_origins(conn, _ago(DAY_S))
         topics = catalog.topic_names(conn)
     more = len(rows) > PAGE_ROWS
     return {"rows": rows[:PAGE_ROWS], "more": more, "summary": summary, "topics": topics, "origins": ORIGINS,
@@ -238,13 +249,16 @@ def _queue_label(topic: str, consumer: str) -> str:
 
 
 def _ms_text(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds")
+    from ..util.clock import format_timestamp
+
+    return None if ms is None else format_timestamp(datetime.fromtimestamp(ms / 1000, timezone.utc))
 
 
-def queue_list(source: Source) -> list[dict]:
-    """Every work queue: its jobs by state (pending, processing, dead) with attempts and last error."""
+def queue_list(source: Source, state: str | None = None) -> dict:
+    """Every work queue: its jobs by state (pending, processing, dead: ``state`` only) with attempts and
+    last error, and its finished jobs still kept with their outcome and result."""
+    if state and state not in JOB_STATES:
+        raise BadRequest(f"state must be one of {', '.join(JOB_STATES)}, got {state!r}")
     conn = source.ledger.conn
     now = int(time.time() * 1000)
     out = []
@@ -255,16 +269,21 @@ def queue_list(source: Source) -> list[dict]:
                 continue
             counts = queues.state_counts(conn, cid, now)
             jobs = []
-            for row_id, state, attempts, run_at, error, worker, lease, priority in queues.list_jobs(conn, cid):
-                if state == "processing" and lease is not None and lease <= now:
-                    state = "pending"
-                jobs.append({"id": row_id, "state": state, "attempts": attempts, "run_at": _ms_text(run_at),
-                             "last_error": error, "worker": worker if state == "processing" else None,
+            for row_id, st, attempts, run_at, error, worker, lease, priority in queues.list_jobs(conn, cid):
+                if st == "processing" and lease is not None and lease <= now:
+                    st = "pending"
+                if state and st != state:
+                    continue
+                jobs.append({"id": row_id, "state": st, "attempts": attempts, "run_at": _ms_text(run_at),
+                             "last_error": error, "worker": worker if st == "processing" else None,
                              "priority": priority})
+            finished = [{"id": row_id, "outcome": outcome, "result": result, "finished_at": _ms_text(at)}
+                        for row_id, outcome, result, at in queues.list_outcomes(conn, cid, limit=20)]
             lag = browse.consumer_lag(conn, topic, cid)
             out.append({"name": _queue_label(topic, consumer), "topic": topic, "consumer": consumer,
-                        "counts": counts, "not_started": sum(lag.values()) - sum(counts.values()), "jobs": jobs})
-    return out
+                        "counts": counts, "not_started": sum(lag.values()) - sum(counts.values()), "jobs": jobs,
+                        "finished": finished})
+    return {"queues": out, "states": JOB_STATES, "state": state or ""}
 
 
 def schedule_list(source: Source) -> list[dict]:

@@ -139,8 +139,10 @@ def note_failed_requeue_in_current_transaction(conn: sqlite3.Connection, quarant
                  (reason, quarantine_id))
 
 
-def quarantine_topics_and_origins(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
-    """(topic, origin kind, rows) of the quarantine, a file line's origin counted as ``file``."""
+def quarantine_topics_and_origins(conn: sqlite3.Connection, since: str = "") -> list[tuple[str, str, int, int]]:
+    """(topic, origin kind, rows, rows quarantined at or after ``since``) of the quarantine, a file
+    line's origin counted as ``file``."""
     return conn.execute(
         "SELECT topic, CASE WHEN origin IN ('stage', 'quality', 'queue', 'delivery') THEN origin ELSE 'file' END, "
-        "count(*) FROM _minikafka_quarantine GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+        "count(*), count(CASE WHEN created_at >= ? THEN 1 END) FROM _minikafka_quarantine GROUP BY 1, 2 ORDER BY 1, 2",
+        (since,)).fetchall()

@@ -194,6 +194,8 @@ def test_each_action_changes_the_ledger_as_the_cli_would_and_is_logged(ledger_co
     # cancel a pending job (Queue.cancel)
     browser.find_element(by().CSS_SELECTOR, 'tr[data-job="3"] a[data-action="cancel"]').click()
     assert "cancelled job(s) [3]" in confirm(browser)
+    browser.find_element(by().ID, "back").click()
+    assert texts(browser, 'tr[data-finished="3"] td')[1] == "cancelled"
 
     # requeue the other dead job from the quarantine (api.core.requeue.requeue, as `quarantine requeue`)
     with Source(ledger_copy, read_only=True) as source:

@@ -91,6 +91,7 @@ def test_a_damaged_ledger_is_a_409_page_without_a_traceback(tmp_path):
     ("/topics/rss.items?where=_id%3Dten", 400, "ten"),
     ("/topics/rss.items?after=ten", 400, "whole numbers"),
     ("/runs?status=happy", 400, "happy"),
+    ("/queues?state=stuck", 400, "stuck"),
     ("/runs?since=yesterday", 400, "yesterday"),
     ("/no/such/page", 404, "no page"),
 ])
@@ -202,3 +203,11 @@ def test_an_action_on_several_ids_takes_them_from_one_field_or_many(ledger):
         done = c.post("/actions/retry", data={"queue": "jobs.summarise", "ids": "1, 2", "csrf": token})
     assert done.status_code == 200, done.text
     assert "2 dead job(s) of jobs.summarise pending again" in done.text
+
+
+def test_the_queue_page_filters_jobs_by_state(ledger):
+    with client(ledger) as c:
+        dead = c.get("/queues?state=dead").text
+        everything = c.get("/queues").text
+    assert re.findall(r'<tr data-job="(\d+)"', dead) == ["1", "2"]
+    assert re.findall(r'<tr data-job="(\d+)"', everything) == ["1", "2", "3"]
