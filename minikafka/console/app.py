@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import secrets
 import sqlite3
@@ -39,7 +40,7 @@ from ..errors import (
     TopicNotFoundError,
 )
 from ..util.optional import require
-from ..util.redact import redact_secrets
+from ..util.redact import is_secret_name, redact_secrets
 from . import actions, dag, reads
 
 log = logging.getLogger("minikafka.console")
@@ -64,7 +65,8 @@ class Console:
     csrf_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     watcher: object = None
 
-    def secrets(self) -> list[str]:
+    def own_secrets(self) -> list[str]:
+        """The console's own tokens: masked wherever a page or a log line might quote them."""
         return [t for t in (self.auth_token, self.csrf_token) if t]
 
 
@@ -75,15 +77,16 @@ def _templates(console: Console):
     def finalize(value):
         if isinstance(value, Markup) or not isinstance(value, str):
             return "" if value is None else value
-        return redact_secrets(value, console.secrets())
+        return redact_secrets(value, console.own_secrets())
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                              finalize=finalize, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(nav=NAV, allow_actions=console.allow_actions, ledger_path=console.path,
-                       pipeline=console.pipeline)
+    env.globals.update(nav=NAV, allow_actions=console.allow_actions, ledger_path=console.path)
     env.filters["qs"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")}, doseq=True)
-    env.filters["redact"] = lambda v: redact_secrets("" if v is None else str(v), console.secrets())
+    # JSON as plain text (jinja's tojson makes markup, which the redaction above would pass by)
+    env.filters["json"] = lambda v, indent=None: json.dumps(v, indent=indent, ensure_ascii=False, default=str)
     env.filters["cell"] = _cell
+    env.tests["secret_name"] = is_secret_name
     return env
 
 
@@ -204,7 +207,7 @@ class Pages:
         return self.problem(request, 405, "Method not allowed", f"{request.method} is not served here")
 
     async def server_error(self, request, exc):
-        log.error("console page %s failed: %s", request.url.path, redact_secrets(str(exc), self.console.secrets()))
+        log.error("console page %s failed: %s", request.url.path, redact_secrets(str(exc), self.console.own_secrets()))
         return self.problem(request, 500, "Something went wrong", "the page could not be built; the console's log "
                             "says why")
 
@@ -271,7 +274,7 @@ class Pages:
         file = Path(found["report"]).resolve() if found.get("report") else None
         if file is None or base not in file.parents or not file.is_file():
             return self.problem(request, 404, "No report", f"run {run_id} has no quality report on this machine")
-        return HTMLResponse(redact_secrets(file.read_text(errors="replace"), self.console.secrets()))
+        return HTMLResponse(redact_secrets(file.read_text(errors="replace"), self.console.own_secrets()))
 
     def topics(self, request):
         return self.page(request, "topics.html", lambda s: {"topics": reads.topic_list(s)}, live=True)

@@ -10,6 +10,8 @@ stores a URL or an error text that may quote one shows them:
   its words, and of its escaped form as ``repr`` shows it) replaced by ``***``. Used on
   texts that come from elsewhere (an HTTP library's exception, an answer body that
   echoes a request header) before they reach a log, an error or a ledger row.
+- ``is_secret_name(name)``: a field or header named like a secret (``api_key``, ``password``,
+  ``X-Auth-Token``): a table shows ``***`` for its value.
 - ``redact_secrets(text, secrets)``: for free text whose secrets nobody listed (a run's error,
   a quarantined payload shown on a web page): ``redact_text`` with ``secrets``, then every
   URL's password, every value of a query parameter or field named like a secret (token, key,
@@ -68,12 +70,18 @@ def redact_text(text: str | None, secrets: Iterable[str | None]) -> str:
     return text
 
 
-_SECRET_NAME = r"[A-Za-z0-9_.-]*(?:token|key|passw(?:or)?d|pwd|secret|signature|sig|auth|authorization|credentials?)"
+_SECRET_NAME = r"(?:[A-Za-z0-9_.-]*[_.-])?(?:apikey|token|key|passw(?:or)?d|pwd|secret|signature|sig|auth|authorization|credentials?)"
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@'\"]*:)(?P<secret>[^\s@/'\"]+)(?=@)")
 # name=value in a query or a form, and "name": "value" / name: value in JSON, headers and logs
 _NAMED = re.compile(r"(?P<head>(?<![A-Za-z0-9])" + _SECRET_NAME + r"(?P<sep>=|\"?\s*:\s*\"?))(?P<secret>[^\s&\"',;}]+)",
                     re.IGNORECASE)
+_WHOLE_SECRET_NAME = re.compile(_SECRET_NAME, re.IGNORECASE)
 _BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<secret>[A-Za-z0-9._~+/=-]{4,})", re.IGNORECASE)
+
+
+def is_secret_name(name: object) -> bool:
+    """``name`` (a field, a header, a parameter) is named like a secret: its value is never shown."""
+    return _WHOLE_SECRET_NAME.fullmatch(str(name)) is not None
 
 
 def redact_secrets(text: str | None, secrets: Iterable[str | None] = ()) -> str:

@@ -211,3 +211,25 @@ def test_the_queue_page_filters_jobs_by_state(ledger):
         everything = c.get("/queues").text
     assert re.findall(r'<tr data-job="(\d+)"', dead) == ["1", "2"]
     assert re.findall(r'<tr data-job="(\d+)"', everything) == ["1", "2", "3"]
+
+
+class Hook(BaseModel):
+    url: str
+    api_key: str
+
+
+def test_a_field_named_like_a_secret_and_a_runs_details_are_shown_masked(ledger):
+    from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+
+    with Source(ledger) as source:
+        source.topic("hooks", Hook, dedup=None).append({"url": "https://hooks.example/a", "api_key": "k-93847561"})
+        run = RunResult("run-20260102T000000Z-details0", "delivery", inputs=["hooks"],
+                        details={"endpoint": "https://svc:pa55word9@hooks.example/in?sig=s1g2n3d"})
+        run.finish("succeeded")
+        with source.ledger.atomic() as conn:
+            write_run_in_current_transaction(conn, run)
+    with client(ledger) as c:
+        rows = c.get("/topics/hooks").text
+        details = c.get("/runs/run-20260102T000000Z-details0").text
+    assert "k-93847561" not in rows and "https://hooks.example/a" in rows and "***" in rows
+    assert "pa55word9" not in details and "s1g2n3d" not in details and "hooks.example/in" in details

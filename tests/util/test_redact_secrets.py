@@ -31,3 +31,13 @@ def test_the_rest_of_the_text_stays_readable():
 def test_listed_secrets_are_masked_wherever_they_appear():
     assert redact_secrets("the token is plain-secret-value here", ["plain-secret-value"]) == "the token is *** here"
     assert redact_secrets(None) == "" and redact_secrets("") == ""
+
+
+@pytest.mark.parametrize("name, secret", [
+    ("api_key", True), ("password", True), ("X-Auth-Token", True), ("access_token", True), ("Authorization", True),
+    ("title", False), ("keyboard", False), ("monkey", False), ("url", False), ("design", False),
+])
+def test_a_field_named_like_a_secret_is_told_apart(name, secret):
+    from minikafka.util.redact import is_secret_name
+
+    assert is_secret_name(name) is secret
