@@ -314,7 +314,7 @@ class Pages:
         return self.page(request, "schedules.html", lambda s: {"schedules": reads.schedule_list(s)}, live=True)
 
     def groups(self, request):
-        return self.page(request, "groups.html", lambda s: {"groups": reads.group_list(s)}, live=True)
+        return self.page(request, "groups.html", reads.group_list, live=True)
 
     # -- live updates --------------------------------------------------------------------------
     async def events(self, request):

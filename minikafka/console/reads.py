@@ -14,7 +14,7 @@ from typing import Any
 
 from ..api.source import Source
 from ..errors import ConsoleNotFoundError, ConsoleRequestError, InvalidFilterError, TopicNotFoundError
-from ..ledger import acks, browse, catalog, consumers, filters, queues, runlog, schedules
+from ..ledger import acks, browse, catalog, consumers, deliveries, filters, queues, runlog, schedules
 from ..ledger import quarantine as qstore
 from ..ledger.snapshot import read_snapshot
 from ..quality.report import describe
@@ -296,18 +296,20 @@ def schedule_list(source: Source) -> list[dict]:
              "period": r["cron"] or (f"every {r['every_ms'] / 1000:g} s" if r["every_ms"] else "")} for r in rows]
 
 
-def group_list(source: Source) -> list[dict]:
-    """Every consumer (stage consumers and consumer groups) with its committed offset and lag per partition."""
+def group_list(source: Source) -> dict:
+    """Every consumer (stage consumers and consumer groups) with its committed offset and lag per partition,
+    and the HTTP delivery batches in flight (their last error, their worker's lease)."""
     conn = source.ledger.conn
     out = []
     with read_snapshot(conn):
+        inflight = deliveries.list_inflight(conn)
         for info in consumers.consumer_info(conn, with_lag=False):
             cid = acks.find_consumer(conn, info.topic, info.name)
             offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, info.topic, cid)
             info.lag = sum(lag.values())
             out.append({**info.as_dict(), "partitions": [
                 {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
-    return out
+    return {"groups": out, "inflight": inflight}
 
 
 def console_runs(source: Source, limit: int = 20) -> list[dict[str, Any]]:

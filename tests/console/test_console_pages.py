@@ -233,3 +233,17 @@ def test_a_field_named_like_a_secret_and_a_runs_details_are_shown_masked(ledger)
         details = c.get("/runs/run-20260102T000000Z-details0").text
     assert "k-93847561" not in rows and "https://hooks.example/a" in rows and "***" in rows
     assert "pa55word9" not in details and "s1g2n3d" not in details and "hooks.example/in" in details
+
+
+def test_a_delivery_in_flight_is_shown_with_its_last_error_redacted(ledger):
+    from minikafka.ledger import acks, deliveries
+
+    with Source(ledger) as source:
+        with source.ledger.atomic() as conn:
+            cid = acks.find_consumer(conn, "rss.items", "dashboard")
+            deliveries.record_inflight_in_current_transaction(conn, cid, 0, 6, 10, 5, "2026-01-01T00:00:00.000000Z")
+            deliveries.note_failed_attempt_in_current_transaction(
+                conn, cid, 0, 2, "POST https://hook:s3cr3t-pw@hooks.example/in: 503", "2026-01-01T00:00:01.000000Z")
+    with client(ledger) as c:
+        page = c.get("/groups").text
+    assert "HTTP deliveries in flight" in page and "hooks.example/in: 503" in page and "s3cr3t-pw" not in page
