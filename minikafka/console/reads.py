@@ -23,6 +23,9 @@ RUN_STATUSES = runlog.STATUSES
 JOB_STATES = ("pending", "processing", "dead")
 PAGE_ROWS = 50
 DAY_S = 86400
+FAILED = ("failed", "partial", "interrupted")
+NotFound = ConsoleNotFoundError
+BadRequest = ConsoleRequestError
 
 
 def _ago(seconds: float) -> str:
@@ -32,10 +35,6 @@ def _ago(seconds: float) -> str:
     from ..util.clock import format_timestamp, now
 
     return format_timestamp(now() - timedelta(seconds=seconds))
-
-
-NotFound = ConsoleNotFoundError
-BadRequest = ConsoleRequestError
 
 
 # -- the pipeline graph -------------------------------------------------------------------
@@ -83,8 +82,9 @@ def overview(source: Source, defn) -> dict:
                 runs = runlog.find_runs(conn, stage=s["name"], limit=1)
                 if runs:
                     last[s["name"]] = runs[0]
-        failed_runs = runlog.find_runs(conn, status="failed", limit=10)
-        failed_runs += runlog.find_runs(conn, status="partial", limit=10)
+        # runs still failing: the last run of their stage (or kind) did not succeed
+        latest = [runlog.find_runs(conn, stage=name, limit=1) for name in runlog.run_names(conn)]
+        failed_runs = [r[0] for r in latest if r and r[0]["status"] in FAILED]
         quarantine = qstore.quarantine_topics_and_origins(conn, _ago(DAY_S))
         dead = []
         for topic, consumer in queues.queue_pairs(conn):
@@ -121,6 +121,7 @@ def runs(source: Source, *, stage: str | None, status: str | None, since: str | 
     conn = source.ledger.conn
     with read_snapshot(conn):
         names = runlog.run_names(conn)
+        # 'until' is a whole day: every started_at of that day sorts below "YYYY-MM-DDT99"
         found = runlog.find_runs(conn, stage=stage or None, status=status or None, since=since_day,
                                  until=None if until_day is None else until_day + "T99", limit=limit)
         timeline = {}

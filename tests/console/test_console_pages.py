@@ -247,3 +247,35 @@ def test_a_delivery_in_flight_is_shown_with_its_last_error_redacted(ledger):
     with client(ledger) as c:
         page = c.get("/groups").text
     assert "HTTP deliveries in flight" in page and "hooks.example/in: 503" in page and "s3cr3t-pw" not in page
+
+
+def _log_run(path, run_id: str, stage: str, status: str, started: str | None = None) -> None:
+    from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+
+    with Source(path) as source:
+        run = RunResult(run_id, "stage", stage=stage)
+        run.started_at = started or run.started_at
+        run.finish(status, None if status == "succeeded" else "it broke")
+        with source.ledger.atomic() as conn:
+            write_run_in_current_transaction(conn, run)
+
+
+def test_a_failed_run_needs_attention_until_its_stage_succeeds_again(ledger):
+    with client(ledger) as c:
+        assert "run-20260101T030000Z-secret00" in c.get("/").text
+        _log_run(ledger, "run-okay", "notify", "succeeded")  # started now: after the failed one
+        assert "run-20260101T030000Z-secret00" not in c.get("/").text
+
+
+def test_runs_filter_by_stage_status_and_day(ledger):
+    _log_run(ledger, "run-a", "load", "succeeded", "2026-02-01T01:00:00.000000Z")
+    _log_run(ledger, "run-b", "load", "failed", "2026-02-02T23:59:59.000000Z")
+    _log_run(ledger, "run-c", "clean", "failed", "2026-02-03T00:00:00.000000Z")
+    with client(ledger) as c:
+        def shown(**params):
+            return re.findall(r'<tr data-run="([^"]+)"', c.get("/runs", params=params).text)
+
+        assert shown(stage="load") == ["run-b", "run-a"]
+        assert shown(status="failed", since="2026-02-01", until="2026-02-28") == ["run-c", "run-b"]
+        assert shown(since="2026-02-01", until="2026-02-02") == ["run-b", "run-a"]
+        assert shown(stage="load", status="failed") == ["run-b"]
