@@ -11,7 +11,7 @@ from ..errors import InvalidSettingError
 from ..util.optional import require
 from .app import LOOPBACK_HOSTS, create_app
 
-GRACEFUL_S = 2  # seconds open event streams get to end on shutdown
+GRACEFUL_S = 1  # seconds open event streams (pages left open) get to end on shutdown
 
 
 def is_loopback(host: str) -> bool:
