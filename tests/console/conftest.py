@@ -66,11 +66,15 @@ class Console:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "minikafka.cli", "ui", "--source", str(ledger), "--port", "0", *args],
             cwd=ledger.parent.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.before = []  # what it printed before its address (warnings)
         line = self.proc.stdout.readline()
+        while line and "http://" not in line:
+            self.before.append(line)
+            line = self.proc.stdout.readline()
         if "http://" not in line:
             self.stop()
-            raise AssertionError(f"minikafka ui did not start: {line}{self.proc.stdout.read()}")
-        self.url = line.split(" on ", 1)[1].split()[0].rstrip("/")
+            raise AssertionError(f"minikafka ui did not start: {''.join(self.before)}{self.proc.stdout.read()}")
+        self.url = line.split(" on ", 1)[1].split()[0].rstrip("/").replace("://0.0.0.0:", "://127.0.0.1:")
 
     def stop(self) -> str:
         if self.proc.poll() is None:

@@ -36,3 +36,14 @@ def test_the_console_serves_the_url_it_prints_and_stops_on_sigterm(tmp_path, sta
     output = console.stop()
     assert console.proc.returncode == 0, output
     assert "console stopped" in output
+
+
+def test_a_remote_host_with_allow_remote_warns_and_the_auth_token_guards_every_request(tmp_path, start_console):
+    (tmp_path / "data").mkdir()
+    Source(tmp_path / "data" / "l.sqlite").close()
+    console = start_console(tmp_path / "data" / "l.sqlite", "--host", "0.0.0.0", "--allow-remote",
+                            "--auth-token", "tok-5551234")
+    assert any("warning" in line and "0.0.0.0" in line for line in console.before), console.before
+    assert httpx.get(console.url + "/topics").status_code == 401
+    page = httpx.get(console.url + "/topics", headers={"authorization": "Bearer tok-5551234"})
+    assert page.status_code == 200 and "tok-5551234" not in page.text
