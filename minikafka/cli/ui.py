@@ -57,8 +57,8 @@ def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allo
         raise click.UsageError(f"--host {host} is reachable from other machines: pass --allow-remote too "
                                "(and consider --auth-token)")
     if not is_loopback(host):
-        click.echo(f"warning: the console listens on {host}, reachable from other machines"
-             + ("" if auth_token else "; anyone who reaches it can read the ledger (set --auth-token)"), err=True)
+        unguarded = "" if auth_token else "; anyone who reaches it can read the ledger (set --auth-token)"
+        click.echo(f"warning: the console listens on {host}, reachable from other machines{unguarded}", err=True)
 
     def ready(url: str) -> None:
         mode = "actions allowed" if allow_actions else "read-only"

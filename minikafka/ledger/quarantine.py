@@ -140,9 +140,10 @@ def note_failed_requeue_in_current_transaction(conn: sqlite3.Connection, quarant
 
 
 def quarantine_topics_and_origins(conn: sqlite3.Connection, since: str = "") -> list[tuple[str, str, int, int]]:
-    """(topic, origin kind, rows, rows quarantined at or after ``since``) of the quarantine, a file
-    line's origin counted as ``file``."""
+    """(topic, origin kind, rows, rows quarantined at or after ``since``) of the quarantine: a file
+    line's origin (``PATH:LINE``) counted as ``file``, every other origin as itself."""
     return conn.execute(
-        "SELECT topic, CASE WHEN origin IN ('stage', 'quality', 'queue', 'delivery') THEN origin ELSE 'file' END, "
+        "SELECT topic, CASE WHEN origin IN ('stage', 'quality', 'queue', 'delivery') THEN origin "
+        "WHEN origin GLOB '*:[0-9]*' THEN 'file' ELSE coalesce(origin, '') END, "
         "count(*), count(CASE WHEN created_at >= ? THEN 1 END) FROM _minikafka_quarantine GROUP BY 1, 2 ORDER BY 1, 2",
         (since,)).fetchall()
