@@ -166,7 +166,7 @@ def topic_list(source: Source) -> list[dict]:
         for name in catalog.topic_names(conn):
             layout, cache = source.layout(name), {}
             lags = [{"name": c, "lag": sum(browse.consumer_lag(conn, name, acks.find_consumer(conn, name, c),
-                                                               cache).values())}
+                                                               cache, layout).values())}
                     for c in acks.consumer_names(conn, name)]
             out.append({"topic": name, **browse.topic_counts(conn, layout, cache), "partitions": layout.partitions,
                         "consumers": lags, "quarantined": qstore.count_quarantined(conn, name)})
@@ -195,7 +195,7 @@ def topic(source: Source, name: str, *, after: int | None, before: int | None, w
         groups = []
         for consumer in acks.consumer_names(conn, name):
             cid = acks.find_consumer(conn, name, consumer)
-            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, name, cid, cache)
+            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, name, cid, cache, layout)
             groups.append({"name": consumer, "lag": sum(lag.values()), "partitions": [
                 {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
         counts = browse.topic_counts(conn, layout, cache)

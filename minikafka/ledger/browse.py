@@ -3,7 +3,9 @@
 A page of rows is a range of ids: ``after`` (the last id of the previous page) going forward,
 ``before`` (the first id of the next page) going back. Each page costs the rows it shows,
 however deep into a large topic it is; ``LIMIT ... OFFSET`` would read and throw away every
-row before the page. Each row can carry its status for every consumer of the topic.
+row before the page. Each row can carry its status for every consumer of the topic. Every
+statement on the topic's rows goes through its ``TopicTable``; this module builds the
+conditions (positions and acks, from ``acks``) and shapes the rows for a page.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from . import acks
-from .identifiers import quote_identifier
 from .layout import TopicLayout
+from .table import TopicTable
 
 
 @dataclass
@@ -38,15 +40,15 @@ class RowPage:
         return self.rows[-1]["_id"] if self.rows else None
 
 
-def _count(conn: sqlite3.Connection, sql: str, params: tuple = (), cache: dict | None = None) -> int:
-    """``SELECT count(*) ...`` once per statement and parameters within one read (``cache``): the topic's
-    'new' count and its slowest consumer's lag are often the same id-range count."""
-    key = (sql, params)
-    if cache is not None and key in cache:
-        return cache[key]
-    n = conn.execute(sql, params).fetchone()[0]
+def _count(table: TopicTable, where: str, cache: dict | None = None) -> int:
+    """Rows matching ``where`` (parameter-free: positions inlined), counted once per condition within
+    one read (``cache``): the topic's 'new' count and its slowest consumer's lag are often the same
+    id-range count."""
+    if cache is not None and where in cache:
+        return cache[where]
+    n = table.count(where)
     if cache is not None:
-        cache[key] = n
+        cache[where] = n
     return n
 
 
@@ -54,17 +56,17 @@ def topic_counts(conn: sqlite3.Connection, layout: TopicLayout, cache: dict | No
     """``{"new", "handled", "total", "high_watermark"}`` of a topic, as ``minikafka topics`` counts them.
 
     'new' costs an id-range count when no row above the consumers' positions was acked out of
-    order (the usual case); otherwise every row above them is checked.
+    order (the usual case); otherwise every row above them is checked. The row count and the
+    high watermark are asked apart: count(*) alone reads the smallest index, max("_id") one row.
     """
-    # two statements: count(*) alone reads the smallest index, max("_id") alone one row
-    total = conn.execute(f"SELECT count(*) FROM {layout.table}").fetchone()[0]
-    high = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
-    new = _new_count(conn, layout, cache)
+    table = TopicTable(conn, layout)
+    total, high = table.count(), table.high_watermark()
+    new = _new_count(conn, table, cache)
     return {"new": new, "handled": total - new, "total": total, "high_watermark": high}
 
 
-def _new_count(conn: sqlite3.Connection, layout: TopicLayout, cache: dict | None) -> int:
-    topic = layout.name
+def _new_count(conn: sqlite3.Connection, table: TopicTable, cache: dict | None) -> int:
+    topic = table.layout.name
     handled = acks.handled_positions(conn, topic)
     cids = acks.consumer_ids(conn, topic)
     # a row is new unless every consumer is past it: above the lowest position of the consumers
@@ -73,28 +75,23 @@ def _new_count(conn: sqlite3.Connection, layout: TopicLayout, cache: dict | None
         offsets = [acks.committed_offsets(conn, cid) for cid in cids]
         lows = {p: min(max(o.get(p, 0), h) for o in offsets) for p, h in handled.items()}
     lowest = min(lows.values(), default=0)
-    marked = conn.execute("SELECT 1 FROM _minikafka_handled WHERE topic = ? AND row_id > ? LIMIT 1",
-                          (topic, lowest)).fetchone()
-    acked = cids and conn.execute(
-        f"SELECT 1 FROM _minikafka_acks WHERE consumer_id IN ({', '.join('?' for _ in cids)}) AND row_id > ? LIMIT 1",
-        (*cids, lowest)).fetchone()
-    if marked or acked:
-        where, params = acks.pending_filter(None, topic)
-        return conn.execute(f"SELECT count(*) FROM {layout.table} WHERE {where}", params).fetchone()[0]
-    above = acks._positions_sql(lows, ">", lows) if lows else "0"  # noqa: SLF001 (the ledger's own helper)
-    return _count(conn, f"SELECT count(*) FROM {layout.table} WHERE {above}", cache=cache)
+    # rows acked out of order above it: only the row-by-row definition counts them right
+    if acks._has_marks_above(conn, topic, lowest) or any(acks._has_acks_above(conn, c, lowest) for c in cids):
+        return table.count(*acks.pending_filter(None, topic))
+    return _count(table, acks._positions_sql(lows, ">", lows) if lows else "0", cache)
 
 
-def consumer_lag(conn: sqlite3.Connection, topic: str, consumer_id: int, cache: dict | None = None) -> dict[int, int]:
+def consumer_lag(conn: sqlite3.Connection, topic: str, consumer_id: int, cache: dict | None = None,
+                 layout: TopicLayout | None = None) -> dict[int, int]:
     """{partition: rows pending for the consumer}, as ``acks.lag``; an id-range count per partition
     when nothing above the consumer's position was acked out of order."""
-    table = quote_identifier(topic)
+    from .catalog import read_layout
+
+    table = TopicTable(conn, layout or read_layout(conn, topic))
     n = acks.partition_count(conn, topic)
     if n == 1:  # the whole topic: no partition term, so a plain id range
-        return {0: _count(conn, f"SELECT count(*) FROM {table} WHERE {acks.pending_sql(conn, topic, consumer_id)}",
-                          cache=cache)}
-    return {p: _count(conn, f"SELECT count(*) FROM {table} WHERE {acks.pending_sql(conn, topic, consumer_id, [p])}",
-                      cache=cache) for p in range(n)}
+        return {0: _count(table, acks.pending_sql(conn, topic, consumer_id), cache)}
+    return {p: _count(table, acks.pending_sql(conn, topic, consumer_id, [p]), cache) for p in range(n)}
 
 
 def row_page(conn: sqlite3.Connection, layout: TopicLayout, *, after: int | None = None, before: int | None = None,
@@ -112,18 +109,15 @@ def row_page(conn: sqlite3.Connection, layout: TopicLayout, *, after: int | None
         done, dparams = acks.done_filter(cid)
         extra += f", CASE WHEN {done} THEN 'handled' ELSE 'new' END"
         extra_params.extend(dparams)
-    base = layout.select_sql().replace(f" FROM {layout.table}", f"{extra} FROM {layout.table}", 1)
-    backward = before is not None
-    if backward:
-        bound, order = ('"_id" < ?', before), "DESC"
+    select = layout.select_sql().replace(f" FROM {layout.table}", f"{extra} FROM {layout.table}", 1)
+    table = TopicTable(conn, layout)
+    params = (*extra_params, *cond_params)  # the select's marks come first in the statement
+    if before is not None:
+        fetched = table.page_before(before, limit + 1, cond, params, select=select)
+        more, fetched = len(fetched) > limit, fetched[-limit:] if fetched else fetched
     else:
-        bound, order = ('"_id" > ?', after or 0), "ASC"
-    sql = f'{base} WHERE ({cond}) AND {bound[0]} ORDER BY "_id" {order} LIMIT ?'
-    fetched = conn.execute(sql, (*extra_params, *cond_params, bound[1], limit + 1)).fetchall()
-    more = len(fetched) > limit
-    fetched = fetched[:limit]
-    if backward:
-        fetched.reverse()
+        fetched = table.page(after or 0, limit + 1, cond, params, select=select)
+        more, fetched = len(fetched) > limit, fetched[:limit]
     decode = layout.decoder()
     handled = acks.handled_positions(conn, layout.name)
     at = layout.partition_index
@@ -135,17 +129,13 @@ def row_page(conn: sqlite3.Connection, layout: TopicLayout, *, after: int | None
         row["_consumers"] = {name: r[at + 1 + i] for i, (name, _) in enumerate(consumers)}
         rows.append(row)
     page = RowPage(rows)
-    if backward:
-        page.older, page.newer = more, bool(rows) and _exists(conn, layout, cond, cond_params, '"_id" > ?', rows[-1]["_id"])
-    else:
-        page.newer = more
-        page.older = bool(rows) and _exists(conn, layout, cond, cond_params, '"_id" < ?', rows[0]["_id"])
+    if rows:
+        cheap = 'SELECT "_id" FROM ' + layout.table  # existence only: no status columns
+        page.older = more if before is not None else bool(table.page_before(rows[0]["_id"], 1, cond, cond_params,
+                                                                             select=cheap))
+        page.newer = more if before is None else bool(table.page(rows[-1]["_id"], 1, cond, cond_params,
+                                                                 select=cheap))
     return page
-
-
-def _exists(conn: sqlite3.Connection, layout: TopicLayout, cond: str, params: tuple, bound: str, at: int) -> bool:
-    sql = f"SELECT 1 FROM {layout.table} WHERE ({cond}) AND {bound} LIMIT 1"
-    return conn.execute(sql, (*params, at)).fetchone() is not None
 
 
 def ids_created_between(conn: sqlite3.Connection, layout: TopicLayout, since: str, until: str | None,
@@ -161,15 +151,15 @@ def ids_created_between(conn: sqlite3.Connection, layout: TopicLayout, since: st
 
     lo_time = format_timestamp(parse_timestamp(since) - timedelta(seconds=margin_s))
     hi_time = None if until is None else format_timestamp(parse_timestamp(until) + timedelta(seconds=margin_s))
-    top = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
+    table = TopicTable(conn, layout)
+    top = table.high_watermark()
 
     def first_at_or_after(when: str, *, strictly: bool = False) -> int:
         """The smallest id whose row was created at (unless ``strictly``) or after ``when`` (top + 1 when none)."""
         lo, hi = 1, top + 1
         while lo < hi:
             mid = (lo + hi) // 2
-            row = conn.execute(f'SELECT "_id", "_created_at" FROM {layout.table} WHERE "_id" >= ? ORDER BY "_id" '
-                               "LIMIT 1", (mid,)).fetchone()
+            row = table.first_from(mid)
             if row is None or row[1] > when or (row[1] == when and not strictly):
                 hi = mid
             else:
