@@ -7,7 +7,7 @@ and who asked: the client's host and its user agent.
 
 | action  | arguments                           | the library call (as the CLI)                    |
 |---------|-------------------------------------|--------------------------------------------------|
-| requeue | topic, ids                          | ``api.core.requeue.requeue`` (quarantine requeue) |
+| requeue | topic, ids                          | ``requeue_named`` (quarantine requeue)            |
 | retry   | queue, ids (dead jobs)              | ``Queue.requeue``                                 |
 | cancel  | queue, ids (pending/running jobs)   | ``Queue.cancel`` (queue cancel)                   |
 | pause   | schedule                            | ``Scheduler.pause`` (schedule pause)              |
@@ -75,12 +75,11 @@ def _text(args: dict, key: str) -> str:
 
 
 def _requeue(source: Source, defn, args: dict) -> tuple[str, list[str]]:
-    from ..api.core.requeue import requeue
+    from ..api.core.requeue import requeue_named
 
     topic, ids = _text(args, "topic"), _ids(args)
     declared = defn.topics.get(topic) if defn is not None else None
-    model = declared.model if declared is not None else source.model_of(topic)
-    result = requeue(source.topic(topic, model, dedup=source.layout(topic).dedup or None), ids)
+    result = requeue_named(source, topic, ids, declared.model if declared is not None else None)
     text = (f"requeued {result.requeued} row(s) of {topic}: {result.appended} appended, {result.replayed} pending "
             f"again for their consumer, {result.duplicates} already in the topic")
     still = "; ".join(f"{qid}: {reason[:200]}" for qid, reason in result.failed)
