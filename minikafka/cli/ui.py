@@ -22,8 +22,9 @@ TOKEN_ENV = "MINIKAFKA_UI_TOKEN"
 @main.command()
 @click.option("--source", "-s", "source_path", envvar="MINIKAFKA_SOURCE", metavar="FILE",
               help="The SQLite ledger file (default: $MINIKAFKA_SOURCE, or the --pipeline's source).")
-@click.option("--pipeline", "-p", "pipeline", metavar="FILE",
-              help="A pipeline file: its ledger, and its DAG drawn on the overview.")
+@click.option("--pipeline", "-p", "pipelines", metavar="FILE", multiple=True,
+              help="A pipeline file: its ledger, and its DAG drawn on the overview. Repeat for every "
+                   "pipeline on the ledger.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535),
               help="The TCP port (0: any free port; the URL printed says which).")
@@ -32,7 +33,7 @@ TOKEN_ENV = "MINIKAFKA_UI_TOKEN"
 @click.option("--allow-remote", is_flag=True, help="Allow a --host other machines can reach.")
 @click.option("--auth-token", envvar=TOKEN_ENV, metavar="TOKEN",
               help=f"Require this token on every request (default: ${TOKEN_ENV}); open URL?token=TOKEN once.")
-def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allow_actions: bool,
+def ui(source_path: str | None, pipelines: tuple[str, ...], host: str, port: int, allow_actions: bool,
        allow_remote: bool, auth_token: str | None) -> None:
     """Serve a web console over the ledger: runs, topics, quarantine, queues, schedules, groups.
 
@@ -46,12 +47,16 @@ def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allo
 
     ctx = click.get_current_context()
     explicit = source_path is not None and ctx.get_parameter_source("source_path") == ParameterSource.COMMANDLINE
-    if pipeline:  # its DAG is drawn whichever ledger is shown
-        defn = _load(pipeline, source_path if explicit else None)
-        path = str(defn.source)
-        require_ledger(path, hint=SOURCE_HINT if explicit else pipeline_hint(defn))
+    if pipelines:  # their DAGs are drawn whichever ledger is shown
+        defns = [_load(p, source_path if explicit else None) for p in pipelines]
+        path = str(defns[0].source)
+        others = [str(d.path) for d in defns if str(d.source) != path]
+        if others:
+            raise click.UsageError(f"the pipelines name different ledgers ({path} first, then {', '.join(others)}): "
+                                   "one console shows one ledger; pass --source to choose it")
+        require_ledger(path, hint=SOURCE_HINT if explicit else pipeline_hint(defns[0]))
     else:
-        defn, path = None, resolve_source_path(ctx, source_path, None)
+        defns, path = [], resolve_source_path(ctx, source_path, None)
         require_ledger(path)
     if not is_loopback(host) and not allow_remote:
         raise click.UsageError(f"--host {host} is reachable from other machines: pass --allow-remote too "
@@ -64,7 +69,7 @@ def ui(source_path: str | None, pipeline: str | None, host: str, port: int, allo
         mode = "actions allowed" if allow_actions else "read-only"
         click.echo(f"minikafka console on {url} ({mode}; Ctrl-C stops)")
 
-    serve(path, host=host, port=port, pipeline=defn, allow_actions=allow_actions, allow_remote=allow_remote,
+    serve(path, host=host, port=port, pipelines=defns, allow_actions=allow_actions, allow_remote=allow_remote,
           auth_token=auth_token, on_ready=ready)
     click.echo("console stopped")
 

@@ -74,11 +74,11 @@ def _text(args: dict, key: str) -> str:
     return value
 
 
-def _requeue(source: Source, defn, args: dict) -> tuple[str, list[str]]:
+def _requeue(source: Source, defns, args: dict) -> tuple[str, list[str]]:
     from ..api.core.requeue import requeue_named
 
     topic, ids = _text(args, "topic"), _ids(args)
-    declared = defn.topics.get(topic) if defn is not None else None
+    declared = next((d.topics[topic] for d in defns if topic in d.topics), None)
     result = requeue_named(source, topic, ids, declared.model if declared is not None else None)
     text = (f"requeued {result.requeued} row(s) of {topic}: {result.appended} appended, {result.replayed} pending "
             f"again for their consumer, {result.duplicates} already in the topic")
@@ -97,13 +97,13 @@ def _queue(source: Source, args: dict):
     return open_queue(source, _text(args, "queue"))
 
 
-def _retry(source: Source, defn, args: dict) -> tuple[str, list[str]]:
+def _retry(source: Source, defns, args: dict) -> tuple[str, list[str]]:
     q, ids = _queue(source, args), _ids(args)
     n = q.requeue(ids)
     return f"{n} dead job(s) of {q.name} pending again with fresh attempts", [q.topic.name]
 
 
-def _cancel(source: Source, defn, args: dict) -> tuple[str, list[str]]:
+def _cancel(source: Source, defns, args: dict) -> tuple[str, list[str]]:
     q, ids = _queue(source, args), _ids(args)
     done = [j for j in ids if q.cancel(j)]
     rest = [j for j in ids if j not in done]
@@ -114,7 +114,7 @@ def _cancel(source: Source, defn, args: dict) -> tuple[str, list[str]]:
 
 
 def _schedule(verb: str):
-    def run(source: Source, defn, args: dict) -> tuple[str, list[str]]:
+    def run(source: Source, defns, args: dict) -> tuple[str, list[str]]:
         name = _text(args, "schedule")
         getattr(source.scheduler(), verb)(name)
         return f"schedule {name}: {verb}d", []
@@ -122,7 +122,7 @@ def _schedule(verb: str):
     return run
 
 
-def _replay(source: Source, defn, args: dict) -> tuple[str, list[str]]:
+def _replay(source: Source, defns, args: dict) -> tuple[str, list[str]]:
     topic, consumer = _text(args, "topic"), _text(args, "consumer")
     lo, hi = _int(args, "from_id", default=0), _int(args, "to_id", default=2**63 - 1)
     if lo > hi:
@@ -134,7 +134,7 @@ def _replay(source: Source, defn, args: dict) -> tuple[str, list[str]]:
     return f"{n} row(s) of {topic} pending again for consumer {consumer}", [topic]
 
 
-def _seek(source: Source, defn, args: dict) -> tuple[str, list[str]]:
+def _seek(source: Source, defns, args: dict) -> tuple[str, list[str]]:
     group, topic = _text(args, "group"), _text(args, "topic")
     partition, offset = _int(args, "partition", default=0), _int(args, "offset")
     source.group(group).seek(topic, partition, offset)
@@ -152,8 +152,10 @@ ACTIONS = {a.name: a for a in (
 )}
 
 
-def perform(path: str, defn, name: str, args: dict, *, host: str, user_agent: str) -> RunResult:
+def perform(path: str, defns, name: str, args: dict, *, host: str, user_agent: str) -> RunResult:
     """Run action ``name`` on the ledger at ``path`` and record it in the run log.
+
+    ``defns``: the console's pipeline files (a topic they declare is requeued with their model).
 
     Returns:
         The run's result: status 'succeeded' with the action's summary in ``details['result']``,
@@ -165,7 +167,7 @@ def perform(path: str, defn, name: str, args: dict, *, host: str, user_agent: st
                     details={"action": name, "args": clean, "host": host, "user_agent": user_agent})
     with Source(path, create=False) as source:
         try:
-            text, topics = action.run(source, defn, args)
+            text, topics = action.run(source, defns, args)
         except ActionRefused:
             raise
         except MinikafkaError as exc:

@@ -55,11 +55,11 @@ NAV = [("/", "Overview"), ("/runs", "Runs"), ("/topics", "Topics"), ("/quarantin
 
 @dataclass
 class Console:
-    """What every request of one console shares: the ledger's path, the pipeline (or None),
+    """What every request of one console shares: the ledger's path, the pipeline files shown,
     whether actions are allowed, the CSRF and auth tokens, and the one watcher."""
 
     path: str
-    pipeline: object = None
+    pipelines: tuple = ()
     allow_actions: bool = False
     auth_token: str | None = None
     csrf_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
@@ -90,12 +90,13 @@ def _templates(console: Console):
     return env
 
 
-def create_app(path: str | Path, *, pipeline=None, allow_actions: bool = False, auth_token: str | None = None,
+def create_app(path: str | Path, *, pipelines=(), allow_actions: bool = False, auth_token: str | None = None,
                allowed_hosts: list[str] | None = None):
     """The console's ASGI app over the ledger at ``path``.
 
     Args:
-        pipeline: a loaded ``PipelineDefinition`` (its DAG is drawn, its models requeue rows), or None.
+        pipelines: loaded ``PipelineDefinition``s on this ledger (their DAGs are drawn, their models
+            requeue rows); none: the overview draws the stages the run log knows.
         allow_actions: offer and accept actions (requeue, retry, cancel, pause, resume, replay, seek).
         auth_token: when set, required on every request.
         allowed_hosts: the Host header values served (default: loopback names only, against DNS rebinding).
@@ -110,7 +111,7 @@ def create_app(path: str | Path, *, pipeline=None, allow_actions: bool = False, 
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    console = Console(str(path), pipeline, allow_actions, auth_token)
+    console = Console(str(path), tuple(pipelines), allow_actions, auth_token)
     env = _templates(console)
     pages = Pages(console, env)
 
@@ -234,7 +235,7 @@ class Pages:
     # -- pages ---------------------------------------------------------------------------------
     def overview(self, request):
         def read(source):
-            data = reads.overview(source, self.console.pipeline)
+            data = reads.overview(source, self.console.pipelines)
             data["svgs"] = [(g["name"], _markup(dag.draw(g["stages"], data["last"], data["lag"])))
                             for g in data["graphs"]]
             return data
@@ -386,7 +387,7 @@ class Pages:
         host = request.client.host if request.client else "unknown"
         agent = request.headers.get("user-agent", "")
         try:
-            run = await run_in_threadpool(actions.perform, self.console.path, self.console.pipeline, action.name,
+            run = await run_in_threadpool(actions.perform, self.console.path, self.console.pipelines, action.name,
                                           args, host=host, user_agent=agent)
         except ConsoleRequestError as exc:
             return self.problem(request, 400, "Bad request", str(exc))

@@ -38,12 +38,12 @@ def _ago(seconds: float) -> str:
 
 
 # -- the pipeline graph -------------------------------------------------------------------
-def pipeline_graphs(conn, defn) -> list[dict]:
-    """Each pipeline as ``{name, stages: [{name, inputs, outputs}]}``: the pipeline file's (``defn``),
+def pipeline_graphs(conn, defns) -> list[dict]:
+    """Each pipeline as ``{name, stages: [{name, inputs, outputs}]}``: the pipeline files' (``defns``),
     else one graph drawn from the stages the run log knows (their latest run's inputs and outputs)."""
-    if defn is not None:
-        return [{"name": defn.name, "stages": [{"name": s.name, "inputs": list(s.inputs), "outputs": list(s.outputs)}
-                                               for s in defn.stages]}]
+    if defns:
+        return [{"name": d.name, "stages": [{"name": s.name, "inputs": list(s.inputs), "outputs": list(s.outputs)}
+                                            for s in d.stages]} for d in defns]
     stages = []
     for name in runlog.run_names(conn):
         last = runlog.find_runs(conn, stage=name, limit=1)
@@ -69,12 +69,12 @@ def _quality_failures(run: dict) -> list[dict]:
     return failed
 
 
-def overview(source: Source, defn) -> dict:
+def overview(source: Source, defns=()) -> dict:
     """The overview: each pipeline's graph with the last run per stage and the lag per topic,
     and what needs attention first."""
     conn = source.ledger.conn
     with read_snapshot(conn):
-        graphs = pipeline_graphs(conn, defn)
+        graphs = pipeline_graphs(conn, defns)
         lag = _lag_by_topic(conn)
         last: dict[str, dict] = {}
         for g in graphs:

@@ -43,13 +43,14 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(path: str, *, host: str = "127.0.0.1", port: int = 8787, pipeline=None, allow_actions: bool = False,
+def serve(path: str, *, host: str = "127.0.0.1", port: int = 8787, pipelines=(), allow_actions: bool = False,
           allow_remote: bool = False, auth_token: str | None = None,
           on_ready: Callable[[str], None] | None = None) -> None:
     """Serve the console over the ledger at ``path`` until interrupted (Ctrl-C or SIGTERM).
 
     Args:
         host: the address to listen on; anything but loopback needs ``allow_remote``.
+        pipelines: loaded pipeline files on this ledger (see ``create_app``).
         port: the TCP port (0: any free one).
         on_ready: called with the console's URL once it listens.
 
@@ -63,7 +64,7 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = 8787, pipeline=None
         raise InvalidSettingError(f"--host {host} is reachable from other machines: pass --allow-remote too "
                                   "(and consider --auth-token)")
     hosts = LOOPBACK_HOSTS if local else ["*"]
-    app = create_app(path, pipeline=pipeline, allow_actions=allow_actions, auth_token=auth_token,
+    app = create_app(path, pipelines=pipelines, allow_actions=allow_actions, auth_token=auth_token,
                      allowed_hosts=hosts)
     sock = bind(host, port)
     shown = f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host

@@ -47,3 +47,37 @@ def test_a_remote_host_with_allow_remote_warns_and_the_auth_token_guards_every_r
     assert httpx.get(console.url + "/topics").status_code == 401
     page = httpx.get(console.url + "/topics", headers={"authorization": "Bearer tok-5551234"})
     assert page.status_code == 200 and "tok-5551234" not in page.text
+
+
+def test_pipelines_on_different_ledgers_are_a_usage_error(tmp_path):
+    from ..pipelines.helpers import homelab_copy
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = homelab_copy(tmp_path / "a"), homelab_copy(tmp_path / "b")
+    Source(tmp_path / "a" / "homelab.sqlite").close()
+    result = CliRunner().invoke(main, ["ui", "--pipeline", str(first), "--pipeline", str(second)])
+    assert result.exit_code == 2, result.output
+    assert "different ledgers" in result.output and "--source" in result.output
+
+
+def test_every_pipeline_given_is_drawn_on_the_overview(tmp_path):
+    import warnings
+
+    from minikafka.console.app import create_app
+    from minikafka.pipelines.definition import load_pipeline
+
+    from ..pipelines.helpers import homelab_copy
+
+    nightly = homelab_copy(tmp_path)
+    weekly = tmp_path / "weekly.toml"
+    weekly.write_text(nightly.read_text().replace('name = "homelab"', 'name = "weekly"'))
+    Source(tmp_path / "homelab.sqlite").close()
+    defns = [load_pipeline(p, load_suites=False) for p in (nightly, weekly)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+    with TestClient(create_app(tmp_path / "homelab.sqlite", pipelines=defns), base_url="http://127.0.0.1") as c:
+        page = c.get("/").text
+    assert "<h2>Pipeline homelab</h2>" in page and "<h2>Pipeline weekly</h2>" in page
+    assert page.count('class="node stage" data-name="score"') == 2
