@@ -288,7 +288,7 @@ class Pages:
             if after is False or before is False:
                 raise ConsoleRequestError("after and before are row ids (whole numbers)")
             return reads.topic(source, request.path_params["name"], after=after, before=before,
-                               where=q.getlist("where"))
+                               where=q.getlist("where"), consumer=q.get("consumer"), status=q.get("status"))
 
         return self.page(request, "topic.html", read, live=True)
 

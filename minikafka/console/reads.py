@@ -180,23 +180,33 @@ def _layout(source: Source, name: str):
         raise NotFound(f"no topic {name!r} in {source.path}") from None
 
 
-def topic(source: Source, name: str, *, after: int | None, before: int | None, where: list[str]) -> dict:
+def topic(source: Source, name: str, *, after: int | None, before: int | None, where: list[str],
+          consumer: str | None = None, status: str | None = None) -> dict:
     """One topic: counts, partitions, consumers with committed offsets and lag per partition,
-    schema, and one page of rows (by id range) matching the field filters."""
+    schema, and one page of rows (by id range) matching the field filters (and, with ``consumer``,
+    ``status`` 'new' or 'handled' as that consumer sees them)."""
+    if status and status not in ("new", "handled"):
+        raise BadRequest(f"status must be new or handled, got {status!r}")
     conn = source.ledger.conn
     with read_snapshot(conn):
         layout = _layout(source, name)
         try:
-            cond = filters.where_clause(layout, tuple(w for w in where if w.strip()))
+            cond, params = filters.where_clause(layout, tuple(w for w in where if w.strip()))
         except InvalidFilterError as exc:
             raise BadRequest(str(exc)) from None
-        page = browse.row_page(conn, layout, after=after, before=before, condition=cond, limit=PAGE_ROWS)
+        if consumer and status:
+            cid = acks.find_consumer(conn, name, consumer)
+            if cid is None:
+                raise NotFound(f"topic {name!r} has no consumer {consumer!r}")
+            mine, mine_params = (acks.pending_filter if status == "new" else acks.done_filter)(cid)
+            cond, params = f"({cond}) AND {mine}", (*params, *mine_params)
+        page = browse.row_page(conn, layout, after=after, before=before, condition=(cond, params), limit=PAGE_ROWS)
         cache: dict = {}
         groups = []
-        for consumer in acks.consumer_names(conn, name):
-            cid = acks.find_consumer(conn, name, consumer)
+        for reader in acks.consumer_names(conn, name):
+            cid = acks.find_consumer(conn, name, reader)
             offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, name, cid, cache, layout)
-            groups.append({"name": consumer, "lag": sum(lag.values()), "partitions": [
+            groups.append({"name": reader, "lag": sum(lag.values()), "partitions": [
                 {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
         counts = browse.topic_counts(conn, layout, cache)
         columns = [{k: c.describe().get(k) for k in ("name", "kind", "sql_type", "nullable", "enum_values")}
@@ -205,7 +215,8 @@ def topic(source: Source, name: str, *, after: int | None, before: int | None, w
                 "created_at": catalog.created_at(conn, name)}
         quarantined = qstore.count_quarantined(conn, name)
     return {"topic": name, "counts": counts, "partitions": layout.partitions, "groups": groups, "columns": columns,
-            "info": info, "fields": layout.field_names, "page": page, "where": where, "quarantined": quarantined}
+            "info": info, "fields": layout.field_names, "page": page, "where": where, "quarantined": quarantined,
+            "chosen": {"consumer": consumer or "", "status": status or ""}}
 
 
 # -- quarantine and dead letter ----------------------------------------------------------------

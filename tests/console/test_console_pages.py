@@ -279,3 +279,16 @@ def test_runs_filter_by_stage_status_and_day(ledger):
         assert shown(status="failed", since="2026-02-01", until="2026-02-28") == ["run-c", "run-b"]
         assert shown(since="2026-02-01", until="2026-02-02") == ["run-b", "run-a"]
         assert shown(stage="load", status="failed") == ["run-b"]
+
+
+def test_the_row_browser_shows_the_rows_new_or_handled_for_one_consumer(ledger):
+    with client(ledger) as c:
+        done = c.get("/topics/rss.items", params={"consumer": "split_youtube", "status": "handled"}).text
+        new = c.get("/topics/rss.items", params={"consumer": "split_youtube", "status": "new"}).text
+        nobody = c.get("/topics/rss.items", params={"consumer": "nobody", "status": "new"})
+        wrong = c.get("/topics/rss.items", params={"consumer": "split_youtube", "status": "maybe"})
+    assert [int(i) for i in re.findall(r'<tr data-id="(\d+)"', done)] == list(range(1, 31))
+    assert [int(i) for i in re.findall(r'<tr data-id="(\d+)"', new)][:3] == [31, 32, 33]
+    assert 'href="/topics/rss.items?consumer=split_youtube&amp;status=new&amp;after=80"' in new
+    assert nobody.status_code == 404 and "nobody" in nobody.text
+    assert wrong.status_code == 400 and "maybe" in wrong.text
