@@ -393,6 +393,9 @@ class Pages:
             return self.problem(request, 400, "Bad request", str(exc))
         except LedgerNotFoundError as exc:
             return self.problem(request, 404, "No ledger", str(exc))
+        except (LedgerError, sqlite3.Error) as exc:  # busy past the timeout, read-only file, damaged
+            return self.problem(request, 409, "The ledger refused the action", f"{self.console.path}: {exc}; "
+                                "nothing was changed")
         back = (form.get("back") or ["/"])[0]
         status = 200 if run.status == "succeeded" else 409
         return self.render(request, "done.html", status=status, action=action, run=run,

@@ -292,3 +292,14 @@ def test_the_row_browser_shows_the_rows_new_or_handled_for_one_consumer(ledger):
     assert 'href="/topics/rss.items?consumer=split_youtube&amp;status=new&amp;after=80"' in new
     assert nobody.status_code == 404 and "nobody" in nobody.text
     assert wrong.status_code == 400 and "maybe" in wrong.text
+
+
+def test_an_action_on_a_ledger_damaged_since_the_page_was_shown_is_a_409_page(ledger):
+    with client(ledger, allow_actions=True) as c:
+        token = re.search(r'name="csrf" value="([^"]+)"', c.get("/actions/pause?schedule=hourly-digest").text).group(1)
+        for suffix in ("-wal", "-shm"):
+            ledger.with_name(ledger.name + suffix).unlink(missing_ok=True)
+        ledger.write_bytes(b"not a ledger any more" * 300)
+        response = c.post("/actions/pause", data={"schedule": "hourly-digest", "csrf": token})
+    assert response.status_code == 409, response.text
+    assert "nothing was changed" in response.text and "Traceback" not in response.text
