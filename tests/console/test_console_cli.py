@@ -81,3 +81,21 @@ def test_every_pipeline_given_is_drawn_on_the_overview(tmp_path):
         page = c.get("/").text
     assert "<h2>Pipeline homelab</h2>" in page and "<h2>Pipeline weekly</h2>" in page
     assert page.count('class="node stage" data-name="score"') == 2
+
+
+def test_the_event_stream_says_change_when_another_process_commits(tmp_path, start_console):
+    from pydantic import BaseModel
+
+    class Note(BaseModel):
+        text: str
+
+    (tmp_path / "data").mkdir()
+    Source(tmp_path / "data" / "l.sqlite").close()
+    console = start_console(tmp_path / "data" / "l.sqlite")
+    with httpx.stream("GET", console.url + "/events", timeout=10) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        lines = stream.iter_lines()
+        assert next(lines) == "retry: 2000"
+        with Source(tmp_path / "data" / "l.sqlite") as source:
+            source.topic("notes", Note, dedup=None).append({"text": "hello"})
+        assert any(line == "event: change" for line, _ in zip(lines, range(20)))
