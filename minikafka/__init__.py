@@ -18,8 +18,10 @@ from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
+    ArgumentTypeError,
     BackfillError,
     BackfillOptionError,
+    BackupError,
     ConcurrentRunError,
     ConnectorError,
     ConsoleNotFoundError,
@@ -44,6 +46,7 @@ from .errors import (
     JobNotFoundError,
     JobNotOursError,
     LedgerError,
+    LedgerInUseError,
     LedgerNotFoundError,
     LedgerReplacedError,
     LedgerUpgradeRequiredError,
@@ -68,6 +71,7 @@ from .errors import (
     ScheduleConfigError,
     ScheduleNotFoundError,
     SchemaMismatchError,
+    SnapshotNotFoundError,
     SourceClosedError,
     SparkSetupError,
     StageFailed,
@@ -99,6 +103,9 @@ _engines.register_engine("spark", _load_spark_engine)
 __all__ = [
     "ConsoleNotFoundError",
     "ConsoleRequestError",
+    "BackupError",
+    "LedgerInUseError",
+    "SnapshotNotFoundError",
     "StageFailed",
     "MasterUnreachableError",
     "SparkSetupError",
@@ -145,6 +152,7 @@ __all__ = [
     "InvalidOffsetError",
     "InvalidRecordError",
     "InvalidSettingError",
+    "ArgumentTypeError",
     "Job",
     "JobCancelledError",
     "JobFailedError",

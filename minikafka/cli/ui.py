@@ -82,7 +82,7 @@ def _load(pipeline: str, source_override: str | None):
 
     check_ledger_path(source_override)
     try:
-        defn = load_pipeline(pipeline, load_suites=False)
+        defn = load_pipeline(pipeline, suites=False)
     except MinikafkaError as exc:
         raise DefinitionProblem(str(exc)) from exc
     if source_override:

@@ -73,7 +73,7 @@ def test_every_pipeline_given_is_drawn_on_the_overview(tmp_path):
     weekly = tmp_path / "weekly.toml"
     weekly.write_text(nightly.read_text().replace('name = "homelab"', 'name = "weekly"'))
     Source(tmp_path / "homelab.sqlite").close()
-    defns = [load_pipeline(p, load_suites=False) for p in (nightly, weekly)]
+    defns = [load_pipeline(p, suites=False) for p in (nightly, weekly)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from starlette.testclient import TestClient
