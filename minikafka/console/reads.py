@@ -93,13 +93,29 @@ def overview(source: Source, defns=()) -> dict:
             if n:
                 dead.append({"queue": _queue_label(topic, consumer), "dead": n})
         topics = catalog.topic_names(conn)
+        checks = _health(source, defns)
     expectations = [{"stage": name, "run_id": run["run_id"], **f}
                     for name, run in last.items() for f in _quality_failures(run)]
     lagging = [{"topic": t, "lag": n} for t, n in sorted(lag.items()) if n]
-    return {"graphs": graphs, "last": last, "lag": lag, "topics": topics,
+    return {"graphs": graphs, "last": last, "lag": lag, "topics": topics, "health": checks,
             "attention": {"failed_runs": sorted(failed_runs, key=lambda r: r["started_at"], reverse=True)[:10],
                           "expectations": expectations, "quarantine": quarantine, "dead": dead,
                           "lagging": lagging}}
+
+
+def _health(source: Source, defns) -> list[dict]:
+    """``minikafka health``'s checks (each pipeline's limits, or what the ledger alone tells),
+    worst first: ``{name, state, reason}``."""
+    from ..pipelines.health import health_checks
+    from ..util.checks import STATES
+
+    seen, out = set(), []
+    for defn in (defns or [None]):
+        for check in health_checks(source.ledger, defn):
+            if check.name not in seen:
+                seen.add(check.name)
+                out.append({"name": check.name, "state": check.state, "reason": check.reason})
+    return sorted(out, key=lambda c: -STATES.index(c["state"]))
 
 
 # -- runs -----------------------------------------------------------------------------------

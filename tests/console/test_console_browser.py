@@ -103,6 +103,14 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
         if topic.startswith("rss."):
             node = browser.find_element(by().CSS_SELECTOR, f'a.node.topic[data-name="{topic}"]')
             assert f"lag {max((v for (t, _), v in lags.items() if t == topic), default=0)}" in node.text
+    with Source(ledger, read_only=True) as source:
+        from minikafka.pipelines.definition import load_pipeline
+        from minikafka.pipelines.health import health_checks
+
+        checks = health_checks(source.ledger, load_pipeline(example_dir / "conf" / "homelab.toml", suites=False))
+    shown = dict(zip(attribute(browser, "#health tr[data-check]", "data-check"),
+                     attribute(browser, "#health tr[data-check]", "class")))
+    assert shown == {c.name: c.state for c in checks}
     attention = browser.find_element(by().ID, "attention").text
     assert "notify" in attention and "1 dead job(s) in queue jobs.summarise" not in attention
     assert "2 dead job(s) in queue jobs.summarise" in attention

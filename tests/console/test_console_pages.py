@@ -303,3 +303,16 @@ def test_an_action_on_a_ledger_damaged_since_the_page_was_shown_is_a_409_page(le
         response = c.post("/actions/pause", data={"schedule": "hourly-digest", "csrf": token})
     assert response.status_code == 409, response.text
     assert "nothing was changed" in response.text and "Traceback" not in response.text
+
+
+def test_the_overview_shows_the_health_checks_worst_first(ledger):
+    from minikafka.pipelines.health import health_checks
+
+    with Source(ledger, read_only=True) as source:
+        expected = {c.name: c.state for c in health_checks(source.ledger)}
+    with client(ledger) as c:
+        page = c.get("/").text
+    shown = re.findall(r'<tr class="(ok|warn|fail)" data-check="([^"]+)">', page)
+    assert {name: state for state, name in shown} == expected and expected
+    order = ["fail", "warn", "ok"]
+    assert [order.index(state) for state, _ in shown] == sorted(order.index(state) for state, _ in shown)
