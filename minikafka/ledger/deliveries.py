@@ -114,6 +114,21 @@ def clear_inflight_in_current_transaction(conn: sqlite3.Connection, consumer_id:
     conn.execute("DELETE FROM _minikafka_inflight WHERE consumer_id = ? AND partition = ?", (consumer_id, partition))
 
 
+def list_inflight(conn: sqlite3.Connection) -> list[dict]:
+    """Every batch in flight, with its group, topic and lease holder (the console shows them)."""
+    cur = conn.execute(
+        "SELECT c.name, c.topic, i.partition, i.first_offset, i.last_offset, i.rows, i.attempts, i.last_error, "
+        "i.updated_at, l.owner FROM _minikafka_inflight i JOIN _minikafka_consumers c ON c.id = i.consumer_id "
+        "LEFT JOIN _minikafka_delivery_leases l ON l.consumer_id = i.consumer_id AND l.partition = i.partition "
+        "ORDER BY c.name, c.topic, i.partition")
+    keys = ("group", "topic", "partition", "first_offset", "last_offset", "rows", "attempts", "last_error",
+            "updated_at", "lease_owner")
+    return [dict(zip(keys, r)) for r in cur.fetchall()]
+
+
+# -- settling a batch ------------------------------------------------------------------------
+
+
 def _done_in_current_transaction(conn: sqlite3.Connection, topic: str, consumer_id: int, partition: int,
                                  row_ids: Sequence[int], now: str) -> None:
     """The batch's rows are done for the group: move the offset, or ack them if a row below
