@@ -12,6 +12,7 @@ from .common import (
     DefinitionProblem,
     create_option,
     echo_json,
+    engine_options,
     ensure_pipeline_ledger,
     json_option,
     load_with_source,
@@ -34,16 +35,25 @@ from .output import note, stage_running
 @click.option("--in-process", is_flag=True, help="Run all stages in one Spark application (one JVM start).")
 @click.option("--staging", help="Staging URI every node sees (file:///mnt/shared/mk, hdfs://..., s3a://...); "
               "default: the pipeline's [spark] staging. 'local' forces JDBC reads of the ledger.")
+@engine_options
 @json_option
 @verbose_option
 @pipeline_source_option
 @create_option
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
         dry_run: bool, in_process: bool, source_override: str | None, staging: str | None,
-        create_ledger: bool, as_json: bool) -> None:
-    """Run a pipeline's stages in DAG order, each as its own spark-submit.
+        create_ledger: bool, as_json: bool, engine: str, remote: str | None, max_parallel: int | None,
+        idle_timeout: str | None) -> None:
+    """Run a pipeline's stages in DAG order, each as its own process, on a warm engine.
 
-    Prints one line per stage (rows in, out, duplicates, quarantined, failed), then every
+    Each stage is a small client of a warm engine (a Spark Connect server, see 'minikafka
+    serve'): the pipeline's [engine] remote or --remote, else the engine running for this
+    pipeline, else one this run starts and leaves up for --idle-timeout, so the next run
+    starts at once. --engine submit runs one spark-submit per stage instead. Stages that
+    do not depend on each other run side by side (--max-parallel); a DAG with nothing
+    new starts no JVM.
+
+    Prints a line as each stage ends, then a table (rows in, out, duplicates, quarantined, failed), then every
     expectation that failed under policy warn or quarantine (how many rows, samples, the
     report's path), failures, and "nothing to do" when no stage had new rows. A dry run
     says "dry run: nothing was written"; its counts are the real run's (the commit is
@@ -69,12 +79,15 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     """
     from ..pipelines.definition import PipelineDefinitionError
     from ..pipelines.runner import run_pipeline
+    from .engine import _duration
 
-    defn = load_with_source(pipeline, source_override)
+    defn = load_with_source(pipeline, source_override, suites=False)  # suites: once a stage has rows
     ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
     try:
         result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
-                              in_process=in_process, staging=staging, echo=note, running=stage_running)
+                              in_process=in_process, staging=staging, echo=note, running=stage_running,
+                              engine=engine, remote=remote, max_parallel=max_parallel,
+                              idle_timeout=_duration(idle_timeout))
     except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
     if as_json:

@@ -36,7 +36,9 @@ inputs. Every error names the file, the stage and the key.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +86,39 @@ class StageDefinition:
     trigger: dict[str, Any] = field(default_factory=dict)  # rows | every [fixed] | debounce (seconds)
     window_rows: int | None = None
     topic_partitions: list[int] | None = None  # a list: the topic partitions this stage consumes
+    pending_suites: Callable[[], list] | None = field(default=None, repr=False, compare=False)
+
+    def load_suites(self) -> list:
+        """The stage's suites, loaded (and checked by great-expectations) now if the pipeline
+        was loaded with ``suites=False``."""
+        if self.pending_suites is not None:
+            self.suites, self.pending_suites = self.pending_suites(), None
+        return self.suites
 
     def job_module(self):
         return importlib.import_module(self.job)
 
     def job_file(self) -> Path:
         return Path(self.job_module().__file__).resolve()
+
+
+DEFAULT_IDLE_TIMEOUT_S = 600.0  # see docs/how-to/engines.md: why ten minutes
+
+
+@dataclass
+class EngineSettings:
+    """``[engine]``: the warm engine the pipeline's commands use (all optional).
+
+    ``remote``: an engine already running (``sc://host:port``), used as is; ``host``/``port``:
+    where ``minikafka serve`` listens; ``idle_timeout``: seconds an engine that ``run`` started
+    itself stays up after its last use; ``max_parallel``: stages run at once on the engine.
+    """
+
+    remote: str | None = None
+    host: str | None = None
+    port: int | None = None
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
+    max_parallel: int | None = None
 
 
 @dataclass
@@ -102,12 +131,22 @@ class PipelineDefinition:
     topics: dict[str, TopicDefinition]
     stages: list[StageDefinition]  # in DAG order
     staging: str | None = None  # [spark] staging: a URI every node sees
+    engine: EngineSettings = field(default_factory=lambda: EngineSettings())
 
     def stage(self, name: str) -> StageDefinition:
         for s in self.stages:
             if s.name == name:
                 return s
         raise PipelineDefinitionError(f"{self.path}: no stage named {name!r} (stages: {[s.name for s in self.stages]})")
+
+    def load_suites(self) -> None:
+        """Load every stage's suites now (after ``load_pipeline(..., suites=False)``).
+
+        Raises:
+            PipelineDefinitionError: a suite file is malformed (named with its stage).
+        """
+        for s in self.stages:
+            s.load_suites()
 
     def downstream_of(self, name: str) -> list[str]:
         """``name`` and every stage that (transitively) reads what it writes, in DAG order."""
@@ -172,12 +211,16 @@ def _settings(value: dict[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in (value or {}).items()}
 
 
-def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefinition:
+def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = True) -> PipelineDefinition:
     """Parse and check a pipeline file; stages come back in DAG order.
 
     The file's shape is checked first against the schema in ``pipelines.schema``
     (every problem reported at once, each naming its key path, e.g.
     ``stages.summarize.expectations``); then what the values mean.
+
+    ``suites=False`` leaves the expectation suites unread until ``load_suites`` (checking
+    them imports great-expectations, about 1.5 s): ``run`` reads them only once a stage has
+    rows to process, so a night with nothing new costs no great-expectations import.
 
     Raises:
         PipelineDefinitionError: unreadable TOML, a key of the wrong type, an unknown
@@ -265,12 +308,15 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
         )
         if check_jobs:
             _check_job(path, where, stage)
-        if stage.expectations:
+        if stage.expectations and suites:
             stage.suites = _load_suites(path, where, stage, topics)
+        elif stage.expectations:
+            stage.pending_suites = partial(_load_suites, path, where, stage, topics)
         stages.append(stage)
     if not stages:
         raise _fail(path, "stages", "no stages defined (add [[stages]] tables)")
     _check_deliveries(path, raw.get("deliveries"))
+    engine = _engine(path, raw.get("engine") or {})
 
     by_name = {s.name: s for s in stages}
     edges = [(a.name, b.name) for a in stages for b in stages if set(a.outputs) & set(b.inputs)]
@@ -279,7 +325,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
     except PipelineCycleError as exc:
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
-                              staging)
+                              staging, engine)
 
 
 def _check_deliveries(path: Path, specs: list[dict[str, Any]] | None) -> None:
@@ -316,6 +362,26 @@ def _trigger(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any]:
         if spec["fixed"] and "every" not in spec:
             raise _fail(path, where, "fixed = true needs every = \"<duration>\"")
         out["fixed"] = spec["fixed"]
+    return out
+
+
+def _engine(path: Path, spec: dict[str, Any]) -> EngineSettings:
+    """``[engine]``, checked: an sc:// URL, a port, a duration, a positive max_parallel."""
+    from ..util.duration import parse_duration
+
+    out = EngineSettings(remote=spec.get("remote"), host=spec.get("host"), port=spec.get("port"),
+                         max_parallel=spec.get("max_parallel"))
+    if out.remote is not None and not out.remote.startswith("sc://"):
+        raise _fail(path, "engine.remote", f"must be a Spark Connect URL like \"sc://127.0.0.1:15002\", got {out.remote!r}")
+    if out.port is not None and not 0 <= out.port <= 65535:
+        raise _fail(path, "engine.port", f"must be a port from 0 to 65535, got {out.port!r}")
+    if out.max_parallel is not None and out.max_parallel < 1:
+        raise _fail(path, "engine.max_parallel", f"must be an integer >= 1, got {out.max_parallel!r}")
+    if "idle_timeout" in spec:
+        try:
+            out.idle_timeout = parse_duration(spec["idle_timeout"], what="idle_timeout", zero=True)
+        except ValueError as exc:
+            raise _fail(path, "engine.idle_timeout", str(exc)) from exc
     return out
 
 

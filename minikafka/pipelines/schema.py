@@ -68,9 +68,18 @@ class StageSpec(_Table):
     window: WindowSpec | None = None
 
 
+class EngineSpec(_Table):
+    remote: StrictStr | None = None
+    host: StrictStr | None = None
+    port: StrictInt | None = None
+    idle_timeout: Duration | None = None
+    max_parallel: StrictInt | None = None
+
+
 class PipelineFile(_Table):
     pipeline: PipelineHead
     spark: dict[str, Scalar] | None = None
+    engine: EngineSpec | None = None
     topics: dict[str, TopicSpec] | None = None
     stages: list[StageSpec] | None = None
     deliveries: list[dict[str, Any]] | None = None  # each checked by connectors.delivery.parse_delivery
@@ -79,6 +88,7 @@ class PipelineFile(_Table):
 STAGE_KEYS = set(StageSpec.model_fields)
 TOPIC_KEYS = set(TopicSpec.model_fields)
 TOP_KEYS = set(PipelineFile.model_fields)
+ENGINE_KEYS = set(EngineSpec.model_fields)
 TRIGGER_KEYS = set(TriggerSpec.model_fields)
 WINDOW_KEYS = set(WindowSpec.model_fields)
 
@@ -89,6 +99,12 @@ EXPECTED = {
     ("", "topics"): 'a table of topics: [topics."rss.items"] with model and dedup',
     ("", "stages"): "an array of tables: [[stages]] with name, job, inputs and outputs",
     ("", "deliveries"): "an array of tables: [[deliveries]] with name, topic and endpoint",
+    ("", "engine"): 'a table: [engine] with remote = "sc://host:15002" or idle_timeout = "10m"',
+    ("engine", "remote"): 'an engine URL as a string, e.g. "sc://127.0.0.1:15002"',
+    ("engine", "host"): 'the address minikafka serve listens on, e.g. "127.0.0.1"',
+    ("engine", "port"): "the port minikafka serve listens on (an integer)",
+    ("engine", "idle_timeout"): 'a duration such as "10m" (or seconds); 0 stops the engine after the run',
+    ("engine", "max_parallel"): "how many independent stages run at once (an integer >= 1)",
     ("pipeline", "name"): "a name (a string)",
     ("pipeline", "source"): 'the SQLite ledger\'s path as a string, e.g. "../data/homelab.sqlite"',
     ("pipeline", "master"): 'a Spark master URL as a string, e.g. "local[2]" or "spark://host:7077"',
@@ -167,13 +183,13 @@ class _Walk:
         key = top
         step(top)
         parts.append(str(top))
-        if len(loc) == 1 or top not in ("pipeline", "spark", "topics", "stages", "deliveries"):
+        if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "topics", "stages", "deliveries"):
             return parts, "", key, value, depth
-        if top in ("pipeline", "spark"):
+        if top in ("pipeline", "spark", "engine"):
             sub = loc[1]
             step(sub)
             parts.append(_quote(str(sub)))
-            return parts, top, (sub if top == "pipeline" else None), value, depth
+            return parts, top, (sub if top in ("pipeline", "engine") else None), value, depth
         # a named entry: topics."rss.items", stages.<name> (or stages[3]), deliveries[1]
         entry = loc[1]
         step(entry)
@@ -201,7 +217,7 @@ class _Walk:
 
 def _table_keys(kind: str) -> set[str]:
     return {"": TOP_KEYS, "pipeline": set(PipelineHead.model_fields), "topic": TOPIC_KEYS, "stage": STAGE_KEYS,
-            "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS}.get(kind, set())
+            "engine": ENGINE_KEYS, "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS}.get(kind, set())
 
 
 def _kind_of(loc: tuple) -> str:

@@ -22,6 +22,7 @@ from ..ledger.layout import TopicLayout
 from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ..util.faults import checkpoint
 from .conform import conform, refused_rows
+from .engine import master_of
 from .follow import V2_COMMITTER, FollowedWrite
 from .plan import plan_stage
 from .read import read_topic
@@ -243,7 +244,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
 
     area = None
     if spark is not None:
-        area = stg.choose_staging(spark.sparkContext.master, staging, source.path)
+        area = stg.choose_staging(master_of(spark), staging, source.path)
         stg.check_area(area)
         run.details["staging"] = "exchange" if area.exchange else "jdbc"
     marker = lock_path(source, stage.name).with_suffix(".staging")
