@@ -12,6 +12,9 @@ from pydantic import BaseModel
 from minikafka import Source
 
 os.environ.setdefault("SPARK_TESTING", "1")
+# `minikafka run` without --engine: one spark-submit per stage, as the tests written for it expect;
+# the engine's own tests say --engine auto/connect or --remote (tests/pipelines/test_engine_cli.py)
+os.environ.setdefault("MINIKAFKA_ENGINE", "submit")
 
 
 class Video(BaseModel):
@@ -66,14 +69,14 @@ CONNECT_ENV = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's functions build Connect 
 def engine_url(tmp_path_factory):
     """The URL of the test session's engine (a Spark Connect server, local[2], test settings)."""
     pytest.importorskip("pyspark")
-    from minikafka.pipelines.runner import submit_env
     from minikafka.spark.engine import EngineProcess, free_port, remote_url, server_command
     from minikafka.spark.session import jdbc_jar, session_conf
+    from minikafka.util.procs import child_env
 
     port = free_port()
     cmd = server_command(master="local[2]", host="127.0.0.1", port=port, name="minikafka-tests-engine",
                          settings=session_conf(jar=jdbc_jar(), testing=True))
-    engine = EngineProcess(cmd, tmp_path_factory.mktemp("engine") / "engine.log", env=submit_env())
+    engine = EngineProcess(cmd, tmp_path_factory.mktemp("engine") / "engine.log", env=child_env())
     try:
         engine.wait_ready("127.0.0.1", port)
         yield remote_url("127.0.0.1", port)

@@ -177,9 +177,9 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
 
 def _server_env() -> dict[str, str]:
     """The server's environment: its Python workers import what this process imports."""
-    from .runner import submit_env
+    from ..util.procs import child_env
 
-    return submit_env()
+    return child_env()
 
 
 def _warm_up(url: str) -> None:

@@ -17,6 +17,7 @@ from ..api.source import Source
 from ..errors import MinikafkaError
 from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write_run_in_current_transaction
 from ..util.clock import utc_now
+from ..util.procs import child_env as submit_env  # noqa: F401  (the stages' environment)
 from ..util.progress import heartbeat
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
@@ -303,18 +304,6 @@ def code_zip(defn: PipelineDefinition, directory: str | Path) -> Path:
     return target
 
 
-def submit_env() -> dict[str, str]:
-    """The runner's environment, with its import path, so jobs resolve the same modules."""
-    env = dict(os.environ)
-    # the working directory (schemas/, jobs/) after the installed packages, as the CLI has it
-    entries = [p for p in sys.path if p]
-    cwd = str(Path.cwd())
-    env["PYTHONPATH"] = os.pathsep.join(entries + ([] if cwd in entries else [cwd]))
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    return env
-
-
 ENGINES = ("auto", "submit", "connect")
 
 
@@ -398,7 +387,14 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                               details={"pipeline": defn.name, "master": master, "stages": [s.name for s in chosen],
                                        "phase": "master check"})
         raise
-    url, started = (None, False) if in_process else _engine_url(defn, engine, remote, master, idle_timeout, echo)
+    try:
+        url, started = (None, False) if in_process else _engine_url(defn, engine, remote, master, idle_timeout, echo)
+    except MinikafkaError as exc:  # EngineError: nothing answers, or the engine did not start
+        if not dry_run:
+            record_failed_run(defn, new_run_id("pipeline"), str(exc),
+                              details={"pipeline": defn.name, "remote": remote or defn.engine.remote,
+                                       "stages": [s.name for s in chosen], "phase": "engine"})
+        raise
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
     try:
         py_files = None if (is_local_master(master) and url is None) else str(code_zip(defn, scratch.name))
@@ -452,6 +448,12 @@ def _engine_url(defn: PipelineDefinition, engine: str, remote: str | None, maste
 
     url = remote or defn.engine.remote
     if url:
+        from ..errors import EngineError
+        from ..spark.engine import answers, parse_remote
+
+        if not answers(*parse_remote(url), timeout=3.0):
+            raise EngineError(f"no engine answers at {url}: start one with 'minikafka serve', or run with "
+                              "--engine submit; nothing was run")
         return url, False
     found = find_engine(defn)
     if found is not None:
