@@ -102,14 +102,18 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
 @pipeline_argument
 @click.option("--stage", help="Check only this stage.")
 @click.option("--master", help="Spark master URL.")
+@click.option("--remote", metavar="sc://HOST:PORT",
+              help="Run on the engine at this URL (default: the pipeline's [engine] remote, else a Spark "
+                   "application of its own).")
 @json_option
 @verbose_option
 @pipeline_source_option
 def check(pipeline: str, stage: str | None, master: str | None, source_override: str | None,
-          as_json: bool) -> None:
+          as_json: bool, remote: str | None) -> None:
     """Validate what each stage with expectation suites would commit, committing nothing.
 
-    Runs the stages in one Spark application in dry-run mode and prints every suite's
+    Runs the stages in one Spark application (or as one client of the engine that --remote
+    or the pipeline's [engine] remote names) in dry-run mode and prints every suite's
     results: per expectation its verdict, failing rows (count, share, samples) or observed
     value, and the path of the HTML report. With nothing pending it says so. Exit code 1
     when a check fails.
@@ -129,7 +133,7 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     ensure_pipeline_ledger(defn)
     try:
         result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
-                              in_process=True, echo=note, running=stage_running)
+                              in_process=True, echo=note, running=stage_running, remote=remote)
     except PipelineDefinitionError as exc:  # other errors (an unreachable master, no Java): exit 1, from main
         raise DefinitionProblem(str(exc)) from exc
     ok = result.ok and all(suite["success"] for o in result.outcomes for suite in o.quality.get("suites", []))

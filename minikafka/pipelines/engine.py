@@ -290,3 +290,33 @@ class EngineLease:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def named_engine(defn: PipelineDefinition, remote: str | None = None) -> str | None:
+    """The engine a command uses when one is named: ``remote``, the pipeline's ``[engine]
+    remote``, or (when neither names one) the engine running for this pipeline; else None.
+
+    Raises:
+        EngineError: a named engine does not answer.
+    """
+    from ..spark.engine import answers, parse_remote
+
+    url = remote or defn.engine.remote
+    if url:
+        if not answers(*parse_remote(url), timeout=3.0):
+            raise EngineError(f"no engine answers at {url}: start one with 'minikafka serve', or leave out "
+                              "--remote; nothing was run")
+        return url
+    found = find_engine(defn)
+    return found.url if found is not None else None
+
+
+def engine_session(defn: PipelineDefinition, url: str, code_zip: str | None = None):
+    """A client session of the engine at ``url`` with the pipeline's SQL settings; ``code_zip``
+    (the jobs' and models' code) is shipped so the engine's Python workers import it."""
+    from ..spark.engine import connect
+
+    spark = connect(url, conf=defn.spark)
+    if code_zip:
+        spark.addArtifacts(code_zip, pyfile=True)
+    return spark

@@ -388,7 +388,12 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                                        "phase": "master check"})
         raise
     try:
-        url, started = (None, False) if in_process else _engine_url(defn, engine, remote, master, idle_timeout, echo)
+        if in_process:  # one application: this process's own, or one client session of the engine named
+            from .engine import named_engine
+
+            url, started = (named_engine(defn, remote) if (remote or defn.engine.remote) else None), False
+        else:
+            url, started = _engine_url(defn, engine, remote, master, idle_timeout, echo)
     except MinikafkaError as exc:  # EngineError: nothing answers, or the engine did not start
         if not dry_run:
             record_failed_run(defn, new_run_id("pipeline"), str(exc),
@@ -399,7 +404,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     try:
         py_files = None if (is_local_master(master) and url is None) else str(code_zip(defn, scratch.name))
         if in_process:
-            _run_sequentially(defn, chosen, result, strategy, master, py_files, dry_run, staging, echo, running)
+            _run_sequentially(defn, chosen, result, strategy, master, py_files, dry_run, staging, echo, running, url)
         else:
             width = max_parallel or (defn.engine.max_parallel if url else None) or (2 if url else 1)
 
@@ -467,8 +472,10 @@ def _engine_url(defn: PipelineDefinition, engine: str, remote: str | None, maste
 
 
 def _run_sequentially(defn: PipelineDefinition, chosen: list[StageDefinition], result: PipelineRun, strategy: str,
-                      master: str, py_files: str | None, dry_run: bool, staging: str | None, echo, running) -> None:
-    """``--in-process``: every stage in this process, one Spark application, in DAG order."""
+                      master: str, py_files: str | None, dry_run: bool, staging: str | None, echo, running,
+                      url: str | None = None) -> None:
+    """``--in-process``: every stage in this process, in DAG order, in one Spark application
+    (or one client session of the engine at ``url``)."""
     spark = None
     blocked: set[str] = set()
     for sd in chosen:
@@ -485,7 +492,7 @@ def _run_sequentially(defn: PipelineDefinition, chosen: list[StageDefinition], r
             else:
                 with running(sd.name):
                     if spark is None:
-                        spark, outcome = _start_session(defn, sd, master, py_files, dry_run)
+                        spark, outcome = _start_session(defn, sd, master, py_files, dry_run, url)
                     if spark is not None:
                         outcome = _run_in_process(spark, defn, sd, dry_run, staging)
         except KeyboardInterrupt:
@@ -565,12 +572,17 @@ def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome) -> None:
 
 
 def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, py_files: str | None,
-                   dry_run: bool):
-    """(SparkSession, None), or (None, the failed outcome, recorded) when the JVM does not start."""
+                   dry_run: bool, url: str | None = None):
+    """(SparkSession, None), or (None, the failed outcome, recorded) when the JVM does not start
+    (``url``: a client session of that engine, the code shipped to it)."""
     from ..spark.session import build_session
 
     t0 = time.perf_counter()
     try:
+        if url is not None:
+            from .engine import engine_session
+
+            return engine_session(defn, url, py_files), None
         spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
     except MinikafkaError as exc:  # SparkSetupError: no Java, no JDBC jar, the JVM did not start
         error = f"the Spark application did not start: {exc}"
