@@ -90,4 +90,10 @@ def main(argv: list[str] | None = None) -> int:
                 spark.stop()  # the engine drops this client's session, its cache and artifacts
             except Exception:  # noqa: BLE001 - the stage's own outcome stands
                 pass
+    if args.remote:
+        # a client's work is done and committed: skip the interpreter's teardown of the gRPC
+        # client and the modules (measured: 0.7 s of a 3 s stage)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
