@@ -327,6 +327,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     report_dir = retention.report_dir(source.path)
     if run.rows_in:
         frames = _read_inputs(spark, source, stage, in_layouts, bounds, area, run_uri, run)
+        checkpoint("stage:read")  # the inputs are planned, Spark has run nothing yet
         if stage.row_fn is not None:
             (src,), (dst,) = stage.inputs, stage.outputs
             out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage, "input"),
