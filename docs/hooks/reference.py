@@ -204,6 +204,7 @@ def pipeline_file() -> str:
         ("[[stages]]", "stage", schema.StageSpec),
         ("trigger = { ... } (in a stage)", "trigger", schema.TriggerSpec),
         ("window = { ... } (in a stage)", "window", schema.WindowSpec),
+        ("[engine]", "engine", schema.EngineSpec),
     ]
     out = ["A pipeline file is TOML. Its shape is checked against these models before any value is "
            "used; every problem is reported at once with its key path.\n",

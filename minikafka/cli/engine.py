@@ -42,7 +42,7 @@ def serve(pipeline: str | None, master: str | None, host: str | None, port: int 
     already taken is one line naming it (exit 1). While it runs, 'minikafka run' of the
     same pipeline uses it (each stage a small client process), and 'serve --stop' stops it.
 
-    Example: minikafka serve --pipeline conf/homelab.toml --port 15002
+    Example: minikafka serve --pipeline conf/homelab.toml --port 0 --idle-timeout 10m
     """
     from ..pipelines.engine import serve as serve_engine
     from ..pipelines.engine import stop_engine

@@ -176,20 +176,32 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
 @pipeline_source_option
 def plan(pipeline: str, master: str | None, stage: str | None, start: str | None,
          source_override: str | None) -> None:
-    """Print the exact spark-submit commands, in the order run would use them.
+    """Print the exact commands of each stage, in the order run would use them, in both forms.
+
+    First one spark-submit per stage (--engine submit), then each stage as a client of a
+    warm engine (the default): the engine named by the pipeline or running for it, else
+    sc://HOST:PORT. Lines starting with '#' say which is which.
 
     Example: minikafka plan conf/homelab.toml --from llm_summary
     """
     import shlex
 
+    from ..pipelines.engine import find_engine
     from ..pipelines.retired import retired_messages
-    from ..pipelines.runner import select_stages, submit_command
+    from ..pipelines.runner import client_command, select_stages, submit_command
 
-    defn = load_with_source(pipeline, source_override)
+    defn = load_with_source(pipeline, source_override, suites=False)
     ensure_pipeline_ledger(defn)  # the commands would fail on a missing ledger (a typo in 'source =')
     try:
-        for sd in select_stages(defn, stage=stage, start=start):
+        chosen = select_stages(defn, stage=stage, start=start)
+        click.echo("# one spark-submit per stage (run --engine submit)")
+        for sd in chosen:
             click.echo(shlex.join(submit_command(defn, sd, master=master or defn.master, run_id=f"<{sd.name}-run-id>")))
+        running = find_engine(defn)
+        url = defn.engine.remote or (running.url if running else "sc://HOST:PORT")
+        click.echo(f"# each stage a client of the warm engine at {url} (run; the project's code zipped as --py-files)")
+        for sd in chosen:
+            click.echo(shlex.join(client_command(defn, sd, url, f"<{sd.name}-run-id>", py_files="<code.zip>")))
     except MinikafkaError as exc:
         raise DefinitionProblem(str(exc)) from exc
     for line in retired_messages(defn):  # read-only: plan changes nothing

@@ -10,6 +10,12 @@ master = "local[2]"                    # default master URL (override with --mas
 "spark.driver.memory" = "1g"
 staging = "file:///mnt/shared/mk"      # staging URI every node sees (needed on a non-local master)
 
+[engine]                               # the warm engine (all optional; see docs/how-to/engines.md)
+remote = "sc://127.0.0.1:15002"        # use this engine (minikafka serve elsewhere) instead of starting one
+port = 15002                           # where minikafka serve listens
+idle_timeout = "10m"                   # an engine run starts stops after this long unused
+max_parallel = 2                       # independent stages run at once on the engine
+
 [topics."rss.items"]
 model = "schemas.homelab:RssItem"      # module:Class
 dedup = ["url"]
