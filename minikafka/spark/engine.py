@@ -30,6 +30,7 @@ DEFAULT_PORT = 15002  # Spark Connect's own default
 DEFAULT_HOST = "127.0.0.1"  # a Connect server has no authentication: only this host, unless asked
 READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
+RETRIES = 5  # a client's retries of a failed call: 0.05 + 0.2 + 0.8 + 2 + 2 s
 
 
 def remote_url(host: str, port: int) -> str:
@@ -253,6 +254,10 @@ def connect(url: str, *, conf: dict[str, str] | None = None):
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
     spark = RemoteSparkSession.builder.remote(url).getOrCreate()
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    # an engine that went away fails the stage within seconds (Spark's default retries for 10 minutes)
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=2000)])
     for key, value in (conf or {}).items():
         if key.startswith("spark.sql."):  # runtime settings; the others are the server's
             spark.conf.set(key, value)
