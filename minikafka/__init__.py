@@ -88,7 +88,7 @@ __version__ = "0.2.0"
 
 def _load_spark_engine():
     # the root is the top layer: it may point down at the engine; the API may not
-    from .spark import arms
+    from .spark.stages import arms
 
     return arms
 

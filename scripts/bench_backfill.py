@@ -58,7 +58,7 @@ def run(tmp: Path, args) -> None:
 
     from minikafka.connectors.ingest import ingest_jsonl
     from minikafka.spark import build_session
-    from minikafka.spark.backfill import backfill
+    from minikafka.spark.loading.backfill import backfill
     from schemas.homelab import RssItem
 
     t0 = time.perf_counter()
