@@ -114,7 +114,8 @@ def main() -> None:
     seed_home.mkdir()
     seed = seed_home / "homelab.toml"
     seed.write_text((ROOT / "conf" / "homelab.toml").read_text()
-                    .replace('source = "../data/homelab.sqlite"', f'source = "{seed_home / "homelab.sqlite"}"'))
+                    .replace('source = "../data/homelab.sqlite"', f'source = "{seed_home / "homelab.sqlite"}"')
+                    .replace('"quality/', f'"{ROOT / "conf" / "quality"}/'))
     mk("ingest", seed, "rss.items", dump)
     ledger = seed_home / "homelab.sqlite"
     a, b, c, d = (pipeline_copy(tmp / name, ledger) for name in ("a", "b", "c", "d"))
