@@ -408,7 +408,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         else:
             width = max_parallel or (defn.engine.max_parallel if url else None) or (2 if url else 1)
 
-            def launch(sd: StageDefinition, procs: dict) -> StageOutcome:
+            def launch(sd: StageDefinition, procs: _Children) -> StageOutcome:
                 if not _has_pending(defn, sd):  # nothing new: record the empty run without a JVM
                     return _run_in_process(None, defn, sd, dry_run)
                 if url is not None:
@@ -515,7 +515,7 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
     outcomes: dict[str, StageOutcome] = {}
     waiting = list(chosen)
     in_flight: dict = {}  # future -> (stage, since)
-    procs: dict[str, object] = {}  # stage -> its running process (for Ctrl-C)
+    procs = _Children()  # the stages' running processes (for Ctrl-C)
     blocked: set[str] = set()
     pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="minikafka-stage")
     try:
@@ -550,9 +550,11 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
     except KeyboardInterrupt:
         from ..util.procs import kill_group
 
-        for proc in list(procs.values()):
+        procs.interrupted.set()  # each stage in flight records itself 'interrupted' (_run_child)
+        for proc in list(procs.running.values()):
             kill_group(proc)
-        if not dry_run:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if not dry_run:  # a stage stopped before its process started
             for sd, since in in_flight.values():
                 _record_interrupted(defn, sd, since)
         raise
@@ -693,8 +695,18 @@ def client_command(defn: PipelineDefinition, sd: StageDefinition, url: str, run_
     return cmd
 
 
+class _Children:
+    """The running stage processes of a run, and whether Ctrl-C stopped it."""
+
+    def __init__(self):
+        import threading
+
+        self.running: dict[str, object] = {}
+        self.interrupted = threading.Event()
+
+
 def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run_id: str, dry_run: bool, echo,
-               procs: dict, needs_java: bool = True) -> StageOutcome:
+               procs: _Children, needs_java: bool = True) -> StageOutcome:
     """Run one stage's process (spark-submit, or a client of the engine); read back its run row."""
     import subprocess
 
@@ -720,23 +732,23 @@ def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], ru
         error = f"{launcher} did not launch ({cmd[0]}): {exc.strerror or exc}"
         row = None if dry_run else record_failed_run(defn, run_id, error, sd, details={"phase": "launch"})
         return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, error)
-    procs[sd.name] = proc
-    try:
-        stdout, stderr = proc.communicate()
-    except KeyboardInterrupt:  # kill the job: record it, unless it committed first
+    procs.running[sd.name] = proc
+    if procs.interrupted.is_set():  # Ctrl-C came while it started
         from ..util.procs import kill_group
 
         kill_group(proc)
-        if not dry_run:
-            with Source(str(defn.source)) as source:
-                done = _run_row(source, run_id)
-            if done is None:
-                record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": launcher},
-                                  status="interrupted")
-        raise
+    try:
+        stdout, stderr = proc.communicate()
     finally:
-        procs.pop(sd.name, None)
+        procs.running.pop(sd.name, None)
     seconds = time.perf_counter() - t0
+    if procs.interrupted.is_set():  # killed by Ctrl-C: record it, unless it committed first
+        with Source(str(defn.source)) as source:
+            row = _run_row(source, run_id)
+        if row is None and not dry_run:
+            row = record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": launcher},
+                                    status="interrupted")
+        return StageOutcome(sd.name, (row or {}).get("status", "interrupted"), seconds, row, INTERRUPTED)
     if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show the stage's own output
         echo(stderr.rstrip())
     with Source(str(defn.source)) as source:

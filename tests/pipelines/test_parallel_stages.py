@@ -20,7 +20,7 @@ class Launcher:
         self.overlaps: set[frozenset] = set()
         self.started: list[str] = []
 
-    def __call__(self, sd, procs) -> StageOutcome:
+    def __call__(self, sd, procs) -> StageOutcome:  # procs: the run's _Children
         with self.lock:
             self.started.append(sd.name)
             for other in self.running:
