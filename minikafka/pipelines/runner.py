@@ -516,6 +516,7 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
     waiting = list(chosen)
     in_flight: dict = {}  # future -> (stage, since)
     procs = _Children()  # the stages' running processes (for Ctrl-C)
+    started: dict[str, tuple] = {}  # stage -> (stage, since): started, not yet ended
     blocked: set[str] = set()
     pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="minikafka-stage")
     try:
@@ -531,14 +532,16 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
                 if len(in_flight) >= width or not writers[sd.name] <= set(outcomes):
                     continue
                 waiting.remove(sd)
+                started[sd.name] = (sd, utc_now())  # from here on, Ctrl-C leaves it a row
                 echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
-                in_flight[pool.submit(launch, sd, procs)] = (sd, utc_now())
+                in_flight[pool.submit(launch, sd, procs)] = started[sd.name]
             if not in_flight:
                 break
             done, _ = wait(list(in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
             for future in done:
                 sd, _since = in_flight.pop(future)
                 outcome = future.result()
+                started.pop(sd.name, None)
                 _note_quarantine(defn, outcome)
                 outcomes[sd.name] = outcome
                 if outcome.status == "failed":
@@ -555,7 +558,7 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
             kill_group(proc)
         pool.shutdown(wait=True, cancel_futures=True)
         if not dry_run:  # a stage stopped before its process started
-            for sd, since in in_flight.values():
+            for sd, since in started.values():
                 _record_interrupted(defn, sd, since)
         raise
     finally:
