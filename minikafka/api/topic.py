@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import migration_failure
+from ..errors import InvalidSettingError, migration_failure
 from ..ledger import acks, catalog
-from ..ledger.identifiers import quote_identifier
-from ..ledger.layout import PARTITION, STORED_META, STORED_META_SELECT, TopicLayout, stored_meta
+from ..ledger.layout import TopicLayout
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
 from ..util.timeouts import check_timeout
@@ -224,9 +223,9 @@ class Topic(Generic[ModelT]):
     def read_since(self, offset: int, limit: int = 1000) -> list[Record[ModelT]]:
         """The rows with id > ``offset``, oldest first, at most ``limit`` (a stateless stream read)."""
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be an integer >= 0, got {offset!r}")
+            raise InvalidSettingError(f"offset must be an integer >= 0, got {offset!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+            raise InvalidSettingError(f"limit must be an integer >= 1, got {limit!r}")
         return [self.rows.record(row, None) for row in self.rows.read_since(offset, limit)]
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -234,20 +233,28 @@ class Topic(Generic[ModelT]):
 
         Returns:
             True when new rows arrived, False after ``timeout`` seconds.
-        """
-        from ..ledger.watcher import wait_until
 
-        timeout = check_timeout(timeout, "wait timeout")
-        start = self.high_watermark()
-        return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+        Raises:
+            InvalidDurationError: (a ValueError) a timeout that is not a finite number of seconds >= 0.
+        """
+        from ..ledger.watcher import drive
+
+        return bool(drive(self.source.watcher, self._wait_steps(timeout)))
 
     async def wait_async(self, timeout: float | None = None) -> bool:
         """``wait`` for asyncio: awaits new rows without blocking the event loop (call it
-        from the thread that opened the Source: the loop's)."""
-        from ..ledger.watcher import wait_until_async
+        from the thread that opened the Source: the loop's). Same checks and loop as ``wait``."""
+        from ..ledger.watcher import drive_async
 
+        return bool(await drive_async(self.source.watcher, self._wait_steps(timeout)))
+
+    def _wait_steps(self, timeout: float | None):
+        """The one check and loop of ``wait`` and ``wait_async`` (``ledger.watcher.until``)."""
+        from ..ledger.watcher import until
+
+        timeout = check_timeout(timeout, "wait timeout")
         start = self.high_watermark()
-        return bool(await wait_until_async(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+        return until(self.source.watcher, lambda: self.high_watermark() > start, timeout)
 
     def queue(self, consumer: str, visibility_timeout: float | None = None, max_attempts: int | None = None, *,
               clock=None, result_ttl: float | None = None) -> Queue[ModelT]:
@@ -289,7 +296,7 @@ class Topic(Generic[ModelT]):
         lo = 0 if from_id is None else from_id
         hi = 2**63 - 1 if to_id is None else to_id
         if lo > hi:
-            raise ValueError(f"from_id {from_id} is greater than to_id {to_id}")
+            raise InvalidSettingError(f"from_id {from_id} is greater than to_id {to_id}")
         with self.source.ledger.atomic() as conn:
             cid = acks.require_consumer(conn, self.name, consumer)
             return acks.replay_in_current_transaction(conn, self.name, cid, lo, hi, utc_now())
@@ -355,32 +362,21 @@ class Topic(Generic[ModelT]):
             the record id in a note; nothing changed.
         """
         new_layout = TopicLayout.for_model(self.name, new_model, self.dedup, partitions=self.partitions, key=self.key)
-        tmp = self.name + "__migrating"
-        q_tmp = quote_identifier(tmp)
         encode = new_layout.encoder()
-        meta = STORED_META_SELECT
-        cols = ", ".join([meta] + [quote_identifier(n) for n in new_layout.field_names] + [f'"{PARTITION}"'])
-        insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(len(STORED_META) + len(new_layout.columns) + 1))})"
-        at_partition = self._layout.partition_index
         current = None
-        ledger = self.source.ledger
+
+        def convert(row: tuple) -> tuple:
+            nonlocal current
+            current = row[0]
+            out = fn(self.rows.model_of_row(row))
+            if isinstance(out, BaseModel) and not isinstance(out, new_model):
+                out = out.model_dump()
+            return encode(new_model.model_validate(out))
+
         try:
-            with ledger.atomic() as conn:
-                conn.execute(new_layout.ddl(tmp)[0])
-                for row in self.rows.scan(None, None):
-                    current = row[0]
-                    out = fn(self.rows.model_of_row(row))
-                    if isinstance(out, BaseModel) and not isinstance(out, new_model):
-                        out = out.model_dump()
-                    migrated = new_model.model_validate(out)
-                    conn.execute(insert, (*stored_meta(row), *encode(migrated), row[at_partition]))
+            with self.source.ledger.atomic() as conn:
+                self.rows.table.replace_in_current_transaction(new_layout, convert)
                 current = None
-                for statement in self._layout.drop_views_ddl():
-                    conn.execute(statement)
-                conn.execute(f"DROP TABLE {self._layout.table}")  # drops its trigger and indexes too
-                conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
-                for statement in new_layout.ddl()[1:]:
-                    conn.execute(statement)
                 catalog.record_migration_in_current_transaction(
                     conn, new_layout, f"{new_model.__module__}:{new_model.__qualname__}", utc_now())
         except Exception as exc:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import sys
 
 from . import (  # noqa: F401  (registers the commands)
+    backups,
     consumers,
     data,
     deliver,
     engine,  # noqa: F401  (minikafka serve)
+    health,
     maintenance,
     pipelines,
     quarantine,

@@ -115,11 +115,11 @@ class DefinitionProblem(click.ClickException):
     exit_code = 2
 
 
-def _load(pipeline: str, suites: bool = True):
+def _load(pipeline: str, *, check_jobs: bool = True, suites: bool = True):
     from ..pipelines.definition import load_pipeline
 
     try:
-        return load_pipeline(pipeline, suites=suites)
+        return load_pipeline(pipeline, check_jobs=check_jobs, suites=suites)
     except MinikafkaError as exc:
         raise DefinitionProblem(str(exc)) from exc
 
@@ -150,11 +150,16 @@ def check_ledger_path(path: str | Path | None, *, what: str = "--source") -> Non
             "(everything it wrote would be lost): pass a ledger file")
 
 
-def load_with_source(pipeline: str, source_override: str | None, *, suites: bool = True):
-    """The pipeline definition, with its ledger replaced by ``source_override`` when given
-    (``suites=False``: expectation suites read only when a stage needs them)."""
+def load_with_source(pipeline: str, source_override: str | None, *, check_jobs: bool = True,
+                     suites: bool = True):
+    """The pipeline definition, with its ledger replaced by ``source_override`` when given.
+
+    ``check_jobs`` False: the stages' job modules are not imported (a command that needs
+    only the topics, like ``ingest``, works where the jobs cannot be imported).
+    ``suites`` False: expectation suites are read only when a stage needs them.
+    """
     check_ledger_path(source_override)
-    defn = _load(pipeline, suites)
+    defn = _load(pipeline, check_jobs=check_jobs, suites=suites)
     if source_override:
         defn.source = Path(source_override).resolve()
     return defn

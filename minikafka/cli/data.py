@@ -6,6 +6,7 @@ import click
 
 from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
+from ..util.redact import redact_url
 from .app import main
 from .common import (
     CREATE_HINT,
@@ -123,7 +124,8 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
             path = _spool_stdin(tmpdir)
         try:
             if pipeline:
-                defn = load_with_source(pipeline, source_path if explicit_source else None)
+                # only the topics' models: the job modules belong to run, plan and check
+                defn = load_with_source(pipeline, source_path if explicit_source else None, check_jobs=False)
                 if topic not in defn.topics:
                     raise click.ClickException(f"topic {topic!r} is not declared in {pipeline}")
                 # the declared pipeline's own ledger may start here; an override only with --create
@@ -263,32 +265,32 @@ def _is_standard_output(path: str) -> bool:
     return same_file(path, fd)
 
 
+EXPORT_PAGE = 50_000
+
+
 def _write_export(source: Source, layout, fmt: str, which: str, fh, condition: tuple[str, tuple] = ("1", ())) -> int:
     """Write the topic's rows to the binary file ``fh`` page by page; the row count."""
     from ..ledger.arrow import rows_to_arrow
+    from ..ledger.table import TopicTable
     from .output import progress
     from .tables import csv_lines
 
     decode = layout.decoder()
     where, params, fix = status_where(source, layout, which)
     params = (*params, *condition[1])
-    sql = f"{layout.select_sql()} WHERE {where} AND ({condition[0]}) AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
-    conn = source.ledger.conn
+    pages = TopicTable(source.ledger.conn, layout).scan(f"{where} AND ({condition[0]})", params, page=EXPORT_PAGE)
     columns = ["_id", "_created_at", "_status", "_parent_id", *layout.field_names]
-    last, written, writer = 0, 0, None
+    written, writer = 0, None
     if fmt == "csv":
         fh.write(next(csv_lines([], columns)).encode("utf-8"))
     elif fmt == "json":
         fh.write(b"[")
     try:
         with progress(f"export {layout.name}") as shown:
-            while True:
-                page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
-                if not page:
-                    break
-                last = page[-1][0]
+            for rows in pages:
+                page = [fix(row) for row in rows]
                 written += len(page)
-                if written > len(page) or len(page) == 50000:
+                if written > len(page) or len(page) == EXPORT_PAGE:
                     shown.update(f"{written} row(s) written", completed=written)
                 if fmt == "jsonl":
                     fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))
@@ -363,7 +365,7 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     if delimiter == quote:
         raise click.BadParameter(f"the delimiter and the quote character are both {quote!r}", param_hint="--quote")
     if master and not master.startswith("local") and not staging:
-        raise click.BadParameter(f"master {master!r} needs a staging URI every node sees", param_hint="--staging")
+        raise click.BadParameter(f"master {redact_url(master)!r} needs a staging URI every node sees", param_hint="--staging")
     check_staging(staging)  # a missing local directory: exit 1 before the JVM starts
     formats = {fmt or detect_format(p) for p in discover(list(paths))}  # missing files: exit 1 here
     if "csv" not in formats:

@@ -36,6 +36,8 @@ from .output import note, stage_running
 @click.option("--staging", help="Staging URI every node sees (file:///mnt/shared/mk, hdfs://..., s3a://...); "
               "default: the pipeline's [spark] staging. 'local' forces JDBC reads of the ledger.")
 @engine_options
+@click.option("--backup-before", metavar="DIR",
+              help="Snapshot the ledger into DIR before the first stage starts (see 'minikafka backup').")
 @json_option
 @verbose_option
 @pipeline_source_option
@@ -43,7 +45,7 @@ from .output import note, stage_running
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
         dry_run: bool, in_process: bool, source_override: str | None, staging: str | None,
         create_ledger: bool, as_json: bool, engine: str, remote: str | None, max_parallel: int | None,
-        idle_timeout: str | None) -> None:
+        idle_timeout: str | None, backup_before: str | None) -> None:
     """Run a pipeline's stages in DAG order, each as its own process, on a warm engine.
 
     Each stage is a small client of a warm engine (a Spark Connect server, see 'minikafka
@@ -87,7 +89,7 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
         result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
                               in_process=in_process, staging=staging, echo=note, running=stage_running,
                               engine=engine, remote=remote, max_parallel=max_parallel,
-                              idle_timeout=_duration(idle_timeout))
+                              idle_timeout=_duration(idle_timeout), backup_before=backup_before)
     except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
     if as_json:

@@ -19,6 +19,7 @@ from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write
 from ..util.clock import utc_now
 from ..util.procs import child_env as submit_env  # noqa: F401  (the stages' environment)
 from ..util.progress import heartbeat
+from ..util.redact import redact_url
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
 log = logging.getLogger("minikafka.pipelines")
@@ -311,7 +312,8 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                  stage: str | None = None, start: str | None = None, dry_run: bool = False,
                  in_process: bool = False, staging: str | None = None, echo=print,
                  running=None, engine: str = "submit", remote: str | None = None,
-                 max_parallel: int | None = None, idle_timeout: float | None = None) -> PipelineRun:
+                 max_parallel: int | None = None, idle_timeout: float | None = None,
+                 backup_before: str | None = None) -> PipelineRun:
     """Run the selected stages in DAG order.
 
     strict: after a failure no further stage starts (stages already running finish).
@@ -330,6 +332,9 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     ``staging``: a URI every node sees (default: the pipeline's ``[spark] staging``);
     needed on a non-local master, see ``minikafka.spark.staging``. On such a master the
     project's code is zipped and shipped to the executors.
+
+    ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.backups``)
+    before the first stage starts, so no stage of this run has committed into it.
 
     ``running(label)``: a context manager shown while a stage runs (the CLI's live spinner);
     default: a "still running" line through ``echo`` after 15 s, 30 s, 1 min, ...
@@ -370,6 +375,10 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
             echo(line)
         # nothing new anywhere: every stage records its empty run, no JVM, no engine
         idle = not any(_pending_in(source, defn, sd) for sd in chosen)
+    if backup_before and not dry_run:
+        from ..ledger.backups import backup
+
+        echo(backup(defn.source, backup_before).summary())
     if idle:
         for sd in chosen:
             echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
@@ -384,7 +393,8 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     except MasterUnreachableError as exc:
         if not dry_run:
             record_failed_run(defn, new_run_id("pipeline"), str(exc),
-                              details={"pipeline": defn.name, "master": master, "stages": [s.name for s in chosen],
+                              details={"pipeline": defn.name, "master": redact_url(master),
+                                       "stages": [s.name for s in chosen],
                                        "phase": "master check"})
         raise
     try:
