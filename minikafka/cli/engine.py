@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .app import main
-from .common import DefinitionProblem, load_with_source, pipeline_source_option, verbose_option
+from .common import load_with_source, pipeline_source_option, verbose_option
 from .output import note
 
 
@@ -59,8 +59,5 @@ def serve(pipeline: str | None, master: str | None, host: str | None, port: int 
         else:
             click.echo(f"stopped the engine at {url}")
         return
-    try:
-        serve_engine(defn, master=master, host=host, port=port, idle_timeout=_duration(idle_timeout) or None,
-                     echo=lambda m: click.echo(m, err=False))
-    except DefinitionProblem:
-        raise
+    serve_engine(defn, master=master, host=host, port=port, idle_timeout=_duration(idle_timeout) or None,
+                 echo=click.echo)
