@@ -285,6 +285,22 @@ class TopicTable:
         return self.conn.execute(f'{sql} WHERE {where} AND "_id" > ? AND "_id" <= ? ORDER BY "_id" LIMIT ?',
                                  (*params, after, upto, limit)).fetchall()
 
+    def page_before(self, before: int, limit: int, where: str = "1", params: tuple = (), *,
+                    select: str | None = None) -> list[tuple]:
+        """The last ``limit`` rows with id below ``before`` matching ``where``, in id order (a page
+        back from ``before``: the rows a person saw just before the page starting there)."""
+        sql = select or self.layout.select_sql()
+        rows = self.conn.execute(f'{sql} WHERE {where} AND "_id" < ? ORDER BY "_id" DESC LIMIT ?',
+                                 (*params, before, limit)).fetchall()
+        rows.reverse()
+        return rows
+
+    def first_from(self, row_id: int) -> tuple[int, str] | None:
+        """(id, ``_created_at``) of the first row at or above ``row_id`` (None above the last row):
+        one step of a bisection on creation time, which grows with the id."""
+        return self.conn.execute(f'SELECT "_id", "_created_at" FROM {self.layout.table} WHERE "_id" >= ? '
+                                 'ORDER BY "_id" LIMIT 1', (row_id,)).fetchone()
+
     def scan(self, where: str = "1", params: tuple = (), *, after: int = 0, upto: int | None = None,
              page: int = PAGE, select: str | None = None) -> Iterator[list[tuple]]:
         """Pages of at most ``page`` rows (:meth:`page`) above ``after`` until none is left;

@@ -1,0 +1,171 @@
+"""Reading a topic page by page for a person: counts, and rows by id ranges (never OFFSET).
+
+A page of rows is a range of ids: ``after`` (the last id of the previous page) going forward,
+``before`` (the first id of the next page) going back. Each page costs the rows it shows,
+however deep into a large topic it is; ``LIMIT ... OFFSET`` would read and throw away every
+row before the page. Each row can carry its status for every consumer of the topic. Every
+statement on the topic's rows goes through its ``TopicTable``; this module builds the
+conditions (positions and acks, from ``acks``) and shapes the rows for a page.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+
+from . import acks
+from .layout import TopicLayout
+from .table import TopicTable
+
+
+@dataclass
+class RowPage:
+    """One page of a topic's rows, oldest first.
+
+    ``rows``: dicts with ``_id``, ``_created_at``, ``_status``, ``_parent_id``, ``_partition``, then the
+    fields, then ``_consumers`` ({consumer: 'new' | 'handled'}). ``older``/``newer``: whether rows
+    matching the filter lie before the first or after the last row of the page.
+    """
+
+    rows: list[dict] = field(default_factory=list)
+    older: bool = False
+    newer: bool = False
+
+    @property
+    def first_id(self) -> int | None:
+        return self.rows[0]["_id"] if self.rows else None
+
+    @property
+    def last_id(self) -> int | None:
+        return self.rows[-1]["_id"] if self.rows else None
+
+
+def _count(table: TopicTable, where: str, cache: dict | None = None) -> int:
+    """Rows matching ``where`` (parameter-free: positions inlined), counted once per condition within
+    one read (``cache``): the topic's 'new' count and its slowest consumer's lag are often the same
+    id-range count."""
+    if cache is not None and where in cache:
+        return cache[where]
+    n = table.count(where)
+    if cache is not None:
+        cache[where] = n
+    return n
+
+
+def topic_counts(conn: sqlite3.Connection, layout: TopicLayout, cache: dict | None = None) -> dict[str, int]:
+    """``{"new", "handled", "total", "high_watermark"}`` of a topic, as ``minikafka topics`` counts them.
+
+    'new' costs an id-range count when no row above the consumers' positions was acked out of
+    order (the usual case); otherwise every row above them is checked. The row count and the
+    high watermark are asked apart: count(*) alone reads the smallest index, max("_id") one row.
+    """
+    table = TopicTable(conn, layout)
+    total, high = table.count(), table.high_watermark()
+    new = _new_count(conn, table, cache)
+    return {"new": new, "handled": total - new, "total": total, "high_watermark": high}
+
+
+def _new_count(conn: sqlite3.Connection, table: TopicTable, cache: dict | None) -> int:
+    topic = table.layout.name
+    handled = acks.handled_positions(conn, topic)
+    cids = acks.consumer_ids(conn, topic)
+    # a row is new unless every consumer is past it: above the lowest position of the consumers
+    lows = dict(handled)
+    if cids:
+        offsets = [acks.committed_offsets(conn, cid) for cid in cids]
+        lows = {p: min(max(o.get(p, 0), h) for o in offsets) for p, h in handled.items()}
+    lowest = min(lows.values(), default=0)
+    # rows acked out of order above it: only the row-by-row definition counts them right
+    if acks._has_marks_above(conn, topic, lowest) or any(acks._has_acks_above(conn, c, lowest) for c in cids):
+        return table.count(*acks.pending_filter(None, topic))
+    return _count(table, acks._positions_sql(lows, ">", lows) if lows else "0", cache)
+
+
+def consumer_lag(conn: sqlite3.Connection, topic: str, consumer_id: int, cache: dict | None = None,
+                 layout: TopicLayout | None = None) -> dict[int, int]:
+    """{partition: rows pending for the consumer}, as ``acks.lag``; an id-range count per partition
+    when nothing above the consumer's position was acked out of order."""
+    from .catalog import read_layout
+
+    table = TopicTable(conn, layout or read_layout(conn, topic))
+    n = acks.partition_count(conn, topic)
+    if n == 1:  # the whole topic: no partition term, so a plain id range
+        return {0: _count(table, acks.pending_sql(conn, topic, consumer_id), cache)}
+    return {p: _count(table, acks.pending_sql(conn, topic, consumer_id, [p]), cache) for p in range(n)}
+
+
+def row_page(conn: sqlite3.Connection, layout: TopicLayout, *, after: int | None = None, before: int | None = None,
+             condition: tuple[str, tuple] = ("1", ()), limit: int = 50) -> RowPage:
+    """The ``limit`` rows matching ``condition`` just after id ``after`` (default: from the start),
+    or, with ``before``, just before id ``before``.
+
+    Args:
+        condition: an SQL condition on the topic table and its parameters (``filters.where_clause``).
+    """
+    cond, cond_params = condition
+    consumers = [(name, acks.find_consumer(conn, layout.name, name)) for name in acks.consumer_names(conn, layout.name)]
+    extra, extra_params = "", []
+    for _, cid in consumers:
+        done, dparams = acks.done_filter(cid)
+        extra += f", CASE WHEN {done} THEN 'handled' ELSE 'new' END"
+        extra_params.extend(dparams)
+    select = layout.select_sql().replace(f" FROM {layout.table}", f"{extra} FROM {layout.table}", 1)
+    table = TopicTable(conn, layout)
+    params = (*extra_params, *cond_params)  # the select's marks come first in the statement
+    if before is not None:
+        fetched = table.page_before(before, limit + 1, cond, params, select=select)
+        more, fetched = len(fetched) > limit, fetched[-limit:] if fetched else fetched
+    else:
+        fetched = table.page(after or 0, limit + 1, cond, params, select=select)
+        more, fetched = len(fetched) > limit, fetched[:limit]
+    decode = layout.decoder()
+    handled = acks.handled_positions(conn, layout.name)
+    at = layout.partition_index
+    rows = []
+    for r in fetched:
+        row = {"_id": r[0], "_created_at": r[1], "_status": acks.status_of(r[2], r[0], r[at], handled),
+               "_parent_id": r[4], "_partition": r[at]}
+        row.update(decode(r[:at + 1]))
+        row["_consumers"] = {name: r[at + 1 + i] for i, (name, _) in enumerate(consumers)}
+        rows.append(row)
+    page = RowPage(rows)
+    if rows:
+        cheap = 'SELECT "_id" FROM ' + layout.table  # existence only: no status columns
+        page.older = more if before is not None else bool(table.page_before(rows[0]["_id"], 1, cond, cond_params,
+                                                                             select=cheap))
+        page.newer = more if before is None else bool(table.page(rows[-1]["_id"], 1, cond, cond_params,
+                                                                 select=cheap))
+    return page
+
+
+def ids_created_between(conn: sqlite3.Connection, layout: TopicLayout, since: str, until: str | None,
+                        margin_s: float = 5.0) -> tuple[int, int]:
+    """(lowest, highest) id of the rows created from ``since`` to ``until`` (None: now), each end widened
+    by ``margin_s`` seconds; found by bisecting the ids (ids grow with creation time), not by a scan.
+
+    Bounds the search for the rows one run wrote (``_run_id`` has no index).
+    """
+    from datetime import timedelta
+
+    from ..util.clock import format_timestamp, parse_timestamp
+
+    lo_time = format_timestamp(parse_timestamp(since) - timedelta(seconds=margin_s))
+    hi_time = None if until is None else format_timestamp(parse_timestamp(until) + timedelta(seconds=margin_s))
+    table = TopicTable(conn, layout)
+    top = table.high_watermark()
+
+    def first_at_or_after(when: str, *, strictly: bool = False) -> int:
+        """The smallest id whose row was created at (unless ``strictly``) or after ``when`` (top + 1 when none)."""
+        lo, hi = 1, top + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = table.first_from(mid)
+            if row is None or row[1] > when or (row[1] == when and not strictly):
+                hi = mid
+            else:
+                lo = row[0] + 1
+        return lo
+
+    first = first_at_or_after(lo_time)
+    last = top if hi_time is None else first_at_or_after(hi_time, strictly=True) - 1
+    return first, last
