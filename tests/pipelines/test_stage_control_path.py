@@ -1,6 +1,6 @@
-"""The control path of one stage, traced statement by statement: the ledger is opened once
-per process (the runner, and the job spark-submit starts: twice), the stage's consumer is
-registered once, and each of its topics' layouts is read once.
+"""The control path of one stage, traced statement by statement: the stage's process (the job
+spark-submit or the engine's client starts) opens the ledger once, registers the stage's
+consumer once and reads each of its topics' layouts once.
 
 Every connection the ledger opens is traced (``sqlite3.connect`` in ``ledger.connection``),
 so a statement run on a second connection, or a second connection itself, is counted too.
@@ -16,7 +16,6 @@ import pytest
 import minikafka.ledger.connection as connection
 from minikafka import job
 from minikafka.pipelines import load_pipeline
-from minikafka.pipelines.runner import open_source, run_pipeline
 from tests.pipelines.helpers import generate, homelab_copy
 from tests.pipelines.test_runner import ingest
 
@@ -70,15 +69,3 @@ def test_a_stage_under_spark_submit_opens_the_ledger_once_registers_once_reads_e
     assert trace.opened == 1
     assert trace.registrations() == 1
     assert trace.layout_reads(INPUT) == 1 and trace.layout_reads(OUTPUT) == 1
-
-
-def test_a_stage_run_in_process_by_the_runner_opens_the_ledger_once_registers_once_reads_each_layout_once(
-        pipeline, monkeypatch):
-    trace = Trace(monkeypatch, str(pipeline.source))
-    result = run_pipeline(pipeline, in_process=True, stage=STAGE, echo=lambda m: None)
-    assert result.ok and result.outcomes[0].run["rows_in"] > 0
-    assert trace.opened == 1
-    assert trace.registrations() == 1
-    assert trace.layout_reads(INPUT) == 1 and trace.layout_reads(OUTPUT) == 1
-    with open_source(pipeline, register=False) as source:  # and the stage did commit through it
-        assert source.topic(OUTPUT, pipeline.topics[OUTPUT].model, dedup=pipeline.topics[OUTPUT].dedup or None).count()
