@@ -14,11 +14,12 @@ from pydantic import BaseModel
 from ..errors import StreamingConfigError
 from ..ledger import catalog
 from ..ledger.identifiers import validate_consumer_name
+from ..util import clock
 from ..util.procs import concurrency_limit
 from .core.rows import StreamRows
 from .core.transaction import Transaction
 from .modes.streaming import StreamingConsumer, consumer_name
-from .modes.windows import check_emitter_arguments, make_emitter
+from .modes.windows import Window, WindowEmitter, check_emitter_arguments, make_emitter
 from .topic import Topic
 
 if TYPE_CHECKING:
@@ -162,3 +163,7 @@ def streaming(source: SourceHandle, name: str, fn: Callable | None = None, *, si
         return loop.start()
 
     return start if fn is None else start(fn)  # start() checks the function's name before opening anything
+
+
+__all__ = ["JsonObject", "Stream", "StreamingConsumer", "Window", "WindowEmitter", "clock", "open_stream",
+           "streaming"]
