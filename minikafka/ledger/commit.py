@@ -28,7 +28,7 @@ from ..errors import ConcurrentRunError, InvalidRecordError
 from ..util.clock import utc_now
 from ..util.faults import checkpoint
 from ..util.gcpause import gc_paused
-from . import acks
+from . import acks, counts
 from .catalog import read_layout
 from .connection import Ledger
 from .layout import TopicLayout
@@ -165,6 +165,7 @@ def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResul
         run.rows_out += written
         run.rows_duplicate += len(rows) - written
         offset += n
+    counts.note_appended_in_current_transaction(conn, layout.name, partitions=layout.partitions)
 
 
 def _explain(layout: TopicLayout, exc: Exception, rows: list[tuple], offset: int) -> Exception:

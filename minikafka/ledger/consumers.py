@@ -5,8 +5,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import asdict, dataclass
 
-from . import acks
-from .identifiers import quote_identifier
+from . import counts
 
 
 @dataclass
@@ -36,9 +35,7 @@ def consumer_info(conn: sqlite3.Connection, topic: str | None = None) -> list[Co
     ).fetchall()
     out = []
     for cid, t, name, created in rows:
-        table = quote_identifier(t)
-        pending, pparams = acks.pending_filter(cid, t)
-        lag = conn.execute(f"SELECT count(*) FROM {table} WHERE {pending}", pparams).fetchone()[0]
+        lag = sum(counts.pending_counts(conn, t, cid).values())
         times = [conn.execute("SELECT max(acked_at) FROM _minikafka_acks WHERE consumer_id = ?", (cid,)).fetchone()[0],
                  # offsets moved after registration (in-order acks and commits move the offset, no ack row)
                  conn.execute("SELECT max(updated_at) FROM _minikafka_offsets WHERE consumer_id = ? AND updated_at > ?",

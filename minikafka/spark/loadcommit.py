@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import repeat
 
 from ..api.source import Source
-from ..ledger import acks, loads, rowfiles
+from ..ledger import acks, counts, loads, rowfiles
 from ..ledger.layout import TopicLayout
 from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ..ledger.runlog import RunResult
@@ -140,6 +140,8 @@ def commit_slices(source: Source, layout: TopicLayout, file_name: str, sha256: s
             with gc_paused(), source.ledger.atomic() as conn:
                 top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
                 inserted = piece.insert(conn, top) if piece.accepted else 0
+                if inserted:
+                    counts.note_appended_in_current_transaction(conn, layout.name, partitions=layout.partitions)
                 if as_handled and inserted:
                     acks.mark_appended_handled_in_current_transaction(conn, layout.name, top, now)
                 quarantine_in_current_transaction(conn, (

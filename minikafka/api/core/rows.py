@@ -22,7 +22,7 @@ from ...errors import (
     SchemaMismatchError,
     UnknownStatusError,
 )
-from ...ledger import acks
+from ...ledger import acks, counts
 from ...ledger.columns import json_value_refusal
 from ...ledger.connection import Ledger
 from ...ledger.events import Event
@@ -174,6 +174,8 @@ class TopicRows(Generic[ModelT]):
             raise self.layout.explain_write_error(exc, [values], conn=conn) from None
         if cur.rowcount == 0:
             return None, partition
+        counts.note_appended_in_current_transaction(conn, self.name, partitions=self.layout.partitions,
+                                                    top=cur.lastrowid)
         return cur.lastrowid, partition
 
     def _high_watermark_on(self, conn: sqlite3.Connection) -> int:
@@ -244,6 +246,8 @@ class TopicRows(Generic[ModelT]):
         except (sqlite3.IntegrityError, OverflowError) as exc:
             raise self.layout.explain_write_error(exc, values, conn=conn, existing_upto=before) from None
         written = conn.total_changes - changes
+        if written:
+            counts.note_appended_in_current_transaction(conn, self.name, partitions=self.layout.partitions)
         if status == "handled" and written:
             acks.mark_appended_handled_in_current_transaction(conn, self.name, before, now)
         if self.ledger.on_event and written:
@@ -370,9 +374,14 @@ class TopicRows(Generic[ModelT]):
             UnknownStatusError: status is not None, 'new' or 'handled'.
         """
         check_status(status)
-        where, params = self.status_filter(status, self.consumer_id(consumer))
-        sql = f"SELECT count(*) FROM {self.layout.table} WHERE {where}"
-        return self.conn.execute(sql, params).fetchone()[0]
+        consumer_id = self.consumer_id(consumer)
+        if status is None:
+            return counts.total_rows(self.conn, self.name)
+        if consumer_id is None:
+            tally = counts.topic_counts(self.conn, self.name)
+            return tally.new if status == "new" else tally.handled
+        pending = sum(counts.pending_counts(self.conn, self.name, consumer_id).values())
+        return pending if status == "new" else counts.total_rows(self.conn, self.name) - pending
 
     # -- acking ------------------------------------------------------------------------
     def set_handled(self, _id: int | None = None, *, record: Record | None = None, consumer: str | None = None) -> None:

@@ -24,7 +24,7 @@ from ...errors import (
     PipelineError,
     TopicNotFoundError,
 )
-from ...ledger import acks
+from ...ledger import acks, counts
 from ...ledger.events import Event
 from ...ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ...util.clock import utc_now
@@ -362,6 +362,8 @@ class _GroupRun:
                 for target, rows in per_target.values():
                     first = target.high_watermark() + 1 if target.layout.partitions > 1 else 0
                     conn.executemany(target.layout.insert_sql(lineage=True), target.layout.with_partitions(rows, first))
+                    counts.note_appended_in_current_transaction(conn, target.name,
+                                                                partitions=target.layout.partitions)
                 acks.ack_many_in_current_transaction(
                     conn, self.topic.name, [record.id for record, _o, _e in batch], consumer_id, now, consumers
                 )
