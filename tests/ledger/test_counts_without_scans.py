@@ -207,7 +207,7 @@ def test_writers_in_several_processes_leave_counts_exact(db_path):
     for child in children:
         assert child.wait(timeout=120) == 0
     with Source(db_path) as src:
-        t = make(src)
+        make(src)
         src.group("a").commit("t", 0, 100)
         assert counted(src, "t") == scanned(src, "t") == {"total": 360, "new": 260, "a": {0: 260}}
 
