@@ -63,6 +63,7 @@ from .errors import (
     QueueNotFoundError,
     ReadOnlyLedgerError,
     RenderError,
+    ScheduleConfigError,
     ScheduleNotFoundError,
     SchemaMismatchError,
     SourceClosedError,
@@ -86,7 +87,7 @@ __version__ = "0.2.0"
 
 def _load_spark_engine():
     # the root is the top layer: it may point down at the engine; the API may not
-    from .spark import arms
+    from .spark.stages import arms
 
     return arms
 
@@ -146,6 +147,7 @@ __all__ = [
     "JobNotFoundError",
     "JobNotOursError",
     "JobInfo",
+    "ScheduleConfigError",
     "ScheduleNotFoundError",
     "Scheduler",
     "LedgerError",

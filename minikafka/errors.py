@@ -306,6 +306,12 @@ class ScheduleNotFoundError(MinikafkaError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ScheduleConfigError(MinikafkaError, ValueError):
+    """A schedule cannot be added as asked: a cron expression that is not five fields, or a
+    queue whose topic has dedup fields (a schedule enqueues the same payload every time, so
+    every fire after the first would be a duplicate); the message names the schedule."""
+
+
 class JobCancelledError(MinikafkaError):
     """``q.result``: the job was cancelled, it has no result."""
 

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from .pipelines.definition import load_pipeline
     from .pipelines.runner import build_stage, open_source, require_ledger
     from .spark.session import build_session
-    from .spark.stage import run_stage
+    from .spark.stages.stage import run_stage
 
     try:
         defn = load_pipeline(args.pipeline)
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
         with open_source(defn, create=False, register=not args.dry_run) as source:  # a dry run registers nothing
             if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
-                from .spark.chunks import combine, run_stage_in_chunks
+                from .spark.stages.chunks import combine, run_stage_in_chunks
 
                 row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
                                                   run_id=args.run_id, dry_run=args.dry_run, staging=args.staging))

@@ -65,7 +65,7 @@ def run(tmp: Path, args) -> None:
 
     from minikafka.connectors.ingest import ingest_jsonl
     from minikafka.spark import build_session
-    from minikafka.spark.backfill import backfill
+    from minikafka.spark.loading.backfill import backfill
     from schemas.homelab import RssItem
 
     t0 = time.perf_counter()
@@ -123,7 +123,7 @@ def run(tmp: Path, args) -> None:
 
 def random_keys(spark, tmp: Path, items: int, sorted_rate: float) -> None:
     """The same number of items, URLs hashed (keys in random order), into an empty topic."""
-    from minikafka.spark.backfill import backfill
+    from minikafka.spark.loading.backfill import backfill
     from schemas.homelab import RssItem
 
     dump = tmp / "random.jsonl.gz"

@@ -57,7 +57,7 @@ def generate(dump: Path, items: int, start: int) -> None:
 
 
 def backfills(spark, tmp: Path, rows: int, dumps: int) -> Path:
-    from minikafka.spark.backfill import backfill
+    from minikafka.spark.loading.backfill import backfill
     from schemas.homelab import RssItem
 
     per_dump = rows // dumps
@@ -99,7 +99,7 @@ def backfills(spark, tmp: Path, rows: int, dumps: int) -> Path:
 
 
 def stage_commits(spark, tmp: Path, rows: int) -> None:
-    import minikafka.spark.stage as stage_module
+    import minikafka.spark.stages.stage as stage_module
     from minikafka.spark import run_stage
 
     stage_module.FOLLOW_WRITE = False  # the commit step timed alone

@@ -2,7 +2,7 @@
 
 Same data, same stage (select + arithmetic, dedup on a string key, empty target), after a
 small warm-up. By default the commit reads Spark's output while the write job still runs
-(``spark/follow.py``); the script also runs the stage with the commit after the write
+(``spark/stages/follow.py``); the script also runs the stage with the commit after the write
 (the simpler path) and prints the ratio. Runs, in this order in one JVM:
 
 1. JDBC path, the first 1,000,000-row stage of this JVM (its code not yet compiled by the
@@ -33,7 +33,7 @@ TARGET = 250_000
 
 
 def timed(spark, path: str, staging: str | None, follow: bool):
-    import minikafka.spark.stage as stage_module
+    import minikafka.spark.stages.stage as stage_module
     from minikafka.spark import run_stage
 
     stage_module.FOLLOW_WRITE = follow

@@ -158,7 +158,7 @@ def memory_child(path: str, window: int) -> None:
     from pyspark.sql import functions as F
 
     from minikafka.spark import Stage, build_session
-    from minikafka.spark.chunks import run_stage_in_chunks
+    from minikafka.spark.stages.chunks import run_stage_in_chunks
 
     spark = build_session(master="local[2]", conf={"spark.driver.memory": "1g"})
     jvm = jvm_pid()

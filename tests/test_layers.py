@@ -236,3 +236,38 @@ def test_every_import_from_the_package_names_something_that_exists():
                     except ImportError:
                         missing.append(f"{name}:{node.lineno} imports {alias.name} from {target}")
     assert not missing, "\n".join(missing)
+
+
+# -- inside spark/: two wings beside what both share --------------------------------------------
+# spark/stages/ (a stage over the ledger) and spark/loading/ (backfill) each import the shared
+# modules (spark/session.py, staging.py, types.py) and the layers below, never the other wing;
+# the shared modules import neither wing. The package's __init__ is the face and may name both.
+SPARK_WINGS = ("stages", "loading")
+
+
+def spark_room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["minikafka", "spark"] or module == "minikafka.spark":
+        return None
+    return parts[2] if parts[2] in SPARK_WINGS else "shared"
+
+
+def test_spark_wings_import_the_shared_modules_never_each_other():
+    wrong = []
+    for module, targets in graph().items():
+        mine = spark_room(module)
+        if mine is None:
+            continue
+        for target in targets:
+            theirs = spark_room(target)
+            if theirs in SPARK_WINGS and theirs != mine:
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    assert not wrong, "spark/ wings import only what both share:\n" + "\n".join(sorted(wrong))
+
+
+def test_spark_holds_two_wings_and_the_shared_modules():
+    spark = PACKAGE / "spark"
+    wings = sorted(p.name for p in spark.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    shared = sorted(p.name for p in spark.glob("*.py"))
+    assert wings == sorted(SPARK_WINGS), wings
+    assert shared == ["__init__.py", "session.py", "staging.py", "types.py"], shared

@@ -356,8 +356,8 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
 
     Example: minikafka backfill --source data/homelab.sqlite rss.items 'examples/dumps/*.jsonl.gz'
     """
-    from ..spark.backfill import backfill as run_backfill
-    from ..spark.backfill import check_staging, detect_format, discover
+    from ..spark.loading.backfill import backfill as run_backfill
+    from ..spark.loading.backfill import check_staging, detect_format, discover
 
     ctx = click.get_current_context()
     if delimiter == quote:

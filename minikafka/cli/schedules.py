@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 
 import click
@@ -26,8 +27,27 @@ def schedule() -> None:
 
 def _echo(info) -> None:
     what = f"cron {info.cron!r}" if info.cron else f"every {info.every:g}s"
-    state = "paused" if info.paused else f"next {info.next_due.isoformat()}"
+    if info.queue_dropped:
+        state = "queue dropped: fires nothing (open the queue again, or remove the schedule)"
+    else:
+        state = "paused" if info.paused else f"next {info.next_due.isoformat()}"
     click.echo(f"{info.name:20} {info.queue:20} {what:24} {state}  payload={json.dumps(info.payload)}")
+    if info.last_error:
+        click.echo(f"{'':20} skipped {info.skipped} fire(s), last at {info.last_error_at.isoformat()}: "
+                   f"{info.last_error}")
+
+
+def _echo_skip(s) -> None:
+    click.echo(f"{s.schedule}: skipped due {s.due.isoformat()}: {s.error}")
+
+
+def _skips_said_here() -> None:
+    """These commands print each skipped fire themselves: the library's warning about it is not
+    repeated on stderr by Python's last-resort handler (``--debug`` still shows it)."""
+    logger = logging.getLogger("minikafka.schedules")
+    handler = logging.NullHandler()
+    logger.addHandler(handler)
+    click.get_current_context().call_on_close(lambda: logger.removeHandler(handler))
 
 
 @schedule.command("list")
@@ -61,7 +81,8 @@ def list_(source: Source, as_json: bool) -> None:
 @with_source
 def add(source: Source, name: str, queue_name: str, cron: str | None, every: float | None, payload: str,
         priority: int, max_catch_up: int, as_json: bool) -> None:
-    """Create or replace the schedule NAME.
+    """Create the schedule NAME, or replace it by another definition (the same one again changes
+    nothing: its clock keeps running). A queue whose topic has dedup fields is refused.
 
     Example: minikafka schedule add ping --queue rss.summarise --every 300 --payload '{"url": "https://example.com/ping", "body": "ping"}' -s data/homelab.sqlite
     """
@@ -108,17 +129,34 @@ for _action in ("pause", "resume", "remove"):
 def tick(source: Source, as_json: bool) -> None:
     """Fire what is due now (when no other process holds the leader lease), then exit: for cron.
 
+    When another process holds the lease, says which and until when (on stderr with --json).
+    A schedule that cannot fire is skipped, and said so; the others fire.
+
     Example: * * * * * minikafka schedule tick -s data/homelab.sqlite
     """
+    _skips_said_here()
     sched = source.scheduler()
     fired = sched.tick()
+    lease = sched.lease()
     sched.release()  # a one-shot: the next tick (this command again, or a `schedule run`) may lead
+    other = None
+    if lease is not None and lease.holder != sched.holder:
+        other = (f"nothing fired: another process leads ({lease.holder!r} holds the scheduler lease until "
+                 f"{lease.expires_at.isoformat()})")
     if as_json:
         echo_json([{"schedule": f.schedule, "due": f.due.isoformat(), "job_id": f.job_id} for f in fired])
+        for s in sched.skipped:
+            click.echo(f"{s.schedule}: skipped due {s.due.isoformat()}: {s.error}", err=True)
+        if other:
+            click.echo(other, err=True)
         return
     for f in fired:
         click.echo(f"{f.schedule}: due {f.due.isoformat()} -> job {f.job_id}")
-    if not fired:
+    for s in sched.skipped:
+        _echo_skip(s)
+    if other:
+        click.echo(other)
+    elif not fired and not sched.skipped:
         click.echo("nothing due")
 
 
@@ -127,14 +165,27 @@ def tick(source: Source, as_json: bool) -> None:
 def run(source: Source) -> None:
     """Tick until interrupted (Ctrl-C or SIGTERM), firing each due time as it comes.
 
+    A schedule that cannot fire is skipped (a line says why); the others keep firing.
+
     Example: minikafka schedule run -s data/homelab.sqlite
     """
     import signal
 
+    _skips_said_here()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    counts = {"fired": 0, "skipped": 0}
+
+    def fire(f) -> None:
+        counts["fired"] += 1
+        click.echo(f"{f.schedule}: due {f.due.isoformat()} -> job {f.job_id}")
+
+    def skip(s) -> None:
+        counts["skipped"] += 1
+        _echo_skip(s)
+
     try:
-        source.scheduler().run(stop, on_fire=lambda f: click.echo(f"{f.schedule}: due {f.due.isoformat()} "
-                                                                  f"-> job {f.job_id}"))
+        source.scheduler().run(stop, on_fire=fire, on_skip=skip)
     except KeyboardInterrupt:
         pass
+    click.echo(f"schedule run: fired {counts['fired']} due time(s), skipped {counts['skipped']}")

@@ -3,7 +3,7 @@
 Every line is validated on its own, first by pydantic-core's JSON validator (one call in
 Rust); a line it refuses takes the exact path (``json.loads``, then the model), which
 gives the verdict and the reason, so the fast validator only ever saves time (the two
-agree on every line both accept: ``tests/spark/backfill/test_fast_json.py``). Lines that
+agree on every line both accept: ``tests/spark/loading/test_fast_json.py``). Lines that
 are not UTF-8, malformed JSON and rows the model rejects go to the quarantine with their
 ``file:line`` origin and reason; the valid
 rows are appended in one transaction, duplicates of the dedup key skipped. The file is

@@ -15,11 +15,12 @@ block added since is an empty TEMP table.
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -37,6 +38,8 @@ from ..util.clock import utc_now
 from . import upgrade
 from .events import Event, Observer, deliverer, notify
 from .schema import LEDGER_FORMAT, MIN_SQLITE, missing_objects, schema_statements, temp_table_statement
+
+log = logging.getLogger("minikafka.ledger")
 
 CACHE_KIB = 64 * 1024  # the page cache each connection may grow to
 
@@ -202,6 +205,7 @@ class Ledger:
         self._owner = threading.get_ident()
         self._depth = 0
         self._pending: list[Event] = []
+        self._undo: list[Callable[[], None]] = []  # on_rollback callbacks of the open transaction
         self._conn: sqlite3.Connection | None = None
         self._busy_timeout = busy_timeout
         self._committer = None  # this process's GroupCommitter for the file, once used
@@ -382,6 +386,7 @@ class Ledger:
                 del self._pending[mark:]
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                self._run_undo(0)
                 if isinstance(exc, sqlite3.OperationalError) and _is_read_only(exc):
                     raise self._read_only_error(exc) from exc
                 raise
@@ -392,14 +397,17 @@ class Ledger:
                 del self._pending[mark:]
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                self._run_undo(0)
                 raise LedgerError(f"commit failed on {self.path!r}: {exc}") from exc
             self._depth = 0
+            self._undo = []
             events, self._pending = self._pending, []
             notify(self._on_event, events, deliver=self._deliver)
             return
         # one name per depth keeps the SQL text constant, so sqlite3's statement cache hits
         name = f"mk_sp_{self._depth}"
         mark = len(self._pending)
+        undo_mark = len(self._undo)
         conn.execute(f"SAVEPOINT {name}")
         self._depth += 1
         try:
@@ -409,9 +417,29 @@ class Ledger:
             del self._pending[mark:]
             conn.execute(f"ROLLBACK TO {name}")
             conn.execute(f"RELEASE {name}")
+            self._run_undo(undo_mark)
             raise
         self._depth -= 1
         conn.execute(f"RELEASE {name}")
+
+    def on_rollback(self, undo: Callable[[], None]) -> None:
+        """Call ``undo()`` if what was written so far in the open transaction is rolled back
+        (the transaction, or the savepoint open now); forget it once the transaction commits.
+
+        For in-memory state that mirrors a write (a Job marked finished by an ack inside the
+        caller's transaction): the state follows the transaction's outcome. Outside a
+        transaction nothing can roll back, and ``undo`` is dropped.
+        """
+        if self._depth:
+            self._undo.append(undo)
+
+    def _run_undo(self, mark: int) -> None:
+        undo, self._undo[mark:] = self._undo[mark:], []
+        for fn in reversed(undo):
+            try:
+                fn()
+            except Exception:  # an undo must never hide the error that rolled back
+                log.exception("an on_rollback callback failed")
 
     def _read_only_error(self, exc: sqlite3.Error) -> ReadOnlyLedgerError:
         return ReadOnlyLedgerError(

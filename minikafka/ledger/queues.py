@@ -56,6 +56,13 @@ def find_queue(conn: sqlite3.Connection, topic: str, consumer: str) -> tuple[str
     return None if row is None else (row[0], row[1])
 
 
+def consumer_id(conn: sqlite3.Connection, topic: str, consumer: str) -> int | None:
+    """The consumer id of the queue (None: there is no such queue)."""
+    row = conn.execute("SELECT consumer_id FROM _minikafka_queues WHERE topic = ? AND consumer = ?",
+                       (topic, consumer)).fetchone()
+    return None if row is None else row[0]
+
+
 def queue_pairs(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     """(topic, consumer) of every stored queue, sorted."""
     return [(r[0], r[1]) for r in conn.execute("SELECT topic, consumer FROM _minikafka_queues ORDER BY topic, consumer")]
@@ -260,15 +267,27 @@ def outcome(conn: sqlite3.Connection, consumer_id: int, row_id: int) -> tuple | 
 
 def save_outcome_in_current_transaction(conn: sqlite3.Connection, consumer_id: int, row_id: int, what: str,
                                         result: str | None, now: int, keep_until: int) -> None:
-    """Record a finished job's outcome and prune the outcomes kept past their time."""
-    conn.execute("DELETE FROM _minikafka_job_outcomes WHERE keep_until <= ?", (now,))
+    """Record a finished job's outcome and prune the outcomes kept past their time.
+
+    A cancellation is never pruned (``keep_until`` bounds only how long a result is kept): its
+    row is the only trace that tells a cancelled job from a done one, both being acked rows.
+    """
+    prune_outcomes_in_current_transaction(conn, now)
     conn.execute(
         "INSERT OR REPLACE INTO _minikafka_job_outcomes (consumer_id, row_id, outcome, result, finished_at, "
         "keep_until) VALUES (?, ?, ?, ?, ?, ?)", (consumer_id, row_id, what, result, now, keep_until))
 
 
 def prune_outcomes_in_current_transaction(conn: sqlite3.Connection, now: int) -> int:
-    return conn.execute("DELETE FROM _minikafka_job_outcomes WHERE keep_until <= ?", (now,)).rowcount
+    """Done jobs' outcomes (their results) kept past their time go; cancellations stay."""
+    return conn.execute("DELETE FROM _minikafka_job_outcomes WHERE keep_until <= ? AND outcome = 'done'",
+                        (now,)).rowcount
+
+
+def count_outcomes(conn: sqlite3.Connection, consumer_id: int, what: str) -> int:
+    """Outcomes ``what`` ('cancelled', 'done') kept for the queue."""
+    return conn.execute("SELECT count(*) FROM _minikafka_job_outcomes WHERE consumer_id = ? AND outcome = ?",
+                        (consumer_id, what)).fetchone()[0]
 
 
 def cancel_in_current_transaction(conn: sqlite3.Connection, consumer_id: int, row_id: int) -> bool:
@@ -282,16 +301,20 @@ def revive_dead_in_current_transaction(conn: sqlite3.Connection, consumer_id: in
                                        now_ms: int) -> list[int]:
     """Dead rows of a queue back to pending with fresh attempts; returns the row ids moved.
 
-    The caller removes their quarantine rows (``Queue.requeue``, or the generic quarantine
+    An expiry (``expires_at``) already past is cleared: the job was requeued to run. The caller removes their quarantine rows (``Queue.requeue``, or the generic quarantine
     requeue for rows whose ``origin`` is ``'queue'``).
     """
-    moved = conn.execute(
+    moved = [r[0] for r in conn.execute(
         "UPDATE _minikafka_queue_jobs SET state = 'pending', attempts = 0, run_at = ?, worker_id = NULL, "
         "lease_expires_at = NULL WHERE consumer_id = ? AND state = 'dead' "
         "AND row_id IN (SELECT value FROM json_each(?)) RETURNING row_id",
         (now_ms, consumer_id, json.dumps([int(i) for i in row_ids])),
-    ).fetchall()
-    return [r[0] for r in moved]
+    ).fetchall()]
+    if moved:  # an expiry already past would send the job straight back to the dead letter
+        conn.execute(
+            "UPDATE _minikafka_job_options SET expires_at = NULL WHERE consumer_id = ? AND expires_at <= ? "
+            "AND row_id IN (SELECT value FROM json_each(?))", (consumer_id, now_ms, json.dumps(moved)))
+    return moved
 
 
 def dead_row_ids(conn: sqlite3.Connection, consumer_id: int) -> list[int]:

@@ -300,7 +300,9 @@ CREATE INDEX IF NOT EXISTS _minikafka_job_outcomes_expiry ON _minikafka_job_outc
 """
 
 # Periodic jobs: one row per schedule of a queue; one row per fired due time (the UNIQUE key
-# that makes a due time fire once across processes); leader leases (expiring rows).
+# that makes a due time fire once across processes; row_id NULL: the fire was skipped); the
+# last failure of a schedule that could not fire and how many fires it skipped; leader
+# leases (expiring rows).
 SCHEDULES = """
 CREATE TABLE IF NOT EXISTS _minikafka_schedules (
     name TEXT PRIMARY KEY,
@@ -324,6 +326,14 @@ CREATE TABLE IF NOT EXISTS _minikafka_schedule_fires (
     row_id INTEGER,
     fired_at INTEGER NOT NULL,
     PRIMARY KEY (schedule, due)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS _minikafka_schedule_errors (
+    schedule TEXT PRIMARY KEY,
+    due INTEGER NOT NULL,
+    error TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    skipped INTEGER NOT NULL DEFAULT 1
 ) STRICT, WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS _minikafka_leases (

@@ -229,7 +229,7 @@ def select_stages(defn: PipelineDefinition, *, stage: str | None = None, start: 
 
 
 def build_stage(defn: PipelineDefinition, sd: StageDefinition):
-    from ..spark.stage import Stage
+    from ..spark.stages.stage import Stage
 
     module = sd.job_module()
     return Stage(sd.name, sd.inputs, sd.outputs, transform=getattr(module, "transform", None),
@@ -487,7 +487,7 @@ def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
 def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
                     staging: str | None = None, upto: dict[str, int] | None = None) -> StageOutcome:
     from ..errors import StageRunningError, StagingError
-    from ..spark.stage import StageFailed, run_stage
+    from ..spark.stages.stage import StageFailed, run_stage
 
     t0 = time.perf_counter()
     for key, value in sd.spark.items():
@@ -496,7 +496,7 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
     with open_source(defn, register=not dry_run) as source:
         try:
             if sd.window_rows:  # a backlog in chunks of N input rows, one commit each
-                from ..spark.chunks import combine, run_stage_in_chunks
+                from ..spark.stages.chunks import combine, run_stage_in_chunks
 
                 row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
                                                   dry_run=dry_run, upto=upto, staging=staging))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from ..errors import StagingError
@@ -27,9 +28,18 @@ from ..ledger.identifiers import quote_identifier
 from ..ledger.layout import META_SELECT, TopicLayout
 from .types import META_STORAGE, storage_sql_type
 
+if TYPE_CHECKING:
+    from ..api.source import Source
+
 LOCAL = "local"  # the JDBC path even on a non-local master (only right when every node sees this disk)
 EXPORT_ROWS_PER_FILE = 200_000
 EXPORT_FETCH_ROWS = 50_000
+
+
+def lock_path(source: Source, run: str) -> Path:
+    """The lock file of a stage or a backfill, beside the ledger (the ledger's own machine,
+    never shared storage); its ``.staging`` sibling names the run's staging, removed if a crash left it."""
+    return Path(source.path).resolve().parent / ".minikafka-locks" / f"{run}.lock"
 
 
 @dataclass(frozen=True)

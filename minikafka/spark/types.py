@@ -168,3 +168,13 @@ def storage_arrow_fields(layout: TopicLayout) -> list[tuple[str, Any]]:
     mapping = {"BIGINT": T.LongType(), "DOUBLE": T.DoubleType(), "STRING": T.StringType(),
                "BINARY": T.BinaryType(), "BOOLEAN": T.BooleanType()}
     return [(c.name, mapping[storage_sql_type(c)]) for c in layout.columns]
+
+
+def arrow_type(dt: T.DataType):
+    """The Arrow type of a storage-form Spark type (the columns ``storage_arrow_fields`` gives)."""
+    import pyarrow as pa
+
+    return {
+        T.LongType: pa.int64(), T.DoubleType: pa.float64(), T.StringType: pa.string(),
+        T.BinaryType: pa.binary(), T.BooleanType: pa.bool_(),
+    }[type(dt)]

@@ -132,7 +132,7 @@ def fast_json_allowed(model: Any) -> bool:
     """Whether a JSON line may be validated by pydantic-core's JSON validator
     (``model.model_validate_json``) before the exact path (``parse_json_object``, then
     ``model_validate``): only the lines that validator accepts are taken from it, and on
-    those the two agree (tested line by line, ``tests/spark/backfill/test_fast_json.py``).
+    those the two agree (tested line by line, ``tests/spark/loading/test_fast_json.py``).
     Not where the two would differ:
     - any part of the model validates strictly: the JSON validator accepts strings (an
       ISO date for a datetime) that the exact path refuses;

@@ -7,7 +7,15 @@ import sys
 import time
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from minikafka import Source
+
+
+class Keyed(BaseModel):
+    """A job model whose topic the fault tests key on ``kind`` (dedup)."""
+
+    kind: str
 
 
 def main(path: str, stop_file: str) -> None:

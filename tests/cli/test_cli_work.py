@@ -69,7 +69,7 @@ def test_work_once_acks_returns_and_retries_exceptions_into_the_dead_letter(work
     assert "10 claimed, 8 acked, 1 retried, 1 dead-lettered" in out
     with Source(db) as source:
         q = source.queue("feed", mod.Feed, max_attempts=2)
-        assert q.stats() == {"pending": 0, "processing": 0, "dead": 1, "done": 8}
+        assert q.stats() == {"pending": 0, "processing": 0, "dead": 1, "done": 8, "cancelled": 0}
         assert q.dead()[0]["last_error"] == "ValueError: cannot fetch bad"
         run = source.runs(limit=1)[0]
     assert (run["kind"], run["status"], run["rows_out"], run["rows_quarantined"]) == ("work", "succeeded", 8, 1)

@@ -99,7 +99,7 @@ def test_a_job_longer_than_its_visibility_timeout_runs_once_and_is_acked(workdir
     assert "1 claimed, 1 acked, 0 retried, 0 dead-lettered, 0 lost their lease" in out
     assert _lines(path) == ["start u1", "done u1"]
     with Source(db) as source:
-        assert source.queue("feed", mod.Feed).stats() == {"pending": 0, "processing": 0, "dead": 0, "done": 1}
+        assert source.queue("feed", mod.Feed).stats() == {"pending": 0, "processing": 0, "dead": 0, "done": 1, "cancelled": 0}
 
 
 def test_a_job_dead_lettered_at_a_claim_is_counted_as_dead_lettered(workdir):

@@ -47,3 +47,30 @@ def test_schedule_add_refuses_a_bad_cron_or_payload_in_one_line(db_path):
     assert got.exit_code == 2 and "cron must be a cron expression" in got.output
     got = run(main, ["schedule", "add", "x", "--queue", "tasks", "--every", "5", "--payload", "{", "-s", db_path])
     assert got.exit_code == 2 and "--payload" in got.output
+
+
+def test_schedule_tick_names_the_process_holding_the_leader_lease_and_until_when(db_path):
+    with Source(db_path) as src:
+        src.queue("tasks", Task).schedule("ping", every=3600, payload={"n": 1})
+        other = src.scheduler(holder="other-host:4242:abcd", lease=600)
+        other.tick()  # leads now, for ten minutes
+        until = other.lease().expires_at
+    run = CliRunner().invoke
+    got = run(main, ["schedule", "tick", "-s", db_path])
+    assert got.exit_code == 0, got.output
+    assert "nothing due" not in got.output
+    assert f"'other-host:4242:abcd' holds the scheduler lease until {until.isoformat()}" in got.output
+    got = run(main, ["schedule", "tick", "--json", "-s", db_path])
+    assert got.exit_code == 0 and json.loads(got.stdout) == []
+    assert "other-host:4242:abcd" in got.stderr
+
+
+def test_schedule_list_says_when_a_schedules_queue_was_dropped(db_path):
+    with Source(db_path) as src:
+        src.queue("tasks", Task).schedule("ping", every=60, payload={"n": 1})
+        src.topic("tasks", Task, dedup=None).drop_consumer("tasks")
+    run = CliRunner().invoke
+    got = run(main, ["schedule", "list", "-s", db_path])
+    assert got.exit_code == 0 and "queue dropped: fires nothing" in got.output
+    got = run(main, ["schedule", "list", "--json", "-s", db_path])
+    assert json.loads(got.output)[0]["queue_dropped"] is True

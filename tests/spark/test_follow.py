@@ -1,4 +1,4 @@
-"""The commit reads a stage's output while Spark still writes it (``spark/follow.py``).
+"""The commit reads a stage's output while Spark still writes it (``spark/stages/follow.py``).
 
 What must hold: the same rows, ids, lineage and counts as a commit that starts after the
 write; rows in partition order whatever order the tasks finish in; a partition that wrote
@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-import minikafka.spark.stage as stage_module
+import minikafka.spark.stages.stage as stage_module
 from minikafka import StagingError
 from minikafka.spark import Stage, StageFailed, run_stage
-from minikafka.spark.follow import FollowedWrite
+from minikafka.spark.stages.follow import FollowedWrite
 from tests.spark.test_stage import Item, Summary, add, ledger, summarise  # noqa: F401 (ledger: fixture)
 
 pytestmark = pytest.mark.spark
@@ -239,7 +239,7 @@ def _slow_last(df):  # the last partition's task ends a second after the others
 
 
 def test_a_stage_whose_write_outlasts_the_wait_commits_after_it_with_the_same_rows(spark, tmp_path, monkeypatch):
-    from minikafka.spark import follow
+    from minikafka.spark.stages import follow
 
     monkeypatch.setattr(follow, "MAX_WAIT_SECONDS", 0.0)  # any wait inside the transaction abandons
     monkeypatch.setattr(FollowedWrite.__init__, "__defaults__", (None, 0.0))

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from minikafka import Source, TopicNotFoundError
 from minikafka.spark import Stage, StageFailed, read_topic, run_stage
-from minikafka.spark.conform import OutputSchemaError
+from minikafka.spark.stages.conform import OutputSchemaError
 
 pytestmark = pytest.mark.spark
 
@@ -94,7 +94,7 @@ def test_two_stages_on_one_topic_each_see_every_row(spark, ledger):
     add(ledger, [("u1", "a"), ("u2", "b")])
     a = Stage("summarise", ["items"], ["summaries"], transform=summarise)
     b = Stage("measure", ["items"], ["lengths"], transform=lambda df: df.select("_id", "url", "n"))
-    from minikafka.spark.stage import register_consumers
+    from minikafka.spark.stages.stage import register_consumers
 
     register_consumers(ledger, [a, b])
     run_stage(spark, ledger, a)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from minikafka.spark import Stage, run_stage
-from minikafka.spark.plan import plan_stage
+from minikafka.spark.stages.plan import plan_stage
 from tests.spark.test_stage import add, ledger, summarise  # noqa: F401 (ledger: the fixture of the stage tests)
 
 pytestmark = pytest.mark.spark

@@ -14,7 +14,7 @@ from minikafka import Source
 from minikafka.errors import StageRunningError, StagingError
 from minikafka.spark import run_stage
 from minikafka.spark import staging as stg
-from minikafka.spark.stage import StageFailed
+from minikafka.spark.stages.stage import StageFailed
 from minikafka.util.faults import ENV, MODE_ENV
 from tests.spark.crash_child import Doubled, Item, open_topics, stage
 from tests.spark.test_crash import ROOT, N, seed, snapshot

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from minikafka import Source
 from minikafka.spark import Stage, run_stage
-from minikafka.spark.backfill import backfill
+from minikafka.spark.loading.backfill import backfill
 
 pytestmark = pytest.mark.spark
 

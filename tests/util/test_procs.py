@@ -65,7 +65,8 @@ class Item(BaseModel):
 
 def test_a_stage_whose_lock_is_held_fails_as_running_and_touches_nothing(tmp_path):
     pytest.importorskip("pyspark")
-    from minikafka.spark.stage import Stage, lock_path, run_stage
+    from minikafka.spark.stages.stage import Stage, run_stage
+    from minikafka.spark.staging import lock_path
 
     db = tmp_path / "ledger.sqlite"
     with Source(str(db)) as src:

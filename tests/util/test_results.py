@@ -38,7 +38,7 @@ def test_every_result_gives_a_json_ready_dict_and_a_summary(result):
 
 def test_the_run_result_classes_all_share_the_base():
     from minikafka.api.modes.workers import WorkResult
-    from minikafka.spark.backfill import BackfillResult
+    from minikafka.spark.loading.backfill import BackfillResult
 
     for cls in (RunResult, WorkResult, BackfillResult, IngestResult, PartitionStats, DeliverySummary, RequeueResult, PruneResult, WatchResult):
         assert issubclass(cls, Result), cls.__name__

@@ -45,6 +45,7 @@ from ...ledger.identifiers import validate_consumer_name
 from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ...ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
 from ...util.clock import format_timestamp
+from ...util.millis import duration_ms, instant_ms
 from ...util.timeouts import check_timeout
 from ..core.rows import TopicRows
 from ..core.transaction import Transaction, joined
@@ -112,6 +113,10 @@ class Job(Generic[ModelT]):
     ``ack``, ``retry``, ``fail`` and ``heartbeat`` act only while this claim is still the
     row's current claim and its lease has not expired; otherwise they return False and
     change nothing (a late worker never touches someone else's claim).
+
+    Finished with ``tx=`` (or inside any open transaction), the job is finished only if that
+    transaction commits: rolled back, the object is its holder's again, as the ledger says
+    (``ack``, ``retry``, ``fail`` and ``heartbeat`` work on it as before).
     """
 
     id: int
@@ -274,8 +279,10 @@ class Queue(Generic[ModelT]):
 
         Raises:
             pydantic.ValidationError: the payload does not fit the model (nothing enqueued).
-            ValueError: a negative delay, a priority that is not an integer, max_attempts
-                not an integer >= 1, expires not a number of seconds >= 0 or a datetime.
+            InvalidDurationError: (a ValueError) delay or expires not a finite number of seconds
+                >= 0 (at most a century).
+            InvalidSettingError: (a ValueError) run_at not a datetime or finite epoch seconds.
+            ValueError: a priority that is not an integer, max_attempts not an integer >= 1.
             DuplicateMessageError: the topic's dedup key is already stored.
             TransactionError: tx is closed or belongs to another Source.
 
@@ -302,28 +309,16 @@ class Queue(Generic[ModelT]):
         if expires is None:
             return None
         if isinstance(expires, datetime):
-            aware = expires if expires.tzinfo else expires.replace(tzinfo=timezone.utc)
-            return _ms(aware.timestamp())
-        if isinstance(expires, bool) or not isinstance(expires, (int, float)) or not expires >= 0:
-            raise ValueError(f"expires must be a number of seconds >= 0 or a datetime, got {expires!r}")
-        return now + _ms(expires)
+            return instant_ms(expires, "expires")
+        return now + duration_ms(expires, "expires", zero=True, also=" or a datetime")
 
     @staticmethod
     def _due_ms(now: int, delay: float | None, run_at: datetime | float | None) -> int:
         if delay is not None:
-            if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay != delay:
-                raise ValueError(f"delay must be a number of seconds, got {delay!r}")
-            if delay < 0:
-                raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
-            return now + _ms(delay)
+            return now + duration_ms(delay, "delay", zero=True)
         if run_at is None:
             return now
-        if isinstance(run_at, datetime):
-            aware = run_at if run_at.tzinfo else run_at.replace(tzinfo=timezone.utc)
-            return _ms(aware.timestamp())
-        if isinstance(run_at, bool) or not isinstance(run_at, (int, float)):
-            raise ValueError(f"run_at must be a datetime or epoch seconds, got {run_at!r}")
-        return _ms(run_at)
+        return instant_ms(run_at, "run_at")
 
     # -- claiming ---------------------------------------------------------------
     def _unsynced(self, conn) -> tuple[int, int]:
@@ -472,8 +467,7 @@ class Queue(Generic[ModelT]):
                 tx: Transaction | None = None, result: Any = None) -> bool:
         if job._queue is not self:
             raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
-        if how == "retried" and (isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0):
-            raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+        delay_ms = duration_ms(delay, "delay", zero=True) if how == "retried" else 0
         error = "" if error is None else str(error)
         result_text = result_json(self.name, job.id, result)
         job_max = job.max_attempts or self.max_attempts
@@ -490,27 +484,34 @@ class Queue(Generic[ModelT]):
                         store.save_outcome_in_current_transaction(conn, self.consumer_id, job.id, "done",
                                                                   result_text, now, now + _ms(self.result_ttl))
             elif how == "retried" and job.attempts < job_max:
-                done = store.retry_claim_in_current_transaction(conn, claim, now, now + _ms(delay), error)
+                done = store.retry_claim_in_current_transaction(conn, claim, now, now + delay_ms, error)
             else:
                 reason = error or "failed"
                 done = store.kill_claim_in_current_transaction(conn, claim, now, reason)
                 if done:
                     self._quarantine_in_current_transaction(conn, [(job.id, job.attempts, reason)], now)
         if done:
-            job._finished = how
+            self._mark_finished(job, how)
         return bool(done)
+
+    def _mark_finished(self, job: Job, how: str) -> None:
+        """The Job finished ``how``, as far as the transaction it happened in commits: inside the
+        caller's ``tx`` (or any open transaction) a rollback gives the job back to its holder."""
+        job._finished = how
+        self.source.ledger.on_rollback(lambda: setattr(job, "_finished", None))
 
     def _heartbeat(self, job: Job, extend: float | None) -> bool:
         if job._queue is not self:
             raise JobNotOursError(f"job {job.id} was claimed through another queue, not {self.name!r}")
-        if extend is not None and (isinstance(extend, bool) or not isinstance(extend, (int, float)) or extend <= 0):
-            raise ValueError(f"extend must be > 0 seconds, got {extend!r}")
+        extend_ms = self._vt_ms if extend is None else duration_ms(extend, "extend")
         with self.source.ledger.atomic() as conn:
             now = self._now_ms()
-            lease = now + (self._vt_ms if extend is None else max(1, _ms(extend)))
+            lease = now + extend_ms
             done = store.extend_lease_in_current_transaction(conn, self._claim(job), now, lease)
         if done:
+            before = job.lease_expires_at
             job.lease_expires_at = _dt(lease)
+            self.source.ledger.on_rollback(lambda: setattr(job, "lease_expires_at", before))
         return bool(done)
 
     def ack_batch(self, jobs: list[Job[ModelT]], *, tx: Transaction | None = None) -> int:
@@ -533,7 +534,7 @@ class Queue(Generic[ModelT]):
         done = set(acked)
         for job in jobs:
             if job.id in done:
-                job._finished = "acked"
+                self._mark_finished(job, "acked")
         return len(acked)
 
     def _ack_rows_in_current_transaction(self, conn, row_ids: list[int], now: int) -> None:
@@ -579,9 +580,16 @@ class Queue(Generic[ModelT]):
             every: or a period in seconds.
             max_catch_up: after downtime, how many of the latest missed due times fire (default 1).
 
+        Adding the same definition again changes nothing (the schedule's clock keeps running).
+
         Returns:
             The ``ScheduleInfo``. Jobs are enqueued by ``source.scheduler().tick()``/``run()``
             (or ``minikafka schedule tick|run``) in whichever process holds the leader lease.
+
+        Raises:
+            ScheduleConfigError: (a ValueError) a cron expression that is not five fields, or
+                this queue's topic has dedup fields (every fire after the first would be a
+                duplicate). See ``Scheduler.add`` for the rest.
         """
         from .schedules import Scheduler
 
@@ -593,8 +601,9 @@ class Queue(Generic[ModelT]):
         """What is known of one job: its state and counters, its result once done.
 
         States: ``pending`` (waiting, or its lease expired), ``processing``, ``dead`` (in the
-        dead letter), ``done`` (acked), ``cancelled``. A done job's ``result`` is kept
-        ``result_ttl`` seconds; after that it reads as done with no result.
+        dead letter), ``done`` (acked), ``cancelled`` (for good: a cancellation is never
+        pruned). A done job's ``result`` is kept ``result_ttl`` seconds; after that it reads
+        as done with no result.
 
         Returns:
             A ``JobInfo``, or None when the topic has no row ``job_id``.
@@ -624,7 +633,9 @@ class Queue(Generic[ModelT]):
         """Cancel a pending or running job: it never runs (again).
 
         A worker holding it finds out when it acks, retries, fails or heartbeats: each returns
-        False and changes nothing. The row stays in the topic, acked for the queue's consumer.
+        False and changes nothing. The row stays in the topic, acked for the queue's consumer,
+        and the cancellation is kept for good (``result_ttl`` prunes only results): ``get`` says
+        ``cancelled`` and ``result`` raises ``JobCancelledError`` however long after.
 
         Returns:
             True if the job was pending or processing and is now cancelled; False when it was
@@ -652,9 +663,11 @@ class Queue(Generic[ModelT]):
             JobFailedError: the job is in the dead letter (the message holds its last error).
             TimeoutError: not finished within ``timeout`` seconds.
             JobNotFoundError: the topic has no row ``job_id``.
+            InvalidDurationError: (a ValueError) timeout not None or a finite number of seconds >= 0.
         """
         from ...ledger.watcher import wait_until
 
+        timeout = check_timeout(timeout, "result timeout")
         info = wait_until(self.source.watcher, lambda: self._finished_info(job_id), timeout)
         if info is None:
             raise TimeoutError(f"job {job_id} of queue {self.name!r} did not finish within {timeout} s")
@@ -678,7 +691,8 @@ class Queue(Generic[ModelT]):
     def requeue(self, ids: list[int] | None = None, *, tx: Transaction | None = None) -> int:
         """Put dead jobs (all, or those ids) back to pending with fresh attempts; returns how many.
 
-        Their rows leave the quarantine table.
+        Their rows leave the quarantine table. A job whose ``expires`` has passed loses it (it
+        was requeued to run: the next claim must not dead-letter it again); one still ahead stays.
         """
         now = self._now_ms()
         with joined(self.source, tx) as conn:
@@ -694,7 +708,7 @@ class Queue(Generic[ModelT]):
 
     def stats(self) -> dict[str, int]:
         """Counts: ``pending`` (waiting or reclaimable), ``processing`` (valid lease), ``dead`` (in the
-        dead letter; purging the quarantine forgets them), ``done``."""
+        dead letter; purging the quarantine forgets them), ``done`` (acked), ``cancelled``."""
         conn = self._conn
         now = self._now_ms()
         counts = store.state_counts(conn, self.consumer_id, now)
@@ -703,11 +717,13 @@ class Queue(Generic[ModelT]):
         if top > synced:
             unsynced = store.count_unsynced(conn, self.consumer_id, self.topic.layout.table, synced)
         dead = store.count_dead(conn, self.consumer_id, self.topic.name, self.consumer) if counts.get("dead") else 0
+        cancelled = store.count_outcomes(conn, self.consumer_id, "cancelled")  # acked rows too: not done
         return {
             "pending": counts.get("pending", 0) + unsynced,
             "processing": counts.get("processing", 0),
             "dead": dead,
-            "done": self.topic.count("handled", consumer=self.consumer),
+            "done": self.topic.count("handled", consumer=self.consumer) - cancelled,
+            "cancelled": cancelled,
         }
 
 

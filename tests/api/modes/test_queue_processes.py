@@ -83,7 +83,7 @@ def test_four_producers_and_six_workers_process_every_job_exactly_once(db_path):
         with source.transaction() as tx:
             rows = tx.query("SELECT job_id, producer, seq, worker FROM processed")
         queue = source.queue("tasks", Task, visibility_timeout=60)
-        assert queue.stats() == {"pending": 0, "processing": 0, "dead": 0, "done": total}
+        assert queue.stats() == {"pending": 0, "processing": 0, "dead": 0, "done": total, "cancelled": 0}
     assert len(rows) == total
     assert len({r["job_id"] for r in rows}) == total
     assert {(r["producer"], r["seq"]) for r in rows} == {(p, s) for p in range(producers) for s in range(per_producer)}

@@ -46,7 +46,7 @@ def test_enqueue_returns_the_row_id_and_the_row_stays_in_the_topic(q):
     second = q.enqueue(Item(url="b"))
     assert (first, second) == (1, 2)
     assert [r.data.url for r in q.topic.read_since(0)] == ["a", "b"]
-    assert q.stats() == {"pending": 2, "processing": 0, "dead": 0, "done": 0}
+    assert q.stats() == {"pending": 2, "processing": 0, "dead": 0, "done": 0, "cancelled": 0}
 
 
 def test_claimed_job_carries_its_data_attempts_worker_and_lease(q, clock):
@@ -63,7 +63,7 @@ def test_acked_job_is_done_and_stays_in_the_topic_as_history(q):
     q.enqueue({"url": "a"})
     job = q.claim_one("w1")
     assert job.ack() is True
-    assert q.stats() == {"pending": 0, "processing": 0, "dead": 0, "done": 1}
+    assert q.stats() == {"pending": 0, "processing": 0, "dead": 0, "done": 1, "cancelled": 0}
     assert q.topic.count() == 1
     assert [r.id for r in q.topic.iter_handled(records=True, consumer="jobs")] == [1]
     assert q.claim_one("w1") is None
@@ -151,7 +151,7 @@ def test_max_attempts_lead_to_the_dead_letter_with_the_last_error(q, clock):
     dead = q.dead()
     assert [(d["id"], d["attempts"], d["last_error"]) for d in dead] == [(1, 3, "boom 3")]
     assert dead[0]["data"] == Item(url="a")
-    assert q.stats() == {"pending": 0, "processing": 0, "dead": 1, "done": 0}
+    assert q.stats() == {"pending": 0, "processing": 0, "dead": 1, "done": 0, "cancelled": 0}
     quarantined = q.source.quarantined("jobs")
     assert quarantined[0]["reason"] == "boom 3" and quarantined[0]["origin"] == "queue"
     assert quarantined[0]["consumer"] == "jobs" and quarantined[0]["row_id"] == 1
@@ -300,7 +300,7 @@ def test_job_finished_twice_or_claimed_elsewhere_raises_a_clear_error(q, file_so
 def test_invalid_payload_or_negative_delay_enqueues_nothing(q):
     with pytest.raises(ValidationError):
         q.enqueue({"n": 1})
-    with pytest.raises(ValueError, match="delay must be >= 0"):
+    with pytest.raises(ValueError, match="delay must be a finite number of seconds >= 0"):
         q.enqueue({"url": "a"}, delay=-1)
     with pytest.raises(ValueError, match="priority"):
         q.enqueue({"url": "a"}, priority="high")

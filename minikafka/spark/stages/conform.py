@@ -14,17 +14,17 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import OutputSchemaError
-from ..ledger.columns import (
+from ...errors import OutputSchemaError
+from ...ledger.columns import (
     FLOAT_NAN_REFUSED,
     JSON_NON_FINITE_REFUSED,
     decimal_layout,
     decimal_refusal,
     key_path,
 )
-from ..ledger.layout import TopicLayout
+from ...ledger.layout import TopicLayout
+from ..types import model_type, quote_back, storage_sql_type, to_storage_column
 from .rowfn import ERROR
-from .types import model_type, quote_back, storage_sql_type, to_storage_column
 
 PAYLOAD = "_mk_payload"
 IDENTIFIER = "^[A-Za-z_][A-Za-z0-9_]*$"

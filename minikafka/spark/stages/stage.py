@@ -11,22 +11,23 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..api.source import Source
-from ..errors import PipelineError, SchemaMismatchError, StageFailed
-from ..ledger import acks
-from ..ledger import runlog_retention as retention
-from ..ledger.commit import InputState, StagedOutput, commit_stage
-from ..ledger.events import Event
-from ..ledger.identifiers import validate_consumer_name, validate_topic_name
-from ..ledger.layout import TopicLayout
-from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
-from ..util.faults import checkpoint
+from ...api.source import Source
+from ...errors import PipelineError, SchemaMismatchError, StageFailed
+from ...ledger import acks
+from ...ledger import runlog_retention as retention
+from ...ledger.commit import InputState, StagedOutput, commit_stage
+from ...ledger.events import Event
+from ...ledger.identifiers import validate_consumer_name, validate_topic_name
+from ...ledger.layout import TopicLayout
+from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
+from ...util.faults import checkpoint
+from ..staging import lock_path
+from ..types import quote_back, storage_sql_type
 from .conform import conform, refused_rows
 from .follow import V2_COMMITTER, FollowedWrite
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
-from .types import quote_back, storage_sql_type
 
 STRATEGIES = ("strict", "best_effort")
 
@@ -126,11 +127,6 @@ def staging_root(source: Source) -> Path:
     return Path(source.path).resolve().parent / ".minikafka-staging"
 
 
-def lock_path(source: Source, stage: str) -> Path:
-    """The stage's lock file, beside the ledger (the ledger's own machine, never shared storage)."""
-    return Path(source.path).resolve().parent / ".minikafka-locks" / f"{stage}.lock"
-
-
 def _layout(source: Source, name: str) -> TopicLayout:
     topic = source._topics.get(name)
     return topic.layout if topic is not None else source.layout(name)
@@ -184,7 +180,7 @@ def register_consumers(source: Source, stages: list[Stage]) -> list:
     Raises:
         TopicNotFoundError: an input topic is not in the file.
     """
-    from ..util.clock import utc_now
+    from ...util.clock import utc_now
 
     now = utc_now()
     with source._ledger.atomic() as conn:
@@ -216,8 +212,8 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
         StagingError: the staging location is missing or not writable (nothing runs).
         StageFailed: anything went wrong; nothing was committed and the inputs stay new.
     """
-    from ..errors import StageRunningError
-    from ..util.filelock import LockBusy, exclusive_lock
+    from ...errors import StageRunningError
+    from ...util.filelock import LockBusy, exclusive_lock
 
     for name in (*stage.inputs, *stage.outputs):
         _layout(source, name)
@@ -239,7 +235,7 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
 
 def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: str | None, batch_rows: int,
                 dry_run: bool, upto: dict[str, int]) -> RunResult:
-    from . import staging as stg
+    from .. import staging as stg
 
     area = None
     if spark is not None:
@@ -284,8 +280,8 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
 
 def _read_inputs(spark, source: Source, stage: Stage, in_layouts: dict, bounds: dict, area, run_uri: str | None,
                  run: RunResult) -> dict:
-    from . import staging as stg
-    from .types import to_model_columns
+    from .. import staging as stg
+    from ..types import to_model_columns
 
     if not area.exchange:
         return {name: read_topic(spark, source, layout, bounds=bounds[name], partitions=stage.partitions)
@@ -308,7 +304,7 @@ def _read_inputs(spark, source: Source, stage: Stage, in_layouts: dict, bounds: 
 
 def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str | None, batch_rows: int,
          dry_run: bool, upto: dict[str, int]) -> None:
-    from . import staging as stg
+    from .. import staging as stg
 
     consumer = stage.consumer_name
     # one read of the ledger fixes the plan: layouts, the consumer's ids, the bounds (a dry
@@ -399,7 +395,7 @@ def _commit_following(spark, run: RunResult, commit, write: FollowedWrite, layou
                       quarantined: list[tuple], batch_rows: int, t0: float) -> None:
     """Commit while Spark writes (``follow.py``); if the write outlasts what the commit may
     wait for holding the lock, roll back and commit after the write instead."""
-    from .staging import open_staged
+    from ..staging import open_staged
 
     try:
         write.wait_first()  # no lock is held until the first task's output is there
@@ -447,7 +443,7 @@ def _stage_write(df, uri: str, options: dict[str, str] | None = None) -> int:
 
     Small row groups keep the commit's read of the staged files bounded on the driver.
     """
-    from .staging import write_counted
+    from ..staging import write_counted
 
     return write_counted(df, uri, row_group_bytes=STAGING_ROW_GROUP_BYTES, options=options)
 
@@ -461,8 +457,8 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from ..errors import QualityFailed
-    from ..quality.validate import ROW_KEY, run_suite, write_report
+    from ...errors import QualityFailed
+    from ...quality.validate import ROW_KEY, run_suite, write_report
 
     t0 = time.perf_counter()
     keyed = frame.withColumn(ROW_KEY, F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
@@ -478,7 +474,7 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
                    "seconds": round((run.quality or {}).get("seconds", 0) + time.perf_counter() - t0, 3)}
     failing = [o for o in results if (o.policy == "fail" and not o.success) or (o.policy == "quarantine" and o.table_failures)]
     if failing:
-        from ..quality.report import describe as described
+        from ...quality.report import describe as described
 
         raise QualityFailed(failing, [f"{o.suite}: {r['expectation']}" + (f"({r['column']})" if r["column"] else "")
                                       + f" {described(r)}" for o in failing for r in o.results if not r["success"]])
@@ -511,7 +507,7 @@ def _batches(dataset, batch_rows: int, uri: str, expected: int):
     """
     import pyarrow.compute as pc
 
-    from .staging import check_count
+    from ..staging import check_count
 
     has_error = ERROR in dataset.schema.names
     read = 0

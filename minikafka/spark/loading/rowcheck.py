@@ -8,10 +8,10 @@ import json
 import pyarrow as pa
 from pydantic import BaseModel
 
-from ..ledger.layout import TopicLayout
-from ..util import dumpfiles
-from ..util.gcpause import gc_paused
-from .types import storage_arrow_fields
+from ...ledger.layout import TopicLayout
+from ...util import dumpfiles
+from ...util.gcpause import gc_paused
+from ..types import arrow_type, storage_arrow_fields
 
 CSV_EMPTY = "\x00minikafka:empty\x00"  # what Spark reads an empty quoted field ("") as
 
@@ -68,7 +68,7 @@ class RowChecker:
         if self._tools is None:
             from pydantic import TypeAdapter
 
-            from ..ledger.layout import TopicLayout as Layout
+            from ...ledger.layout import TopicLayout as Layout
 
             out_fields = storage_arrow_fields(self.layout)
             self._tools = (Layout.for_model(self.layout.name, self.model, self.layout.dedup).encoder(),
@@ -175,9 +175,7 @@ def _payload(raw) -> str:
 
 
 def _arrow_schema(out_fields):
-    from .rowfn import _arrow_type
-
-    fields = [pa.field(n, _arrow_type(t)) for n, t in out_fields]
+    fields = [pa.field(n, arrow_type(t)) for n, t in out_fields]
     fields += [pa.field("_mk_file", pa.string()), pa.field("_mk_line", pa.int64()),
                pa.field("_mk_error", pa.string()), pa.field("_mk_payload", pa.string())]
     return pa.schema(fields)

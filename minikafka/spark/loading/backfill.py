@@ -21,17 +21,17 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..api.source import Source
-from ..errors import BackfillError, BackfillOptionError, InputFileError
-from ..ledger import loads
-from ..ledger.layout import TopicLayout
-from ..ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
-from ..util import dumpfiles
-from ..util.clock import utc_now
-from ..util.results import Result
+from ...api.source import Source
+from ...errors import BackfillError, BackfillOptionError, InputFileError
+from ...ledger import loads
+from ...ledger.layout import TopicLayout
+from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
+from ...util import dumpfiles
+from ...util.clock import utc_now
+from ...util.results import Result
+from ..types import storage_arrow_fields
 from .loadcommit import arrow_slices, commit_slices, row_file_slices
 from .rowcheck import CSV_EMPTY, RowChecker
-from .types import storage_arrow_fields
 
 FORMATS = ("jsonl", "csv", "parquet")
 CSV_NULL = "\x00minikafka:null\x00"  # Spark's nullValue: no CSV field equals it, so "" stays ""
@@ -65,8 +65,8 @@ def check_staging(staging: str | None) -> None:
     Raises:
         StagingError: naming the location.
     """
-    from ..errors import StagingError
-    from . import staging as stg
+    from ...errors import StagingError
+    from .. import staging as stg
 
     if not staging or staging == stg.LOCAL:
         return
@@ -279,10 +279,9 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
         StagingError: also raised before anything is read when a local staging path is missing.
         TopicNotFoundError: the topic does not exist.
     """
-    from ..errors import StageRunningError
-    from ..util.filelock import LockBusy, exclusive_lock
-    from . import staging as stg
-    from .stage import lock_path
+    from ...errors import StageRunningError
+    from ...util.filelock import LockBusy, exclusive_lock
+    from .. import staging as stg
 
     check_options(fmt=fmt, delimiter=delimiter, quote=quote, batch_rows=batch_rows)
     check_staging(staging)
@@ -300,11 +299,11 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     try:
         # one backfill of a topic at a time: the load states are read, and the dumps cut
         # into chunks, under the lock; staging is per run and removed after
-        with exclusive_lock(lock_path(source, f"backfill-{topic}"), note=f"run {run.run_id}"):
+        with exclusive_lock(stg.lock_path(source, f"backfill-{topic}"), note=f"run {run.run_id}"):
             area = stg.choose_staging(master, staging, source.path)
             stg.check_area(area)
             staging_uri = area.run_uri(f"backfill-{topic}", run.run_id)
-            marker = lock_path(source, f"backfill-{topic}").with_suffix(".staging")
+            marker = stg.lock_path(source, f"backfill-{topic}").with_suffix(".staging")
             if marker.exists():  # a crashed run's staging: never trusted
                 stg.remove(marker.read_text().strip())
             marker.write_text(staging_uri)
@@ -426,8 +425,8 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
     file is read as one partition (its line numbers come from Spark's record order),
     split by line ranges so all cores validate, staged as Parquet, then committed.
     """
+    from ..staging import is_local_master
     from .jsonlparts import ChunkJobs
-    from .staging import is_local_master
 
     already = done.get(dump.sha256, (0, "partial"))[0]
     details = run.details
@@ -464,7 +463,7 @@ def _stage_file(spark, dump: DumpFile, model, layout: TopicLayout, uri: str, *, 
     """Validate one CSV or Parquet file and stage it under ``uri``; return the rows written."""
     from pyspark.sql import functions as F
 
-    from .staging import write_counted
+    from ..staging import write_counted
 
     nullable = {c.name for c in layout.columns if c.nullable}
     previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
@@ -492,7 +491,7 @@ def _stage_file(spark, dump: DumpFile, model, layout: TopicLayout, uri: str, *, 
 def _staged_batches(uri: str, written: int, batch_rows: int):
     import pyarrow.dataset as ds
 
-    from .staging import filesystem, open_staged
+    from ..staging import filesystem, open_staged
 
     # checks the _SUCCESS marker and the row count against what Spark wrote, before any commit
     staged = open_staged(uri, written)

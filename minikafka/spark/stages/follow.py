@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 
+from ..staging import check_count, filesystem, open_staged
 from .rowfn import ERROR
-from .staging import check_count, filesystem, open_staged
 
 PART_NAME = re.compile(r"^part-(\d{5,})-.*\.parquet$")
 POLL_SECONDS = 0.02

@@ -8,7 +8,7 @@ def test_a_validating_worker_yields_the_cpu_to_the_driver_on_a_local_master():
     import subprocess
     import sys
 
-    code = ("import os; from minikafka.spark import jsonlparts as j; j._lower_priority(); j._lower_priority(); "
+    code = ("import os; from minikafka.spark.loading import jsonlparts as j; j._lower_priority(); j._lower_priority(); "
             "print(os.nice(0))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
@@ -30,8 +30,8 @@ class Row(BaseModel):
 
 def _jobs(spark, tmp_path, already=0, on_wait=None):
     from minikafka import Source
-    from minikafka.spark.dumpsplit import ChunkWriter
-    from minikafka.spark.jsonlparts import ChunkJobs
+    from minikafka.spark.loading.dumpsplit import ChunkWriter
+    from minikafka.spark.loading.jsonlparts import ChunkJobs
 
     with Source(str(tmp_path / "l.sqlite")) as src:
         layout = src.topic("rows", Row, dedup=("url",)).layout

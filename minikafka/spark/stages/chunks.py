@@ -9,10 +9,10 @@ when the first chunk starts: rows appended meanwhile wait for the next run.
 
 from __future__ import annotations
 
-from ..api.source import Source
-from ..ledger import acks
-from ..ledger.identifiers import quote_identifier
-from ..ledger.runlog import RunResult, new_run_id
+from ...api.source import Source
+from ...ledger import acks
+from ...ledger.identifiers import quote_identifier
+from ...ledger.runlog import RunResult, new_run_id
 from .stage import Stage, register_consumers, run_stage
 
 

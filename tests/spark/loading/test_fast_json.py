@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from minikafka import Source
 from minikafka.connectors.ingest import ingest_jsonl
-from minikafka.spark import backfill as bf
+from minikafka.spark.loading import backfill as bf
 from minikafka.util import dumpfiles
 
 pytestmark = pytest.mark.spark

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..api.source import Source
-from ..ledger import acks
-from ..ledger.layout import TopicLayout
-from ..util.clock import utc_now
+from ...api.source import Source
+from ...ledger import acks
+from ...ledger.layout import TopicLayout
+from ...util.clock import utc_now
 from .read import ReadBounds, read_bounds
 
 

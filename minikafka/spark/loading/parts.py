@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ..errors import StagingError
+from ...errors import StagingError
 
 COPY_BYTES = 8 << 20  # a part's upload and download, block by block
 
@@ -39,7 +39,7 @@ def _is_local(fs) -> bool:
 def write_part(uri: str, k: int, write: Callable[[str], None]) -> None:
     """Write part ``k`` under ``uri`` (complete, or not at all): ``write(path)`` creates the
     file at a local ``path`` that does not exist yet."""
-    from .staging import filesystem
+    from ..staging import filesystem
 
     fs, directory = filesystem(uri)
     final = part_path(directory, k)

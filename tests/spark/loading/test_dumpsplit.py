@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minikafka.spark.dumpsplit import ChunkWriter
+from minikafka.spark.loading.dumpsplit import ChunkWriter
 
 
 def lines_of(chunks) -> list[tuple[int, bytes]]:

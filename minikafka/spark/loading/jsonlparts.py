@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pydantic import BaseModel
 
-from ..ledger.layout import TopicLayout
-from ..ledger.rowfiles import write_row_file
-from ..util.dumpfiles import fast_json_allowed, json_validator
-from ..util.gcpause import gc_paused
+from ...ledger.layout import TopicLayout
+from ...ledger.rowfiles import write_row_file
+from ...util.dumpfiles import fast_json_allowed, json_validator
+from ...util.gcpause import gc_paused
 from .parts import write_part
 
 _CHECKERS: dict = {}  # per Python worker: (model, topic, fields) -> RowChecker
@@ -58,8 +58,8 @@ class ChunkTask:
 
     def run(self, k: int) -> int:
         """Validate chunk ``k``, write its part file; return the rows written."""
+        from ..staging import filesystem
         from .rowcheck import RowChecker
-        from .staging import filesystem
 
         if self.yield_cpu:
             _lower_priority()
@@ -178,7 +178,7 @@ class ChunkJobs:
                  yield_cpu: bool = False, already: int = 0, on_wait: Callable[[], None] | None = None):
         from concurrent.futures import ThreadPoolExecutor
 
-        from .staging import filesystem
+        from ..staging import filesystem
 
         self.spark, self.model, self.layout, self.file_name, self.out_uri = spark, model, layout, file_name, out_uri
         self.yield_cpu, self.already, self.on_wait = yield_cpu, already, on_wait

@@ -20,13 +20,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
 
-from ..api.source import Source
-from ..ledger import acks, counts, loads, rowfiles
-from ..ledger.layout import TopicLayout
-from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from ..ledger.runlog import RunResult
-from ..util.clock import utc_now
-from ..util.gcpause import gc_paused
+from ...api.source import Source
+from ...ledger import acks, counts, loads, rowfiles
+from ...ledger.layout import TopicLayout
+from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
+from ...ledger.runlog import RunResult
+from ...util.clock import utc_now
+from ...util.gcpause import gc_paused
 from .parts import check_count
 
 STATUS = "new"  # rows loaded as history are marked handled after their insert (as_handled)
@@ -127,7 +127,7 @@ def commit_slices(source: Source, layout: TopicLayout, file_name: str, sha256: s
                   run: RunResult, result, *, as_handled: bool, progress) -> None:
     """Commit each slice in its own transaction, with its quarantined lines and the file's
     progress; count into ``run`` and ``result`` (``rows_read``)."""
-    from ..util.faults import checkpoint
+    from ...util.faults import checkpoint
 
     t0 = time.perf_counter()
     try:

@@ -38,7 +38,7 @@ class ChunkWriter:
     """
 
     def __init__(self, uri: str, chunk_bytes: int | None = None, on_chunk: Callable[[Chunk], None] | None = None):
-        from .staging import filesystem
+        from ..staging import filesystem
 
         self.uri = uri.rstrip("/")
         self.chunk_bytes = chunk_bytes or CHUNK_BYTES

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from minikafka import Source
 from minikafka.connectors.ingest import ingest_jsonl
-from minikafka.spark.backfill import backfill
+from minikafka.spark.loading.backfill import backfill
 
 
 class Reading(BaseModel):
@@ -77,7 +77,7 @@ def test_backfill_and_ingest_store_and_quarantine_the_same_bad_dump_alike(spark,
 def test_a_dump_cut_into_many_chunks_loads_and_numbers_lines_as_ingest_does(spark, tmp_path, monkeypatch):
     import gzip
 
-    from minikafka.spark import dumpsplit
+    from minikafka.spark.loading import dumpsplit
 
     monkeypatch.setattr(dumpsplit, "CHUNK_BYTES", 600)  # dozens of chunks; bad lines on their edges
     copies = []

@@ -11,9 +11,9 @@ from pydantic import BaseModel, Field
 
 import minikafka.spark.session
 from minikafka import Source
-from minikafka.spark.backfill import BackfillError, BackfillOptionError, backfill
+from minikafka.spark.loading.backfill import BackfillError, BackfillOptionError, backfill
 from tests.cli.helpers import invoke
-from tests.spark.backfill.test_backfill import Event, ledger, load, rows, write_jsonl  # noqa: F401 (ledger: a fixture)
+from tests.spark.loading.test_backfill import Event, ledger, load, rows, write_jsonl  # noqa: F401 (ledger: a fixture)
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_backfill_rejects_batch_rows_zero_before_starting_spark(tmp_path, no_jvm
     db = seeded(tmp_path)
     dump = write_jsonl(tmp_path / "a.jsonl", rows(0, 3))
     out = invoke("backfill", "--source", db, "--batch-rows", rows_opt, "events", dump, "--model",
-                 "tests.spark.backfill.test_backfill:Event")
+                 "tests.spark.loading.test_backfill:Event")
     assert out.exit_code == 2 and "--batch-rows" in out.output, out.output
     assert events_in(db) == 0
 
@@ -82,7 +82,7 @@ def test_backfill_rejects_batch_rows_zero_before_starting_spark(tmp_path, no_jvm
 def test_backfill_rejects_nonsense_options_before_starting_spark(tmp_path, no_jvm, extra, option):
     db = seeded(tmp_path)
     dump = write_jsonl(tmp_path / "a.jsonl", rows(0, 3))
-    out = invoke("backfill", "--source", db, *extra, "events", dump, "--model", "tests.spark.backfill.test_backfill:Event")
+    out = invoke("backfill", "--source", db, *extra, "events", dump, "--model", "tests.spark.loading.test_backfill:Event")
     assert out.exit_code == 2 and option in out.output, out.output
     assert events_in(db) == 0
 
@@ -111,7 +111,7 @@ def test_backfill_names_a_missing_local_staging_directory_before_starting_spark(
     missing = tmp_path / "no" / "such"
     staging = str(missing) if form == "plain" else f"file://{missing}"
     out = invoke("backfill", "--source", db, "--staging", staging, "events", dump, "--model",
-                 "tests.spark.backfill.test_backfill:Event")
+                 "tests.spark.loading.test_backfill:Event")
     assert out.exit_code == 1 and f"staging location file://{missing} does not exist" in out.output, out.output
     assert "starting Spark" not in out.output and "Traceback" not in out.output
     assert events_in(db) == 0

@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.spark.backfill import BackfillError, backfill
+from minikafka.spark.loading.backfill import BackfillError, backfill
 from minikafka.util.faults import ENV
 
 pytestmark = pytest.mark.spark
@@ -128,8 +128,8 @@ CHILD = """
 import sys
 from minikafka import Source
 from minikafka.spark import build_session
-from minikafka.spark.backfill import backfill
-from tests.spark.backfill.test_backfill import Event
+from minikafka.spark.loading.backfill import backfill
+from tests.spark.loading.test_backfill import Event
 spark = build_session(master="local[1]", testing=True)
 with Source(sys.argv[1]) as src:
     src.topic("plain", Event, dedup=None)
@@ -151,7 +151,7 @@ def test_kill_9_between_batches_then_rerun_loads_exactly_once(spark, ledger, tmp
     proc.wait()
     plain = ledger.topic("plain", Event, dedup=None)
     assert plain.count() == 1000  # the first batch was committed, then the process died
-    from minikafka.spark import dumpsplit
+    from minikafka.spark.loading import dumpsplit
 
     monkeypatch.setattr(dumpsplit, "CHUNK_BYTES", 8192)  # chunks the first run committed whole are not read
     again = load(spark, ledger, [path], topic="plain", batch_rows=1000)
@@ -163,7 +163,7 @@ def test_kill_9_between_batches_then_rerun_loads_exactly_once(spark, ledger, tmp
 
 def test_a_recompressed_copy_of_a_loaded_dump_is_skipped_although_spark_began_validating_it(spark, ledger, tmp_path,
                                                                                           monkeypatch):
-    from minikafka.spark import dumpsplit
+    from minikafka.spark.loading import dumpsplit
 
     monkeypatch.setattr(dumpsplit, "CHUNK_BYTES", 4096)  # many chunks: validation starts before the hash is known
     first = write_jsonl(tmp_path / "a.jsonl.gz", rows(0, 3000), gz=True)

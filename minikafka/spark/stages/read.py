@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..api.source import Source
-from ..ledger import acks
-from ..ledger.identifiers import quote_identifier
-from ..ledger.layout import META_SELECT, TopicLayout
-from .types import custom_schema, to_model_columns
+from ...api.source import Source
+from ...ledger import acks
+from ...ledger.identifiers import quote_identifier
+from ...ledger.layout import META_SELECT, TopicLayout
+from ..types import custom_schema, to_model_columns
 
 ROWS_PER_PARTITION = 100_000
 WHICH = ("new", "handled", "all")

@@ -1,5 +1,5 @@
 """Part files: written whole or not at all; a missing part or a count other than its task
-reported stops the reader (``ChunkJobs`` reads them in order: tests/spark/test_jsonlparts.py)."""
+reported stops the reader (``ChunkJobs`` reads them in order: tests/spark/loading/test_jsonlparts.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from minikafka.errors import StagingError
 from minikafka.ledger.rowfiles import write_row_file
-from minikafka.spark.parts import check_count, local_part, write_part
+from minikafka.spark.loading.parts import check_count, local_part, write_part
 from minikafka.spark.staging import filesystem
 
 

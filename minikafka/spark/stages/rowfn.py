@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ..ledger.layout import TopicLayout
-from .types import storage_arrow_fields
+from ...ledger.layout import TopicLayout
+from ..types import arrow_type, storage_arrow_fields
 
 ERROR = "_mk_error"
 
@@ -38,7 +38,7 @@ def apply_row_function(df: DataFrame, fn, in_model: type[BaseModel], out_model: 
     def mapper(batches):
         encode = TopicLayout.for_model(name, out_model, dedup).encoder()
         arrow_schema = pa.schema([
-            pa.field(f.name, _arrow_type(f.dataType)) for f in schema.fields
+            pa.field(f.name, arrow_type(f.dataType)) for f in schema.fields
         ])
         for batch in batches:
             columns: dict[str, list] = {n: [] for n in arrow_schema.names}
@@ -73,10 +73,3 @@ def _append(columns: dict, names: list[str], values, parent, error) -> None:
 def _describe(exc: BaseException) -> str:
     tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
     return tail[:2000]
-
-
-def _arrow_type(dt: T.DataType):
-    return {
-        T.LongType: pa.int64(), T.DoubleType: pa.float64(), T.StringType: pa.string(),
-        T.BinaryType: pa.binary(), T.BooleanType: pa.bool_(),
-    }[type(dt)]

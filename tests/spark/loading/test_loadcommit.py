@@ -10,8 +10,8 @@ from minikafka import Source
 from minikafka.errors import InvalidRecordError
 from minikafka.ledger.rowfiles import write_row_file
 from minikafka.ledger.runlog import RunResult
-from minikafka.spark.backfill import BackfillResult
-from minikafka.spark.loadcommit import commit_slices, row_file_slices
+from minikafka.spark.loading.backfill import BackfillResult
+from minikafka.spark.loading.loadcommit import commit_slices, row_file_slices
 
 
 class Item(BaseModel):
