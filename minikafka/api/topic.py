@@ -159,14 +159,11 @@ class Topic(Generic[ModelT]):
         with gc_paused():
             rows = rows if isinstance(rows, list) else list(rows)
             models = self.rows.validate_many(rows)
-            with joined(self.source, tx) as conn:
+            with joined(self.source, tx):
                 before = self.rows.high_watermark()
                 written = self.rows.insert_many_in_current_transaction(models, status=status,
                                                                        ignore_duplicates=ignore)
-                first = None
-                if written:
-                    first = conn.execute(f"SELECT min(\"_id\") FROM {self._layout.table} WHERE \"_id\" > ?",
-                                         (before,)).fetchone()[0]
+                first = self.rows.table.first_after(before) if written else None
             return Extended(written, first)
 
     # -- reading ----------------------------------------------------------------

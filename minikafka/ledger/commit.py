@@ -21,24 +21,19 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 from ..errors import ConcurrentRunError, InvalidRecordError
 from ..util.clock import utc_now
 from ..util.faults import checkpoint
 from ..util.gcpause import gc_paused
-from . import acks, counts
+from . import acks
 from .catalog import read_layout
 from .connection import Ledger
 from .layout import TopicLayout
 from .quarantine import Quarantined, quarantine_in_current_transaction
 from .runlog import RunResult, write_run_in_current_transaction
-
-PARENT = "_parent_id"
-PARENT_TOPIC = "_parent_topic"
-
-
+from .table import TopicTable
 
 
 @dataclass
@@ -130,50 +125,13 @@ def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer
 
 def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResult, now: str,
                    default_parent_topic: str | None) -> None:
-    layout = output.layout
-    sql = layout.insert_sql(lineage=True, ignore_duplicates=bool(layout.dedup))
-    names = layout.field_names
-    offset = 0
-    for batch in output.batches:
-        n = batch.num_rows
-        if n == 0:
-            continue
-        cols = [batch.column(name).to_pylist() for name in names]
-        schema_names = batch.schema.names
-        if PARENT in schema_names:
-            parent_col = batch.column(PARENT)
-            parents = parent_col.to_pylist()
-            if PARENT_TOPIC in schema_names:
-                parent_topics = batch.column(PARENT_TOPIC).to_pylist()
-            elif parent_col.null_count == 0:
-                parent_topics = repeat(default_parent_topic, n)
-            else:
-                parent_topics = [default_parent_topic if p is not None else None for p in parents]
-        else:
-            parents, parent_topics = repeat(None, n), repeat(None, n)
-        # rows are built by zip in C rather than a Python loop per row
-        rows = list(zip(*cols, repeat(now, n), repeat("new", n), parents, parent_topics, repeat(run.run_id, n)))
-        if layout.partitions > 1:  # routed by key (or spread by expected id)
-            top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
-            rows = layout.with_partitions(rows, top + 1)
-        before = conn.total_changes
-        try:
-            conn.executemany(sql, rows)
-        except (sqlite3.IntegrityError, OverflowError) as exc:
-            raise _explain(layout, exc, rows, offset) from None
-        written = conn.total_changes - before
-        run.rows_out += written
-        run.rows_duplicate += len(rows) - written
-        offset += n
-    counts.note_appended_in_current_transaction(conn, layout.name, partitions=layout.partitions)
-
-
-def _explain(layout: TopicLayout, exc: Exception, rows: list[tuple], offset: int) -> Exception:
-    values = [r[: len(layout.columns)] for r in rows]
-    err = layout.explain_write_error(exc, values, row_offset=offset)
-    if isinstance(err, InvalidRecordError):
-        return InvalidRecordError(f"{err} (output row of the stage; nothing was committed)")
-    return err
+    try:
+        written, duplicates = TopicTable(conn, output.layout).insert_arrow_in_current_transaction(
+            output.batches, now, run.run_id, default_parent_topic=default_parent_topic)
+    except InvalidRecordError as err:
+        raise InvalidRecordError(f"{err} (output row of the stage; nothing was committed)") from None
+    run.rows_out += written
+    run.rows_duplicate += duplicates
 
 
 def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int, consumer: str,

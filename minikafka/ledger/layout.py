@@ -189,28 +189,18 @@ class TopicLayout:
         return cache[key]
 
     def _build_insert_sql(self, lineage: bool, ignore_duplicates: bool) -> str:
-        """Parameters: the fields, ``_created_at``, a status, [lineage: ``_parent_id``,
-        ``_parent_topic``, ``_run_id``], [``_partition`` when partitioned].
-
-        The status must be 'new': a row's state lives in positions and acks, so rows
-        appended as handled are inserted new and then marked
-        (``acks.mark_appended_handled_in_current_transaction``). Any other status leaves
-        ``_created_at`` NULL, which the table refuses: nothing is stored.
-        """
-        n = len(self.field_names)
+        """Parameters: the fields, ``_created_at``, [lineage: ``_parent_id``, ``_parent_topic``,
+        ``_run_id``], [``_partition`` when partitioned]; built by ``table.TopicTable`` alone.
+        A row's state is not a column (positions and acks): rows appended as handled are
+        inserted, then marked (``acks.mark_appended_handled_in_current_transaction``)."""
         names = [*self.field_names, "_created_at"]
-        values = [f"?{i}" for i in range(1, n + 1)] + [f"CASE ?{n + 2} WHEN 'new' THEN ?{n + 1} END"]
-        nxt = n + 3
         if lineage:
             names += ["_parent_id", "_parent_topic", "_run_id"]
-            values += [f"?{nxt}", f"?{nxt + 1}", f"?{nxt + 2}"]
-            nxt += 3
         if self.partitions > 1:
             names.append(PARTITION)  # see with_partitions()
-            values.append(f"?{nxt}")
         cols = ", ".join(quote_identifier(name) for name in names)
         tail = " ON CONFLICT DO NOTHING" if ignore_duplicates else ""
-        return f"INSERT INTO {self.table} ({cols}) VALUES ({', '.join(values)}){tail}"
+        return f"INSERT INTO {self.table} ({cols}) VALUES ({', '.join('?' for _ in names)}){tail}"
 
     def select_sql(self) -> str:
         """SELECT of the metadata columns, the fields, then ``_partition`` (index ``partition_index``).

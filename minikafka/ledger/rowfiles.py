@@ -21,7 +21,8 @@ it into place):
 
 The ledger attaches the file under :data:`ALIAS` (outside any transaction: SQLite
 refuses ``ATTACH`` inside one) and reads it in slices of at most N accepted rows
-(:class:`RowFile`); each slice is inserted with the caller's transaction.
+(:class:`RowFile`); each slice is inserted with the caller's transaction
+(``table.TopicTable.insert_row_file_in_current_transaction``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import StagingError
-from .identifiers import quote_identifier
 from .layout import TopicLayout
 
 ALIAS = "mk_rowfile"
@@ -149,28 +149,15 @@ class RowFile:
         return self.conn.execute(f"SELECT {cols} FROM {ALIAS}.mk_rows WHERE seq BETWEEN ? AND ? ORDER BY seq",
                                  (piece.first, piece.last)).fetchall()
 
-    def insert_in_current_transaction(self, piece: Slice, now: str, run_id: str, *, ignore_duplicates: bool) -> int:
-        """Append the slice's accepted rows to the topic (line order, so ids follow lines);
-        return how many were stored (duplicates of the dedup key are skipped when
-        ``ignore_duplicates``). Only for a topic of one partition: a partitioned topic
-        routes each row in Python (the caller inserts :meth:`values`).
+    @property
+    def table(self) -> str:
+        """The attached table of accepted rows (``seq``, then ``c0, c1, ...``)."""
+        return f"{ALIAS}.mk_rows"
 
-        Raises:
-            sqlite3.Error: as the topic's insert does (the caller explains it).
-        """
-        layout = self.layout
-        if layout.partitions != 1:
-            raise ValueError(f"topic {layout.name!r} has {layout.partitions} partitions: insert its rows one by one")
-        if piece.last < piece.first:
-            return 0
-        names = ", ".join(quote_identifier(n) for n in (*layout.field_names, "_created_at", "_run_id"))
-        cols = _value_columns(len(layout.field_names))
-        tail = " ON CONFLICT DO NOTHING" if ignore_duplicates else ""
-        before = self.conn.total_changes
-        self.conn.execute(
-            f"INSERT INTO {layout.table} ({names}) SELECT {cols}{', ' if cols else ''}?, ? FROM {ALIAS}.mk_rows "
-            f"WHERE seq BETWEEN ? AND ? ORDER BY seq{tail}", (now, run_id, piece.first, piece.last))
-        return self.conn.total_changes - before
+    @property
+    def value_columns(self) -> str:
+        """``c0, c1, ...``: the columns of the accepted rows holding the topic's field values."""
+        return _value_columns(len(self.layout.field_names))
 
 
 @contextmanager

@@ -85,10 +85,11 @@ def test_history_appended_as_handled_moves_the_handled_position_not_a_row_per_me
     assert videos.count("handled") == 1000 and videos.count("new") == 0
 
 
-def test_a_status_other_than_new_is_never_stored_by_the_insert_itself(source, videos):
-    import sqlite3
+def test_an_insert_stores_no_status_a_row_appended_as_handled_is_marked_after_it(source, videos):
+    from minikafka.ledger.table import insert_params
 
-    row = videos.rows.encode(Video(creator="c", url="x", length_seconds=1)) + ("2026-01-01T00:00:00.000000Z", "handled")
-    with pytest.raises(sqlite3.IntegrityError, match="_created_at"):
-        source._ledger.conn.execute(videos.layout.insert_sql(), row)
-    assert videos.count() == 0
+    row = videos.rows.encode(Video(creator="c", url="x", length_seconds=1))
+    assert insert_params([row], "2026-01-01T00:00:00.000000Z") == [(*row, "2026-01-01T00:00:00.000000Z")]
+    assert "_status" not in videos.layout.insert_sql()
+    videos.extend([{"creator": "c", "url": "x", "length_seconds": 1}], status="handled")
+    assert videos.count("handled") == 1 and videos.count("new") == 0

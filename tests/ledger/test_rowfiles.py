@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from minikafka import Source
 from minikafka.errors import StagingError
 from minikafka.ledger.rowfiles import attached, write_row_file
+from minikafka.ledger.table import TopicTable
 
 
 class Item(BaseModel):
@@ -62,9 +63,9 @@ def test_a_slice_is_inserted_in_line_order_and_a_duplicate_of_the_dedup_key_is_s
         stored = []
         with attached(src.ledger.conn, path, topic.layout) as rows:
             for piece in rows.slices(2):
-                with src.ledger.atomic():
-                    stored.append(rows.insert_in_current_transaction(piece, "2026-11-25T00:00:00.000000Z", "r1",
-                                                                     ignore_duplicates=True))
+                with src.ledger.atomic() as conn:
+                    stored.append(TopicTable(conn, topic.layout).insert_row_file_in_current_transaction(
+                        rows, piece, "2026-11-25T00:00:00.000000Z", "r1"))
         assert stored == [2, 1]
         conn = src.ledger.conn
         assert conn.execute('SELECT url, n, _run_id FROM "items" ORDER BY _id').fetchall() == [
@@ -72,13 +73,17 @@ def test_a_slice_is_inserted_in_line_order_and_a_duplicate_of_the_dedup_key_is_s
         assert conn.execute("PRAGMA database_list").fetchall()[-1][1] == "main"  # detached after the block
 
 
-def test_a_partitioned_topic_is_not_inserted_by_the_engine_alone(tmp_path):
+def test_a_partitioned_topics_rows_from_a_row_file_are_each_routed_as_an_append_routes_them(tmp_path):
     with Source(str(tmp_path / "l.sqlite")) as src:
         layout = _layout(src, partitions=3)
-        with attached(src.ledger.conn, _file(tmp_path, [1]), layout) as rows:
+        with attached(src.ledger.conn, _file(tmp_path, [1, 2, 3, 4]), layout) as rows:
             (piece,) = rows.slices(10)
-            with pytest.raises(ValueError, match="3 partitions"), src.ledger.atomic():
-                rows.insert_in_current_transaction(piece, "2026-11-25T00:00:00.000000Z", "r", ignore_duplicates=False)
+            with src.ledger.atomic() as conn:
+                assert TopicTable(conn, layout).insert_row_file_in_current_transaction(
+                    rows, piece, "2026-11-25T00:00:00.000000Z", "r") == 4
+        stored = src.ledger.conn.execute('SELECT _id, url, n, _partition FROM "items" ORDER BY _id').fetchall()
+        assert [(u, n) for _i, u, n, _p in stored] == [(f"u{x}", x) for x in (1, 2, 3, 4)]
+        assert [p for *_r, p in stored] == [layout.route((u, n), i) for i, u, n, _p in stored]
 
 
 def test_what_is_not_a_row_file_of_this_topic_is_a_staging_error_and_nothing_is_created(tmp_path):

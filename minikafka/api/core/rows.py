@@ -1,7 +1,9 @@
 """TopicRows: the rows of one topic table, the layer every mode works on.
 
 Validate and encode payloads, insert them (``*_in_current_transaction``: the caller owns
-the transaction), read rows in pages, turn rows into Records and models, count and ack.
+the transaction), read rows in pages, turn rows into Records and models, count and ack:
+what needs the topic's model. The statements themselves are ``ledger.table.TopicTable``'s
+(``self.table``), the one reader and writer of a topic's rows.
 ``Topic`` (the face) delegates to it; pipes, queues, groups, streaming and the connectors
 take a ``TopicRows`` and never a Topic's internals. ``StreamRows`` is the variant for
 schemaless streams (payloads are dicts, stored as JSON text).
@@ -27,13 +29,13 @@ from ...ledger.columns import json_value_refusal
 from ...ledger.connection import Ledger
 from ...ledger.events import Event
 from ...ledger.layout import N_META, TopicLayout
+from ...ledger.table import PAGE, TopicTable, insert_params
 from ...util.clock import parse_timestamp, utc_now
 from .record import Record
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 STATUSES = ("new", "handled")
-PAGE = 1000
 
 
 def check_status(status: str | None, *, allow_none: bool = True) -> str | None:
@@ -97,6 +99,11 @@ class TopicRows(Generic[ModelT]):
             )
         return conn
 
+    @property
+    def table(self) -> TopicTable:
+        """The topic's table on the ledger's connection (once the topic is known to be current)."""
+        return TopicTable(self.conn, self.layout)
+
     # -- validating ------------------------------------------------------------------
     def validate(self, payload: Any) -> ModelT:
         """``payload`` (a model instance or a dict) as an instance of the topic's model.
@@ -159,27 +166,9 @@ class TopicRows(Generic[ModelT]):
                     parent_topic: str | None = None, run_id: str | None = None, ignore_duplicates: bool = False,
                     now: str | None = None, partition: int | None = None) -> tuple[int | None, int]:
         """INSERT one encoded row on ``conn``; (id or None when ignored, partition)."""
-        lineage = parent_id is not None or run_id is not None
-        params = (*values, now or utc_now(), "new") + ((parent_id, parent_topic, run_id) if lineage else ())
-        if self.layout.partitions > 1:
-            if partition is None:
-                seq = 0 if self.layout.key else self._high_watermark_on(conn) + 1
-                partition = self.layout.route(values, seq)
-            params += (partition,)
-        else:
-            partition = 0
-        try:
-            cur = conn.execute(self.layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
-        except (sqlite3.IntegrityError, OverflowError) as exc:
-            raise self.layout.explain_write_error(exc, [values], conn=conn) from None
-        if cur.rowcount == 0:
-            return None, partition
-        counts.note_appended_in_current_transaction(conn, self.name, partitions=self.layout.partitions,
-                                                    top=cur.lastrowid)
-        return cur.lastrowid, partition
-
-    def _high_watermark_on(self, conn: sqlite3.Connection) -> int:
-        return conn.execute(f"SELECT max(\"_id\") FROM {self.layout.table}").fetchone()[0] or 0
+        lineage = (parent_id, parent_topic, run_id) if parent_id is not None or run_id is not None else None
+        return TopicTable(conn, self.layout).insert_one_in_current_transaction(
+            values, now or utc_now(), lineage=lineage, ignore_duplicates=ignore_duplicates, partition=partition)
 
     def insert_grouped(self, model: ModelT, *, ignore_duplicates: bool = False,
                        partition: int | None = None) -> tuple[int, int] | None:
@@ -234,22 +223,13 @@ class TopicRows(Generic[ModelT]):
         now: str | None = None,
     ) -> int:
         """Insert rows already encoded by ``self.encode`` (``encoded[i]`` is ``models[i]``'s)."""
-        conn = self.conn
+        table = self.table
         now = now or utc_now()
-        stamp = (now, "new")  # rows appended as handled are marked below (a row's state is not a column)
-        values = [e + stamp for e in encoded]
-        before = self.high_watermark()
-        values = self.layout.with_partitions(values, before + 1)
-        changes = conn.total_changes
-        try:
-            conn.executemany(self.layout.insert_sql(ignore_duplicates=ignore_duplicates), values)
-        except (sqlite3.IntegrityError, OverflowError) as exc:
-            raise self.layout.explain_write_error(exc, values, conn=conn, existing_upto=before) from None
-        written = conn.total_changes - changes
-        if written:
-            counts.note_appended_in_current_transaction(conn, self.name, partitions=self.layout.partitions)
-        if status == "handled" and written:
-            acks.mark_appended_handled_in_current_transaction(conn, self.name, before, now)
+        before = table.high_watermark()
+        written = table.insert_params_in_current_transaction(insert_params(encoded, now), lineage=False,
+                                                             ignore_duplicates=ignore_duplicates, after=before)
+        if status == "handled" and written:  # a row's state is not a column: marked after the insert
+            acks.mark_appended_handled_in_current_transaction(table.conn, self.name, before, now)
         if self.ledger.on_event and written:
             self._emit_appended_in_current_transaction(models if written == len(models) else None, before)
         return written
@@ -257,20 +237,17 @@ class TopicRows(Generic[ModelT]):
     def _emit_appended_in_current_transaction(self, models: list[ModelT] | None, after: int) -> None:
         """message_appended for each row above ``after`` (``models``: the rows, when all were written)."""
         if models is None:
-            rows = self.conn.execute(f"{self.layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))
+            rows = [row for page in self.table.scan(after=after) for row in page]
             pairs = [(row[0], self.model_of_row(row)) for row in rows]
         else:
-            ids = [r[0] for r in self.conn.execute(
-                f"SELECT \"_id\" FROM {self.layout.table} WHERE \"_id\" > ? ORDER BY \"_id\"", (after,))]
-            pairs = list(zip(ids, models))
+            pairs = list(zip(self.table.ids_after(after), models))
         for row_id, model in pairs:
             self.ledger.emit(Event("message_appended", self.name, row_id, {"payload": model.model_dump(mode="json")}))
 
     # -- reading ---------------------------------------------------------------------
     def high_watermark(self) -> int:
         """The largest id stored (0 for an empty topic)."""
-        row = self.conn.execute(f"SELECT max(\"_id\") FROM {self.layout.table}").fetchone()
-        return row[0] or 0
+        return self.table.high_watermark()
 
     def consumer_id(self, consumer: str | None) -> int | None:
         """The registered consumer's id (None for None).
@@ -294,18 +271,10 @@ class TopicRows(Generic[ModelT]):
         check_status(status)
         consumer_id = self.consumer_id(consumer)
         where, params = self.status_filter(status, consumer_id)
-        upto = self.high_watermark() if upto is None else upto
-        sql = (
-            f"{self.layout.select_sql()} WHERE {where} AND \"_id\" > ? AND \"_id\" <= ? "
-            f"ORDER BY \"_id\" LIMIT {PAGE}"
-        )
-        last = 0
-        while True:
-            page = self.conn.execute(sql, (*params, last, upto)).fetchall()
-            if not page:
-                return
+        table = self.table
+        upto = table.high_watermark() if upto is None else upto
+        for page in table.scan(where, params, upto=upto):
             yield from page
-            last = page[-1][0]
 
     def record(self, row: tuple, consumer: str | None, status: str | None = None,
                data: ModelT | None = None) -> Record[ModelT]:
@@ -340,32 +309,27 @@ class TopicRows(Generic[ModelT]):
         Raises:
             RecordNotFoundError: no such id.
         """
-        row = self.conn.execute(f"{self.layout.select_sql()} WHERE \"_id\" = ?", (_id,)).fetchone()
+        row = self.table.row(_id)
         if row is None:
             raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
         return self.record(row, None)
 
     def exists(self, _id: int) -> bool:
         """Whether the topic has a row with id ``_id``."""
-        return self.conn.execute(f"SELECT 1 FROM {self.layout.table} WHERE \"_id\" = ?", (_id,)).fetchone() is not None
+        return self.table.exists(_id)
 
     def is_handled(self, _id: int, consumer: str) -> bool:
         """Whether the row ``_id`` is acked for ``consumer`` (False when there is no such row)."""
         where, params = acks.done_filter(self.consumer_id(consumer), self.name)
-        return self.conn.execute(f"SELECT 1 FROM {self.layout.table} WHERE \"_id\" = ? AND {where}",
-                                 (_id, *params)).fetchone() is not None
+        return self.table.exists(_id, where, params)
 
     def load(self, ids: list[int]) -> dict[int, ModelT]:
         """{id: model} of the rows with these ids (missing ids are left out)."""
-        marks = ", ".join("?" for _ in ids)
-        rows = self.conn.execute(f"{self.layout.select_sql()} WHERE \"_id\" IN ({marks})", ids).fetchall()
-        return {row[0]: self.model_of_row(row) for row in rows}
+        return {row[0]: self.model_of_row(row) for row in self.table.rows_by_id(ids)}
 
     def read_since(self, offset: int, limit: int) -> list[tuple]:
         """``select_sql`` rows with id > ``offset``, oldest first, at most ``limit``."""
-        return self.conn.execute(
-            f"{self.layout.select_sql()} WHERE \"_id\" > ? ORDER BY \"_id\" LIMIT ?", (offset, limit)
-        ).fetchall()
+        return self.table.page(offset, limit)
 
     def count(self, status: str | None = None, *, consumer: str | None = None) -> int:
         """Number of rows, optionally only 'new' or 'handled' (for ``consumer``).
@@ -403,8 +367,7 @@ class TopicRows(Generic[ModelT]):
             raise ValueError("set_handled requires _id or record")
         now = utc_now()
         with self.ledger.atomic() as conn:
-            exists = conn.execute(f"SELECT 1 FROM {self.layout.table} WHERE \"_id\" = ?", (_id,)).fetchone()
-            if exists is None:
+            if not TopicTable(conn, self.layout).exists(_id):
                 raise RecordNotFoundError(f"topic {self.name!r} has no record with id {_id!r}")
             self.ack_in_current_transaction(_id, consumer, now)
         if record is not None and record.status != "handled":

@@ -24,9 +24,10 @@ from ...errors import (
     PipelineError,
     TopicNotFoundError,
 )
-from ...ledger import acks, counts
+from ...ledger import acks
 from ...ledger.events import Event
 from ...ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ...ledger.table import TopicTable
 from ...util.clock import utc_now
 from ...util.dag import topological_order
 from ...util.gcpause import gc_paused
@@ -354,20 +355,18 @@ class _GroupRun:
                     if target is None or value is None:
                         continue
                     rows = per_target.setdefault(id(target), (target, []))[1]
-                    rows.append(target.rows.encode(value) + (now, "new", record.id, source_name, run_id))
+                    rows.append((target.rows.encode(value), (record.id, source_name, run_id)))
         except InvalidRecordError:  # a value the ledger refuses: the row-by-row path names the row
             return False
         try:
             with ledger.atomic() as conn:
                 for target, rows in per_target.values():
-                    first = target.high_watermark() + 1 if target.layout.partitions > 1 else 0
-                    conn.executemany(target.layout.insert_sql(lineage=True), target.layout.with_partitions(rows, first))
-                    counts.note_appended_in_current_transaction(conn, target.name,
-                                                                partitions=target.layout.partitions)
+                    TopicTable(conn, target.layout).insert_rows_in_current_transaction(
+                        [values for values, _lineage in rows], now, lineage=[line for _values, line in rows])
                 acks.ack_many_in_current_transaction(
                     conn, self.topic.name, [record.id for record, _o, _e in batch], consumer_id, now, consumers
                 )
-        except (sqlite3.IntegrityError, OverflowError, InvalidRecordError):
+        except (sqlite3.IntegrityError, OverflowError, InvalidRecordError, DuplicateMessageError):
             return False
         self.result.rows_out += sum(len(rows) for _t, rows in per_target.values())
         for _record, outs, _errs in batch:

@@ -21,15 +21,14 @@ from dataclasses import dataclass
 from itertools import repeat
 
 from ...api.source import Source
-from ...ledger import acks, counts, loads, rowfiles
+from ...ledger import acks, loads, rowfiles
 from ...ledger.layout import TopicLayout
 from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ...ledger.runlog import RunResult
+from ...ledger.table import TopicTable, insert_params_of_columns
 from ...util.clock import utc_now
 from ...util.gcpause import gc_paused
 from .parts import check_count
-
-STATUS = "new"  # rows loaded as history are marked handled after their insert (as_handled)
 
 
 @dataclass
@@ -45,23 +44,6 @@ class Slice:
     now: str
     insert: Callable[[sqlite3.Connection, int], int] | None  # (conn, highest id before) -> rows stored
     committed_before: bool = False  # every line of it was committed by an interrupted run
-
-
-def _insert_rows(conn: sqlite3.Connection, layout: TopicLayout, rows: list[tuple], top: int) -> int:
-    """Insert ``rows`` (field values, then ``_lineage``'s) as new rows of ``layout``'s topic."""
-    rows = layout.with_partitions(rows, top + 1)  # routed by key (or spread by expected id)
-    before = conn.total_changes
-    try:
-        conn.executemany(layout.insert_sql(lineage=True, ignore_duplicates=bool(layout.dedup)), rows)
-    except Exception as exc:
-        width = len(layout.field_names)
-        raise layout.explain_write_error(exc, [r[:width] for r in rows]) from None
-    return conn.total_changes - before
-
-
-def _lineage(now: str, run_id: str) -> tuple:
-    """The insert parameters after the field values (``TopicLayout.insert_sql``)."""
-    return now, STATUS, None, None, run_id
 
 
 def arrow_slices(batches: Iterable, layout: TopicLayout, batch_rows: int, already: int,
@@ -84,12 +66,14 @@ def arrow_slices(batches: Iterable, layout: TopicLayout, batch_rows: int, alread
             kept = batch.filter(pc.and_(fresh, pc.invert(has_error)))
             failed = batch.filter(pc.and_(fresh, has_error))
             n = kept.num_rows
-            rows = list(zip(*(kept.column(c).to_pylist() for c in names), *(repeat(v, n) for v in _lineage(now, run_id))))
+            params = insert_params_of_columns([kept.column(c).to_pylist() for c in names], n, now,
+                                              (repeat(None, n), repeat(None, n), repeat(run_id, n)))
             refused = list(zip(failed.column("_mk_line").to_pylist(), failed.column("_mk_error").to_pylist(),
                                failed.column("_mk_payload").to_pylist()))
 
-            def insert(conn, top, rows=rows):
-                return _insert_rows(conn, layout, rows, top)
+            def insert(conn, top, params=params):
+                return TopicTable(conn, layout).insert_params_in_current_transaction(
+                    params, lineage=True, ignore_duplicates=bool(layout.dedup), after=top)
 
             yield Slice(batch.num_rows, last_line, n, refused, now, insert)
 
@@ -111,14 +95,7 @@ def row_file_slices(source: Source, parts: Iterable[tuple[str, int]], layout: To
                 now = utc_now()
 
                 def insert(conn, top, piece=piece, now=now):
-                    if layout.partitions != 1:  # each row routed in Python
-                        lineage = _lineage(now, run_id)
-                        return _insert_rows(conn, layout, [v + lineage for v in rows.values(piece)], top)
-                    try:
-                        return rows.insert_in_current_transaction(piece, now, run_id,
-                                                                  ignore_duplicates=bool(layout.dedup))
-                    except sqlite3.Error as exc:  # named by row and field, as an executemany would be
-                        raise layout.explain_write_error(exc, rows.values(piece)) from None
+                    return TopicTable(conn, layout).insert_row_file_in_current_transaction(rows, piece, now, run_id)
 
                 yield Slice(piece.rows_read, piece.last_line, piece.accepted, piece.refused, now, insert)
 
@@ -140,8 +117,6 @@ def commit_slices(source: Source, layout: TopicLayout, file_name: str, sha256: s
             with gc_paused(), source.ledger.atomic() as conn:
                 top = conn.execute(f'SELECT max("_id") FROM {layout.table}').fetchone()[0] or 0
                 inserted = piece.insert(conn, top) if piece.accepted else 0
-                if inserted:
-                    counts.note_appended_in_current_transaction(conn, layout.name, partitions=layout.partitions)
                 if as_handled and inserted:
                     acks.mark_appended_handled_in_current_transaction(conn, layout.name, top, now)
                 quarantine_in_current_transaction(conn, (
