@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ..errors import migration_failure
-from ..ledger import acks, catalog
+from ..ledger import acks, catalog, keys
 from ..ledger.identifiers import quote_identifier
 from ..ledger.layout import PARTITION, STORED_META, STORED_META_SELECT, TopicLayout, stored_meta
 from ..util.clock import utc_now
@@ -379,6 +379,8 @@ class Topic(Generic[ModelT]):
                     conn.execute(statement)
                 conn.execute(f"DROP TABLE {self._layout.table}")  # drops its trigger and indexes too
                 conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
+                if new_layout.dedup:  # the rows were copied without their dedup hash
+                    keys.fill_in_current_transaction(conn, new_layout)
                 for statement in new_layout.ddl()[1:]:
                     conn.execute(statement)
                 catalog.record_migration_in_current_transaction(
