@@ -18,8 +18,10 @@ from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
+    ArgumentTypeError,
     BackfillError,
     BackfillOptionError,
+    BackupError,
     ConcurrentRunError,
     ConnectorError,
     ConsumerNotFoundError,
@@ -42,6 +44,7 @@ from .errors import (
     JobNotFoundError,
     JobNotOursError,
     LedgerError,
+    LedgerInUseError,
     LedgerNotFoundError,
     LedgerReplacedError,
     LedgerUpgradeRequiredError,
@@ -66,6 +69,7 @@ from .errors import (
     ScheduleConfigError,
     ScheduleNotFoundError,
     SchemaMismatchError,
+    SnapshotNotFoundError,
     SourceClosedError,
     SparkSetupError,
     StageFailed,
@@ -95,6 +99,9 @@ def _load_spark_engine():
 _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
+    "BackupError",
+    "LedgerInUseError",
+    "SnapshotNotFoundError",
     "StageFailed",
     "MasterUnreachableError",
     "SparkSetupError",
@@ -141,6 +148,7 @@ __all__ = [
     "InvalidOffsetError",
     "InvalidRecordError",
     "InvalidSettingError",
+    "ArgumentTypeError",
     "Job",
     "JobCancelledError",
     "JobFailedError",

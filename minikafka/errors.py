@@ -325,8 +325,13 @@ class HandlerError(MinikafkaError):
 
 
 class InvalidSettingError(MinikafkaError, ValueError):
-    """An option of the library has a value it cannot use (e.g. ``busy_timeout="abc"``); the
-    message names the option, the value and what is accepted."""
+    """An option or an argument of a call has a value it cannot use (``busy_timeout="abc"``,
+    ``q.cancel(0)``, ``claim_batch(n=-1)``); the message names it, the value and what is accepted."""
+
+
+class ArgumentTypeError(MinikafkaError, TypeError):
+    """An argument of the wrong kind (a clock that is not callable, a model that is not a pydantic
+    class, a missing ``dedup=``); a TypeError too, as Python raises for such calls."""
 
 
 class InvalidDurationError(InvalidSettingError):
@@ -339,6 +344,20 @@ class LedgerReplacedError(LedgerError):
     """The ledger file was replaced (renamed over) or removed while a Source had it open: the
     open connection still reads the old file, so waiting on it would never wake again. The
     message names the file; open a new Source on it."""
+
+
+class BackupError(LedgerError):
+    """A snapshot could not be taken, checked or read (names the file); nothing that looks like a
+    complete snapshot is left behind."""
+
+
+class SnapshotNotFoundError(BackupError):
+    """No snapshot fits what was asked (none in the directory, none before the run)."""
+
+
+class LedgerInUseError(LedgerError):
+    """The ledger is open in another process (a run, an appender, a worker, Litestream), so it
+    cannot be replaced now; nothing was changed."""
 
 
 class LockBusy(MinikafkaError):

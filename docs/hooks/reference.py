@@ -167,8 +167,10 @@ def _section_kind(header: str) -> str:
         return "topic"
     if header.startswith("[stages."):
         return "stage-" + header[len("[stages."):].rstrip("]")
+    if header.startswith("[queues."):
+        return "queue"
     return {"[pipeline]": "pipeline", "[spark]": "spark", "[[stages]]": "stage",
-            "[[deliveries]]": "delivery"}.get(header, header)
+            "[[deliveries]]": "delivery", "[health]": "health"}.get(header, header)
 
 
 def _comments_of(example: str) -> dict[tuple[str, str], str]:
@@ -204,6 +206,8 @@ def pipeline_file() -> str:
         ("[[stages]]", "stage", schema.StageSpec),
         ("trigger = { ... } (in a stage)", "trigger", schema.TriggerSpec),
         ("window = { ... } (in a stage)", "window", schema.WindowSpec),
+        ('[queues."TOPIC:CONSUMER"]', "queue", schema.QueueSpec),
+        ("[health]", "health", schema.HealthSpec),
     ]
     out = ["A pipeline file is TOML. Its shape is checked against these models before any value is "
            "used; every problem is reported at once with its key path.\n",

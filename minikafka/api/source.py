@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import SchemaMismatchError, TopicNotFoundError
+from ..errors import ArgumentTypeError, SchemaMismatchError, TopicNotFoundError
 from ..ledger import acks, catalog
 from ..ledger.connection import Ledger
 from ..ledger.events import Event, Observer
@@ -245,7 +245,7 @@ class Source:
             topic_created, when the topic is new.
         """
         if dedup is REQUIRED:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"source.topic({name!r}, ...) needs the keyword argument dedup: "
                 "dedup=(field, ...) for unique fields, or dedup=None to disable dedup"
             )
@@ -365,7 +365,8 @@ class Source:
                 commit time (empty ones only with ``emit_empty=True``).
             emitter: a WindowEmitter subclass deciding windows itself.
             consumer: the consumer name (default: the function's name).
-            workers: windows run in this many processes at once (they still commit in order).
+            workers: windows run in up to this many processes at once, started as windows need
+                them (they still commit in order); at most ``util.procs.concurrency_limit()``.
             sink: a Topic (written in the window's commit) or an object with ``put(message)``.
             until_idle: return once no window is ready; blocking=False: run in a thread.
             forward_on_none: when the function returns None, send the window's rows themselves

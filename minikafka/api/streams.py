@@ -16,6 +16,7 @@ from ..ledger import acks, catalog
 from ..ledger import windows as stored
 from ..ledger.identifiers import validate_consumer_name
 from ..util import clock
+from ..util.procs import concurrency_limit
 from .core.rows import StreamRows
 from .core.transaction import Transaction
 from .modes.streaming import StreamingConsumer, consumer_name
@@ -120,8 +121,11 @@ def streaming(source: SourceHandle, name: str, fn: Callable | None = None, *, si
     (a consumer may start before its producer); that is logged and the returned loop's
     ``created_stream`` is True.
     """
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise StreamingConfigError(f"workers must be a positive integer, got {workers!r}")
+    limit = concurrency_limit()
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= limit:
+        raise StreamingConfigError(
+            f"workers must be an integer from 1 to {limit} (4 processes per CPU, never below 32 nor above 256), "
+            f"got {workers!r}")
     if sink is not None and not (isinstance(sink, Topic) or hasattr(sink, "write_in_current_transaction")
                                  or callable(getattr(sink, "put", None)) or callable(getattr(sink, "put_many", None))):
         raise StreamingConfigError(f"sink= takes a Topic or an object with put(message), got {sink!r}")
@@ -132,8 +136,10 @@ def streaming(source: SourceHandle, name: str, fn: Callable | None = None, *, si
         raise StreamingConfigError(f"retry_delay must be a number of seconds >= 0, got {retry_delay!r}")
     if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < float("inf"):
         raise StreamingConfigError(f"poll must be a positive number of seconds, got {poll!r}")
-    if not isinstance(forward_on_none, bool):
-        raise StreamingConfigError(f"forward_on_none must be True or False, got {forward_on_none!r}")
+    for flag, value in (("forward_on_none", forward_on_none), ("emit_empty", emit_empty), ("relaxed", relaxed),
+                        ("until_idle", until_idle), ("blocking", blocking)):
+        if not isinstance(value, bool):
+            raise StreamingConfigError(f"{flag} must be True or False, got {value!r}")
     if consumer is not None:
         validate_consumer_name(consumer)
     check_emitter_arguments(size=size, interval=interval, emitter=emitter, options=options)

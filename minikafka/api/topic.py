@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import migration_failure
+from ..errors import InvalidSettingError, migration_failure
 from ..ledger import acks, catalog, keys
 from ..ledger.identifiers import quote_identifier
 from ..ledger.layout import PARTITION, STORED_META, STORED_META_SELECT, TopicLayout, stored_meta
@@ -224,9 +224,9 @@ class Topic(Generic[ModelT]):
     def read_since(self, offset: int, limit: int = 1000) -> list[Record[ModelT]]:
         """The rows with id > ``offset``, oldest first, at most ``limit`` (a stateless stream read)."""
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be an integer >= 0, got {offset!r}")
+            raise InvalidSettingError(f"offset must be an integer >= 0, got {offset!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+            raise InvalidSettingError(f"limit must be an integer >= 1, got {limit!r}")
         return [self.rows.record(row, None) for row in self.rows.read_since(offset, limit)]
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -234,20 +234,28 @@ class Topic(Generic[ModelT]):
 
         Returns:
             True when new rows arrived, False after ``timeout`` seconds.
-        """
-        from ..ledger.watcher import wait_until
 
-        timeout = check_timeout(timeout, "wait timeout")
-        start = self.high_watermark()
-        return bool(wait_until(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+        Raises:
+            InvalidDurationError: (a ValueError) a timeout that is not a finite number of seconds >= 0.
+        """
+        from ..ledger.watcher import drive
+
+        return bool(drive(self.source.watcher, self._wait_steps(timeout)))
 
     async def wait_async(self, timeout: float | None = None) -> bool:
         """``wait`` for asyncio: awaits new rows without blocking the event loop (call it
-        from the thread that opened the Source: the loop's)."""
-        from ..ledger.watcher import wait_until_async
+        from the thread that opened the Source: the loop's). Same checks and loop as ``wait``."""
+        from ..ledger.watcher import drive_async
 
+        return bool(await drive_async(self.source.watcher, self._wait_steps(timeout)))
+
+    def _wait_steps(self, timeout: float | None):
+        """The one check and loop of ``wait`` and ``wait_async`` (``ledger.watcher.until``)."""
+        from ..ledger.watcher import until
+
+        timeout = check_timeout(timeout, "wait timeout")
         start = self.high_watermark()
-        return bool(await wait_until_async(self.source.watcher, lambda: self.high_watermark() > start, timeout))
+        return until(self.source.watcher, lambda: self.high_watermark() > start, timeout)
 
     def queue(self, consumer: str, visibility_timeout: float | None = None, max_attempts: int | None = None, *,
               clock=None, result_ttl: float | None = None) -> Queue[ModelT]:
@@ -289,7 +297,7 @@ class Topic(Generic[ModelT]):
         lo = 0 if from_id is None else from_id
         hi = 2**63 - 1 if to_id is None else to_id
         if lo > hi:
-            raise ValueError(f"from_id {from_id} is greater than to_id {to_id}")
+            raise InvalidSettingError(f"from_id {from_id} is greater than to_id {to_id}")
         with self.source.ledger.atomic() as conn:
             cid = acks.require_consumer(conn, self.name, consumer)
             return acks.replay_in_current_transaction(conn, self.name, cid, lo, hi, utc_now())

@@ -7,7 +7,21 @@ from __future__ import annotations
 
 import sys
 
-from . import consumers, data, deliver, maintenance, pipelines, quarantine, queues, schedules, streams, topics, work  # noqa: F401  (registers the commands)
+from . import (  # noqa: F401  (registers the commands)
+    backups,
+    consumers,
+    data,
+    deliver,
+    health,
+    maintenance,
+    pipelines,
+    quarantine,
+    queues,
+    schedules,
+    streams,
+    topics,
+    work,
+)
 from .app import main
 
 __all__ = ["main"]

@@ -115,11 +115,11 @@ class DefinitionProblem(click.ClickException):
     exit_code = 2
 
 
-def _load(pipeline: str):
+def _load(pipeline: str, *, check_jobs: bool = True):
     from ..pipelines.definition import load_pipeline
 
     try:
-        return load_pipeline(pipeline)
+        return load_pipeline(pipeline, check_jobs=check_jobs)
     except MinikafkaError as exc:
         raise DefinitionProblem(str(exc)) from exc
 
@@ -150,10 +150,14 @@ def check_ledger_path(path: str | Path | None, *, what: str = "--source") -> Non
             "(everything it wrote would be lost): pass a ledger file")
 
 
-def load_with_source(pipeline: str, source_override: str | None):
-    """The pipeline definition, with its ledger replaced by ``source_override`` when given."""
+def load_with_source(pipeline: str, source_override: str | None, *, check_jobs: bool = True):
+    """The pipeline definition, with its ledger replaced by ``source_override`` when given.
+
+    ``check_jobs`` False: the stages' job modules are not imported (a command that needs
+    only the topics, like ``ingest``, works where the jobs cannot be imported).
+    """
     check_ledger_path(source_override)
-    defn = _load(pipeline)
+    defn = _load(pipeline, check_jobs=check_jobs)
     if source_override:
         defn.source = Path(source_override).resolve()
     return defn

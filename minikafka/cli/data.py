@@ -6,6 +6,7 @@ import click
 
 from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
+from ..util.redact import redact_url
 from .app import main
 from .common import (
     CREATE_HINT,
@@ -123,7 +124,8 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
             path = _spool_stdin(tmpdir)
         try:
             if pipeline:
-                defn = load_with_source(pipeline, source_path if explicit_source else None)
+                # only the topics' models: the job modules belong to run, plan and check
+                defn = load_with_source(pipeline, source_path if explicit_source else None, check_jobs=False)
                 if topic not in defn.topics:
                     raise click.ClickException(f"topic {topic!r} is not declared in {pipeline}")
                 # the declared pipeline's own ledger may start here; an override only with --create
@@ -363,7 +365,7 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     if delimiter == quote:
         raise click.BadParameter(f"the delimiter and the quote character are both {quote!r}", param_hint="--quote")
     if master and not master.startswith("local") and not staging:
-        raise click.BadParameter(f"master {master!r} needs a staging URI every node sees", param_hint="--staging")
+        raise click.BadParameter(f"master {redact_url(master)!r} needs a staging URI every node sees", param_hint="--staging")
     check_staging(staging)  # a missing local directory: exit 1 before the JVM starts
     formats = {fmt or detect_format(p) for p in discover(list(paths))}  # missing files: exit 1 here
     if "csv" not in formats:

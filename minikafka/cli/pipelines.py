@@ -34,13 +34,15 @@ from .output import note, stage_running
 @click.option("--in-process", is_flag=True, help="Run all stages in one Spark application (one JVM start).")
 @click.option("--staging", help="Staging URI every node sees (file:///mnt/shared/mk, hdfs://..., s3a://...); "
               "default: the pipeline's [spark] staging. 'local' forces JDBC reads of the ledger.")
+@click.option("--backup-before", metavar="DIR",
+              help="Snapshot the ledger into DIR before the first stage starts (see 'minikafka backup').")
 @json_option
 @verbose_option
 @pipeline_source_option
 @create_option
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
         dry_run: bool, in_process: bool, source_override: str | None, staging: str | None,
-        create_ledger: bool, as_json: bool) -> None:
+        create_ledger: bool, as_json: bool, backup_before: str | None) -> None:
     """Run a pipeline's stages in DAG order, each as its own spark-submit.
 
     Prints one line per stage (rows in, out, duplicates, quarantined, failed), then every
@@ -74,7 +76,8 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
     try:
         result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
-                              in_process=in_process, staging=staging, echo=note, running=stage_running)
+                              in_process=in_process, staging=staging, echo=note, running=stage_running,
+                              backup_before=backup_before)
     except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
     if as_json:

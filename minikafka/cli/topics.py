@@ -63,8 +63,8 @@ def topics(source: Source, as_json: bool) -> None:
 def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int) -> list[dict]:
     from ..ledger.runlog import read_runs
 
-    if not failed:
-        return read_runs(conn, stage=stage, limit=limit)
+    if not failed:  # health checks, every few minutes from cron, would crowd out the runs: --stage health
+        return read_runs(conn, stage=stage, limit=limit, hide_kinds=("health",))
     ids = failed_run_ids(conn, stage=stage, limit=limit)
     return [read_runs(conn, run_id=i, limit=1)[0] for i in ids]
 
@@ -92,6 +92,8 @@ def resolve_run_id(conn, given: str, where) -> str:
 @with_source(read_only=True)
 def status(source: Source, stage: str | None, run_id: str | None, failed: bool, limit: int, as_json: bool) -> None:
     """Show the last runs from the run log, most recent first, with their run ids.
+
+    Health checks (minikafka health) are left out unless asked for with --stage health.
 
     --json prints a list of run records with the run log's columns as keys
     (run_id, kind, stage, consumer, inputs, outputs, watermarks, rows_*, status, error,

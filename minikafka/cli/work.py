@@ -18,7 +18,8 @@ from .output import note, progress
 @click.option("--queue", "queue_name", required=True,
               help="The queue: a topic made by source.queue(NAME, ...), or TOPIC:CONSUMER for topic.queue(CONSUMER).")
 @click.option("--concurrency", "-c", default=1, show_default=True, type=click.IntRange(min=1, max=concurrency_limit()),
-              help=f"Worker processes (at most {concurrency_limit()}: 4 per CPU, at least 32, at most 256).")
+              help=f"Worker processes: at most {concurrency_limit()} on this machine (the limit is 4 per CPU, "
+                   "but never below 32 nor above 256).")
 @click.option("--once", is_flag=True, help="Exit when nothing is claimable instead of waiting for more jobs.")
 @click.option("--retry-delay", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds before the first retry of a failed job; doubles with each attempt.")
@@ -29,7 +30,10 @@ def work(source: Source, handler: str, queue_name: str, concurrency: int, once: 
     """Run MODULE:FUNCTION on every job of a queue in N worker processes.
 
     A return acks the job; an exception retries it after retry_delay * 2**(attempts-1)
-    seconds, and the dead letter takes it once its attempts are used up. SIGTERM lets
+    seconds, and the dead letter takes it once its attempts are used up. A return value
+    JSON cannot hold (a datetime, a set, bytes, NaN) sends the job to the dead letter at
+    once with that refusal as its error: it never runs twice for it. A worker process that
+    dies (a crash, a kill) is replaced, up to 3 times per worker. SIGTERM lets
     the jobs in flight finish (exit 0); Ctrl-C (SIGINT) too, then exits 130 and the run
     log says 'interrupted'. Progress goes to stderr (a live line on a terminal, else a
     line only when a count changed), a summary line to stdout, and the run to the run log.

@@ -70,7 +70,7 @@ from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transact
 from ..util import clock
 from ..util.clock import utc_now
 from ..util.duration import parse_duration
-from ..util.redact import redact_text
+from ..util.redact import redact_text, url_secrets
 from ..util.results import Result
 from ..util.tomlfile import read_toml
 from .http import (
@@ -365,7 +365,7 @@ class DeliveryWorker:
                 except MinikafkaError as exc:
                     raise DeliveryError(f"delivery {spec.name!r}: {exc}") from exc
             headers = spec.resolved_headers(self.environ)
-            self._secrets += list(headers.values())
+            self._secrets += list(headers.values()) + url_secrets(spec.endpoint)
             try:  # checks the URL, the timeout and the resolved headers before any thread starts
                 HttpPoster(spec.endpoint, headers=headers, timeout=spec.timeout).close()
             except ValueError as exc:

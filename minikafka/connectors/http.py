@@ -39,11 +39,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
-from ..util.redact import redact_text, redact_url, url_secrets
+from ..errors import InvalidSettingError
+from ..util.redact import guard_library_logs, redact_text, redact_url, url_secrets
 
 __all__ = ["Backoff", "HttpPoster", "PostOutcome", "check_endpoint", "check_header", "idempotency_key",
            "json_default", "redact_url", "to_json_bytes"]
@@ -93,14 +94,14 @@ def check_header(name: object, value: object) -> None:
         ValueError: a name that is not an HTTP token, or such a value.
     """
     if not isinstance(name, str) or not _TCHAR.match(name):
-        raise ValueError(f"header name {name!r} is not a valid HTTP header name")
+        raise InvalidSettingError(f"header name {name!r} is not a valid HTTP header name")
     if not isinstance(value, str):
-        raise ValueError(f"header {name!r}: the value must be text, got {type(value).__name__} (value not shown)")
+        raise InvalidSettingError(f"header {name!r}: the value must be text, got {type(value).__name__} (value not shown)")
     if _BAD_VALUE.search(value):
-        raise ValueError(f"header {name!r}: the value holds a line break (CR/LF) or another control character; "
+        raise InvalidSettingError(f"header {name!r}: the value holds a line break (CR/LF) or another control character; "
                          "fix the value (not shown here)")
     if value != value.strip(" \t"):
-        raise ValueError(f"header {name!r}: the value starts or ends with whitespace; fix the value (not shown here)")
+        raise InvalidSettingError(f"header {name!r}: the value starts or ends with whitespace; fix the value (not shown here)")
 
 
 def check_endpoint(endpoint: object) -> str:
@@ -110,20 +111,20 @@ def check_endpoint(endpoint: object) -> str:
         ValueError: anything else (the message shows the URL redacted).
     """
     if not isinstance(endpoint, str):
-        raise ValueError(f"endpoint must be an http:// or https:// URL, got {endpoint!r}")
+        raise InvalidSettingError(f"endpoint must be an http:// or https:// URL, got {type(endpoint).__name__}")
     try:
         parts = urlsplit(endpoint)
     except ValueError:
-        raise ValueError(f"endpoint {redact_url(endpoint)!r} is not a valid URL") from None
+        raise InvalidSettingError(f"endpoint {redact_url(endpoint)!r} is not a valid URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"endpoint must be an http:// or https:// URL with a host, got {redact_url(endpoint)!r}")
+        raise InvalidSettingError(f"endpoint must be an http:// or https:// URL with a host, got {redact_url(endpoint)!r}")
     try:
         parts.port  # noqa: B018 (urllib checks the range only when asked)
     except ValueError:
-        raise ValueError(f"endpoint {redact_url(endpoint)!r} has an invalid port "
+        raise InvalidSettingError(f"endpoint {redact_url(endpoint)!r} has an invalid port "
                          f"(a number from 1 to 65535)") from None
     if parts.port == 0:
-        raise ValueError(f"endpoint {redact_url(endpoint)!r} has an invalid port (a number from 1 to 65535)")
+        raise InvalidSettingError(f"endpoint {redact_url(endpoint)!r} has an invalid port (a number from 1 to 65535)")
     return endpoint
 
 
@@ -141,8 +142,10 @@ class HttpPoster:
 
     Raises:
         ValueError: the endpoint is not an http(s) URL with a host and a valid port, the
-            timeout is not a positive finite number, or a header cannot be sent (the
-            message names the header, never its value).
+            timeout is not a positive finite number, a header cannot be sent (the
+            message names the header, never its value), or the credentials come both as
+            the URL's user info and as an ``Authorization`` header (refused rather than
+            one silently replacing the other).
     """
 
     def __init__(self, endpoint: str, *, headers: dict[str, str] | None = None, timeout: float = 10.0,
@@ -150,14 +153,25 @@ class HttpPoster:
         check_endpoint(endpoint)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
                 or timeout <= 0:
-            raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
+            raise InvalidSettingError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
         for name, value in (headers or {}).items():
             check_header(name, value)
+        parts = urlsplit(endpoint)
+        userinfo, _, host = parts.netloc.rpartition("@")
+        if userinfo and any(name.lower() == "authorization" for name in headers or {}):
+            raise InvalidSettingError(f"endpoint {redact_url(endpoint)!r} has both user info (user:password@) and an "
+                             "Authorization header: give the credentials one way only (values not shown)")
         self.endpoint = endpoint
         self.timeout = float(timeout)
         self._headers = {"Content-Type": "application/json", **(headers or {})}
-        # what an error text or an answer body must never show: header values, URL password/query
+        # the URL httpx sees (and logs) carries no user info: the credentials go as Basic auth
+        self._url = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+        user, _, password = userinfo.partition(":")
+        self._auth = httpx.BasicAuth(unquote(user), unquote(password)) if userinfo else None
+        # what an error text, an answer body or a library's log record must never show: header
+        # values, the URL's password and query (every encoding: see util.redact.secret_forms)
         self._secrets = [v for k, v in (headers or {}).items() if k.lower() != "content-type"] + url_secrets(endpoint)
+        self._unguard = guard_library_logs(self._secrets)
         self._own_client = client is None
         self._client = client or httpx.Client(timeout=httpx.Timeout(self.timeout), follow_redirects=False)
 
@@ -174,6 +188,7 @@ class HttpPoster:
     def close(self) -> None:
         if self._own_client:
             self._client.close()
+        self._unguard()
 
     def post_json(self, payload: Any = None, *, body: bytes | None = None,
                   idempotency_key: str | None = None) -> PostOutcome:
@@ -188,7 +203,8 @@ class HttpPoster:
             headers = {**headers, IDEMPOTENCY_HEADER: idempotency_key}
         t0 = time.perf_counter()
         try:
-            response = self._client.post(self.endpoint, content=data, headers=headers)
+            response = self._client.post(self._url, content=data, headers=headers,
+                                         auth=self._auth if self._auth is not None else httpx.USE_CLIENT_DEFAULT)
         except httpx.TimeoutException as exc:
             return PostOutcome(False, None, "", f"timeout after {self.timeout:g}s ({type(exc).__name__})",
                                time.perf_counter() - t0)

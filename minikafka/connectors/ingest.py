@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from ..api.core.rows import TopicRows, rows_of
 from ..api.topic import Topic
-from ..errors import InvalidRecordError
+from ..errors import InvalidRecordError, InvalidSettingError
 from ..ledger import quarantine as store
 from ..ledger.quarantine import Quarantined
 from ..util.clock import utc_now
@@ -92,7 +92,7 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
             nothing was written (the transaction is rolled back).
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-        raise ValueError(f"batch_rows must be a positive integer, got {batch_rows!r}")
+        raise InvalidSettingError(f"batch_rows must be a positive integer, got {batch_rows!r}")
     path = Path(path)
     rows = rows_of(topic)
     result = IngestResult()

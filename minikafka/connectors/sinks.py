@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ArgumentTypeError
+
 
 class TopicSink:
     """Write outputs to ``topic`` (a Topic or Stream, or a topic name on the same ledger)."""
@@ -24,7 +26,7 @@ class TopicSink:
 
     def put(self, message: Any) -> None:
         if isinstance(self.topic, str):
-            raise TypeError("TopicSink(name).put() needs a Topic object; streaming() resolves names itself")
+            raise ArgumentTypeError("TopicSink(name).put() needs a Topic object; streaming() resolves names itself")
         self.topic.append(message)
 
 

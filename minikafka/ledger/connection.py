@@ -35,7 +35,7 @@ from ..errors import (
     WrongThreadError,
 )
 from ..util.clock import utc_now
-from . import keys, upgrade
+from . import filecheck, keys, upgrade
 from .events import Event, Observer, deliverer, notify
 from .schema import LEDGER_FORMAT, MIN_SQLITE, missing_objects, schema_statements, temp_table_statement
 
@@ -83,13 +83,15 @@ def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
     only when it is not in WAL mode already.
 
     Raises:
-        LedgerError: the file cannot be opened or SQLite is too old for STRICT tables.
+        LedgerError: the file cannot be opened, it is on a network file system
+            (``filecheck.refuse_network_filesystem``), or SQLite is too old for STRICT tables.
     """
     _check_sqlite()
     if path != ":memory:":
         parent = Path(path).expanduser().resolve().parent
         if not parent.is_dir():
             raise LedgerError(f"cannot open ledger {path!r}: directory {str(parent)!r} does not exist")
+        filecheck.refuse_network_filesystem(path)
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:

@@ -11,7 +11,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import DedupFieldError, DuplicateMessageError, InvalidRecordError, PartitionOutOfRangeError
+from ..errors import (
+    ArgumentTypeError,
+    DedupFieldError,
+    DuplicateMessageError,
+    InvalidRecordError,
+    InvalidSettingError,
+    PartitionOutOfRangeError,
+)
 from . import status
 from .columns import META_COLUMNS, ColumnSpec, check_int_range, column_from_description, columns_for_model
 from .identifiers import quote_identifier, validate_topic_name
@@ -78,7 +85,7 @@ class TopicLayout:
         """
         validate_topic_name(name)
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise TypeError(f"model for topic {name!r} must be a pydantic BaseModel class, got {model!r}")
+            raise ArgumentTypeError(f"model for topic {name!r} must be a pydantic BaseModel class, got {model!r}")
         columns = columns_for_model(model)
         dedup_fields = normalise_dedup(name, model, dedup)
         key_fields = normalise_dedup(name, model, key, what="key")
@@ -481,7 +488,7 @@ def key_partition(values: list, partitions: int) -> int:
 
 def check_partitions(topic: str, partitions: object) -> int:
     if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
-        raise ValueError(f"topic {topic!r}: partitions must be an integer from 1 to {MAX_PARTITIONS}, got {partitions!r}")
+        raise InvalidSettingError(f"topic {topic!r}: partitions must be an integer from 1 to {MAX_PARTITIONS}, got {partitions!r}")
     return partitions
 
 

@@ -102,12 +102,17 @@ def write_run_in_current_transaction(conn: sqlite3.Connection, result: RunResult
 
 
 def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str | None = None,
-              limit: int = 20) -> list[dict[str, Any]]:
-    """Most recent runs first (or the one run ``run_id``), as dicts with JSON columns decoded."""
+              limit: int = 20, hide_kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Most recent runs first (or the one run ``run_id``), as dicts with JSON columns decoded;
+    without ``stage``, runs of ``hide_kinds`` are left out."""
     if run_id is not None:
         where, params = "WHERE run_id = ?", (run_id,)
+    elif stage:
+        where, params = "WHERE stage = ?", (stage,)
+    elif hide_kinds:
+        where, params = f"WHERE kind NOT IN ({', '.join('?' for _ in hide_kinds)})", tuple(hide_kinds)
     else:
-        where, params = ("WHERE stage = ?", (stage,)) if stage else ("", ())
+        where, params = "", ()
     cur = conn.execute(
         f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
         (*params, limit),
@@ -157,3 +162,26 @@ def quarantine_topics(conn: sqlite3.Connection, run_id: str) -> list[str]:
     rows = conn.execute("SELECT DISTINCT topic FROM _minikafka_quarantine WHERE run_id = ? ORDER BY topic",
                         (run_id,)).fetchall()
     return [r[0] for r in rows]
+
+
+MAINTENANCE_KINDS = ("health", "backup", "restore")  # runs about the ledger, not of the pipeline
+
+
+def last_committed_run(conn: sqlite3.Connection) -> str | None:
+    """The id of the run whose row was written last and is finished (not 'running'), leaving
+    out the ledger's own maintenance runs (health, backup, restore); None without one.
+
+    A run's row is rewritten when it finishes (``INSERT OR REPLACE`` gives it a new rowid),
+    so the highest rowid is the latest write: this reads backwards from the end of the table.
+    """
+    marks = ", ".join("?" for _ in MAINTENANCE_KINDS)
+    row = conn.execute(
+        f"SELECT run_id FROM _minikafka_runs WHERE status != 'running' AND kind NOT IN ({marks}) "
+        "ORDER BY rowid DESC LIMIT 1", MAINTENANCE_KINDS).fetchone()
+    return None if row is None else row[0]
+
+
+def run_started_at(conn: sqlite3.Connection, run_id: str) -> str | None:
+    """When run ``run_id`` started (ledger text form), or None when the run log has no such run."""
+    row = conn.execute("SELECT started_at FROM _minikafka_runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else row[0]

@@ -55,7 +55,8 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -223,9 +224,13 @@ class Watcher:
 
         Returns:
             The current change count (``mark`` itself when it timed out).
+
+        Raises:
+            InvalidDurationError: a NaN or infinite timeout (as ``wait``).
         """
         import asyncio
 
+        timeout = check_timeout(timeout)
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         entry = (loop, event)
@@ -405,6 +410,85 @@ def _drain(fd: int) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class Pause:
+    """What a waiting loop asks its driver for between two reads of state.
+
+    ``mark`` is the watcher's change count taken before the read: the driver returns once
+    a newer commit was seen, or after ``seconds`` (None: no limit). With ``mark`` None there
+    is no watcher to ask (an in-memory Source, an injected sleep): the driver sleeps
+    ``seconds``.
+    """
+
+    mark: int | None
+    seconds: float | None
+
+
+def pause(watcher: Watcher | None, step: Pause, sleep: Callable[[float], None] = time.sleep) -> None:
+    """The blocking driver's side of one ``Pause``."""
+    if step.mark is None or watcher is None:
+        sleep(step.seconds or 0.0)
+    else:
+        watcher.wait(step.mark, step.seconds)
+
+
+async def pause_async(watcher: Watcher | None, step: Pause) -> None:
+    """The asyncio driver's side of one ``Pause``: the event loop keeps running."""
+    import asyncio
+
+    if step.mark is None or watcher is None:
+        await asyncio.sleep(step.seconds or 0.0)
+    else:
+        await watcher.wait_async(step.mark, step.seconds)
+
+
+def until(watcher: Watcher, ready: Callable[[], T], timeout: float | None = None, *,
+          next_deadline: Callable[[], float | None] | None = None) -> Generator[Pause, None, T | None]:
+    """The loop of ``wait_until`` as steps: reads state, yields a ``Pause`` while not ready.
+
+    One loop for the blocking and the asyncio waits (``drive`` and ``drive_async`` step it),
+    so the two forms cannot drift. The generator's return value is the first truthy value
+    of ``ready()``, or None once ``timeout`` passed.
+
+    Raises:
+        InvalidDurationError: (at the first step) a NaN or infinite timeout.
+    """
+    timeout = check_timeout(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        mark = watcher.mark()
+        value = ready()
+        if value:
+            return value
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            return None
+        if next_deadline is not None:
+            due = next_deadline()
+            if due is not None:
+                remaining = due if remaining is None else min(remaining, due)
+        yield Pause(mark, None if remaining is None else max(0.0, remaining))
+
+
+def drive(watcher: Watcher | None, steps: Generator[Pause, None, T]) -> T:
+    """Run a waiting loop's steps, blocking in the watcher at each ``Pause``; returns its value."""
+    try:
+        while True:
+            pause(watcher, next(steps))
+    except StopIteration as done:
+        return done.value
+
+
+async def drive_async(watcher: Watcher | None, steps: Generator[Pause, None, T]) -> T:
+    """Run a waiting loop's steps, awaiting the watcher at each ``Pause``; returns its value."""
+    try:
+        while True:
+            step = next(steps)
+            await pause_async(watcher, step)
+    except StopIteration as done:
+        return done.value
+
+
 def wait_until(watcher: Watcher, ready: Callable[[], T], timeout: float | None = None, *,
                next_deadline: Callable[[], float | None] | None = None) -> T | None:
     """Call ``ready()`` until it returns something truthy; wait for a commit between calls.
@@ -423,38 +507,12 @@ def wait_until(watcher: Watcher, ready: Callable[[], T], timeout: float | None =
         LedgerReplacedError: the ledger file was replaced while waiting.
         InvalidDurationError: a NaN or infinite timeout.
     """
-    timeout = check_timeout(timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        mark = watcher.mark()
-        value = ready()
-        if value:
-            return value
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            return None
-        if next_deadline is not None:
-            due = next_deadline()
-            if due is not None:
-                remaining = due if remaining is None else min(remaining, due)
-        watcher.wait(mark, None if remaining is None else max(0.0, remaining))
+    return drive(watcher, until(watcher, ready, timeout, next_deadline=next_deadline))
 
 
 async def wait_until_async(watcher: Watcher, ready: Callable[[], T], timeout: float | None = None, *,
                            next_deadline: Callable[[], float | None] | None = None) -> T | None:
-    """``wait_until`` for asyncio: ``ready()`` runs on the loop's thread (a short read on the
-    caller's connection); between calls the coroutine awaits ``watcher.wait_async``."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        mark = watcher.mark()
-        value = ready()
-        if value:
-            return value
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            return None
-        if next_deadline is not None:
-            due = next_deadline()
-            if due is not None:
-                remaining = due if remaining is None else min(remaining, due)
-        await watcher.wait_async(mark, None if remaining is None else max(0.0, remaining))
+    """``wait_until`` for asyncio (the same loop, ``until``): ``ready()`` runs on the loop's
+    thread (a short read on the caller's connection); between calls the coroutine awaits
+    ``watcher.wait_async``."""
+    return await drive_async(watcher, until(watcher, ready, timeout, next_deadline=next_deadline))

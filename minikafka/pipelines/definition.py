@@ -14,6 +14,10 @@ staging = "file:///mnt/shared/mk"      # staging URI every node sees (needed on 
 model = "schemas.homelab:RssItem"      # module:Class
 dedup = ["url"]
 partitions = 4                         # optional; key = ["field"] routes rows by a stable hash
+# limits 'minikafka health' checks (each optional):
+freshness = "26h"
+max_lag = 10000
+max_quarantined = 100
 
 [[stages]]
 name = "split_youtube"
@@ -26,7 +30,19 @@ partitions = [0, 1]                    # optional: consume only these topic part
 expectations = []                      # suite files (data quality)
 trigger = { rows = 1000 }              # minikafka watch: or { every = "5m" }, { every = "5m", fixed = true }
 window = { rows = 100000 }             # a backlog is processed in chunks of N input rows, one commit each
+# limits 'minikafka health' checks (each optional):
+freshness = "26h"
+max_lag = 5000
+max_quarantined_per_run = 50
 [stages.spark]                         # settings for this stage only
+
+[queues."rss.items:fetch"]             # a work queue's health limits ("topic:consumer", or "topic")
+max_dead = 0
+max_pending_age = "1h"
+
+[health]
+backups = "../backups"                 # relative to this file
+backup_freshness = "26h"
 ```
 
 The DAG comes from the topics: a stage runs after every stage that writes one of its
@@ -65,6 +81,28 @@ class TopicDefinition:
     model: type[BaseModel]
     partitions: int | None = None
     key: tuple[str, ...] | None = None
+    freshness: float | None = None  # seconds: a row appended within (health)
+    max_lag: int | None = None  # rows pending for any one consumer (health)
+    max_quarantined: int | None = None  # rows in its quarantine (health)
+
+
+@dataclass
+class QueueRules:
+    """Health limits of one queue (``[queues."topic:consumer"]``)."""
+
+    name: str
+    topic: str
+    consumer: str
+    max_dead: int | None = None
+    max_pending_age: float | None = None  # seconds
+
+
+@dataclass
+class HealthSettings:
+    """``[health]``: where snapshots go and how old the newest may be."""
+
+    backups: Path | None = None
+    backup_freshness: float | None = None  # seconds
 
 
 @dataclass
@@ -84,6 +122,9 @@ class StageDefinition:
     trigger: dict[str, Any] = field(default_factory=dict)  # rows | every [fixed] | debounce (seconds)
     window_rows: int | None = None
     topic_partitions: list[int] | None = None  # a list: the topic partitions this stage consumes
+    freshness: float | None = None  # seconds: a successful run within (health)
+    max_lag: int | None = None  # rows pending for its consumer on its inputs (health)
+    max_quarantined_per_run: int | None = None  # rows its latest run quarantined (health)
 
     def job_module(self):
         return importlib.import_module(self.job)
@@ -102,6 +143,8 @@ class PipelineDefinition:
     topics: dict[str, TopicDefinition]
     stages: list[StageDefinition]  # in DAG order
     staging: str | None = None  # [spark] staging: a URI every node sees
+    queues: dict[str, QueueRules] = field(default_factory=dict)
+    health: HealthSettings = field(default_factory=HealthSettings)
 
     def stage(self, name: str) -> StageDefinition:
         for s in self.stages:
@@ -172,8 +215,12 @@ def _settings(value: dict[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in (value or {}).items()}
 
 
-def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefinition:
+def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = True) -> PipelineDefinition:
     """Parse and check a pipeline file; stages come back in DAG order.
+
+    ``check_jobs=False`` skips importing the job modules and ``suites=False`` loading the
+    expectation suites (great-expectations): what commands that only read the ledger
+    (health, doctor, backup) need is there without them.
 
     The file's shape is checked first against the schema in ``pipelines.schema``
     (every problem reported at once, each naming its key path, e.g.
@@ -218,7 +265,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
             key = tuple(_names(key))
             if not key or any(k not in model.model_fields for k in key):
                 raise _fail(path, f"{where}.key", f"must name fields of {spec['model']}, got {list(key)!r}")
-        topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model, parts, key)
+        topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model, parts, key,
+                                             **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")))
 
     stages: list[StageDefinition] = []
     seen: set[str] = set()
@@ -262,10 +310,11 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
             **_stage_partitions(path, where, spec.get("partitions"), inputs, topics),
             trigger=_trigger(path, where, spec.get("trigger") or {}),
             window_rows=_window(path, where, spec.get("window")),
+            **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined_per_run")),
         )
         if check_jobs:
             _check_job(path, where, stage)
-        if stage.expectations:
+        if stage.expectations and suites:
             stage.suites = _load_suites(path, where, stage, topics)
         stages.append(stage)
     if not stages:
@@ -279,7 +328,50 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True) -> PipelineDefin
     except PipelineCycleError as exc:
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
-                              staging)
+                              staging, _queues(path, raw.get("queues") or {}), _health(path, raw.get("health") or {}))
+
+
+def _limits(path: Path, where: str, spec: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The health limits among ``keys`` in ``spec``: durations in seconds, counts >= 0."""
+    from ..util.duration import parse_duration
+
+    out: dict[str, Any] = {}
+    for key in keys:
+        if key not in spec:
+            continue
+        value = spec[key]
+        if key in ("freshness", "max_pending_age", "backup_freshness"):
+            try:
+                out[key] = parse_duration(value, what=key)
+            except ValueError as exc:
+                raise _fail(path, f"{where}.{key}", str(exc)) from exc
+        elif value < 0:
+            raise _fail(path, f"{where}.{key}", f"must be an integer >= 0, got {value!r}")
+        else:
+            out[key] = value
+    return out
+
+
+def _queues(path: Path, specs: dict[str, dict[str, Any]]) -> dict[str, QueueRules]:
+    """``[queues."topic:consumer"]`` (or ``[queues.topic]`` for a consumer named like its topic)."""
+    out = {}
+    for label, spec in specs.items():
+        where = f'queues."{label}"'
+        topic, sep, consumer = label.partition(":")
+        consumer = consumer if sep else topic
+        try:
+            validate_topic_name(topic)
+            validate_consumer_name(consumer)
+        except InvalidNameError as exc:
+            raise _fail(path, where, f"a queue is named 'topic:consumer' (or 'topic'): {exc}") from exc
+        out[label] = QueueRules(label, topic, consumer, **_limits(path, where, spec, ("max_dead", "max_pending_age")))
+    return out
+
+
+def _health(path: Path, spec: dict[str, Any]) -> HealthSettings:
+    backups = spec.get("backups")
+    return HealthSettings(backups=(path.parent / backups).resolve() if backups else None,
+                          **_limits(path, "health", spec, ("backup_freshness",)))
 
 
 def _check_deliveries(path: Path, specs: list[dict[str, Any]] | None) -> None:

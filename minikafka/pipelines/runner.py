@@ -17,6 +17,7 @@ from ..errors import MinikafkaError
 from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write_run_in_current_transaction
 from ..util.clock import utc_now
 from ..util.progress import heartbeat
+from ..util.redact import redact_url
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
 log = logging.getLogger("minikafka.pipelines")
@@ -314,7 +315,7 @@ def submit_env() -> dict[str, str]:
 def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strategy: str = "strict",
                  stage: str | None = None, start: str | None = None, dry_run: bool = False,
                  in_process: bool = False, staging: str | None = None, echo=print,
-                 running=None) -> PipelineRun:
+                 running=None, backup_before: str | None = None) -> PipelineRun:
     """Run the selected stages in DAG order.
 
     strict: after a failure no further stage runs. best_effort: every stage not
@@ -323,6 +324,9 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     ``staging``: a URI every node sees (default: the pipeline's ``[spark] staging``);
     needed on a non-local master, see ``minikafka.spark.staging``. On such a master the
     project's code is zipped and shipped to the executors.
+
+    ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.backups``)
+    before the first stage starts, so no stage of this run has committed into it.
 
     ``running(label)``: a context manager shown while a stage runs (the CLI's live spinner);
     default: a "still running" line through ``echo`` after 15 s, 30 s, 1 min, ...
@@ -364,9 +368,14 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     except MasterUnreachableError as exc:
         if not dry_run:
             record_failed_run(defn, new_run_id("pipeline"), str(exc),
-                              details={"pipeline": defn.name, "master": master, "stages": [s.name for s in chosen],
+                              details={"pipeline": defn.name, "master": redact_url(master),
+                                       "stages": [s.name for s in chosen],
                                        "phase": "master check"})
         raise
+    if backup_before and not dry_run:
+        from ..ledger.backups import backup
+
+        echo(backup(defn.source, backup_before).summary())
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
     py_files = None if is_local_master(master) else str(code_zip(defn, scratch.name))
     spark = None

@@ -38,6 +38,9 @@ class TopicSpec(_Table):
     partitions: StrictInt | None = None
     key: NamesOrName | None = None
     description: StrictStr | None = None
+    freshness: Duration | None = None
+    max_lag: StrictInt | None = None
+    max_quarantined: StrictInt | None = None
 
 
 class TriggerSpec(_Table):
@@ -66,6 +69,20 @@ class StageSpec(_Table):
     description: StrictStr | None = None
     trigger: TriggerSpec | None = None
     window: WindowSpec | None = None
+    freshness: Duration | None = None
+    max_lag: StrictInt | None = None
+    max_quarantined_per_run: StrictInt | None = None
+
+
+class QueueSpec(_Table):
+    max_dead: StrictInt | None = None
+    max_pending_age: Duration | None = None
+    description: StrictStr | None = None
+
+
+class HealthSpec(_Table):
+    backups: StrictStr | None = None
+    backup_freshness: Duration | None = None
 
 
 class PipelineFile(_Table):
@@ -74,6 +91,8 @@ class PipelineFile(_Table):
     topics: dict[str, TopicSpec] | None = None
     stages: list[StageSpec] | None = None
     deliveries: list[dict[str, Any]] | None = None  # each checked by connectors.delivery.parse_delivery
+    queues: dict[str, QueueSpec] | None = None
+    health: HealthSpec | None = None
 
 
 STAGE_KEYS = set(StageSpec.model_fields)
@@ -81,6 +100,8 @@ TOPIC_KEYS = set(TopicSpec.model_fields)
 TOP_KEYS = set(PipelineFile.model_fields)
 TRIGGER_KEYS = set(TriggerSpec.model_fields)
 WINDOW_KEYS = set(WindowSpec.model_fields)
+QUEUE_KEYS = set(QueueSpec.model_fields)
+HEALTH_KEYS = set(HealthSpec.model_fields)
 
 # what each key expects, in words (by the key's name within its table)
 EXPECTED = {
@@ -89,6 +110,8 @@ EXPECTED = {
     ("", "topics"): 'a table of topics: [topics."rss.items"] with model and dedup',
     ("", "stages"): "an array of tables: [[stages]] with name, job, inputs and outputs",
     ("", "deliveries"): "an array of tables: [[deliveries]] with name, topic and endpoint",
+    ("", "queues"): 'a table of queues: [queues."jobs:workers"] with max_dead and max_pending_age',
+    ("", "health"): 'a table: [health] with backups = "../backups" and backup_freshness = "26h"',
     ("pipeline", "name"): "a name (a string)",
     ("pipeline", "source"): 'the SQLite ledger\'s path as a string, e.g. "../data/homelab.sqlite"',
     ("pipeline", "master"): 'a Spark master URL as a string, e.g. "local[2]" or "spark://host:7077"',
@@ -100,6 +123,9 @@ EXPECTED = {
     ("topic", "partitions"): "a number of partitions (an integer)",
     ("topic", "key"): 'a field name or a list of field names, e.g. ["url"]',
     ("topic", "description"): "a string",
+    ("topic", "freshness"): 'a duration such as "26h": a row appended within it',
+    ("topic", "max_lag"): "an integer: rows pending for any one consumer of the topic",
+    ("topic", "max_quarantined"): "an integer: rows in the topic's quarantine",
     ("stages", None): "a table with name, job, inputs and outputs",
     ("stage", "name"): "a stage name (a string)",
     ("stage", "job"): 'a job module as a string, e.g. "jobs.score"',
@@ -115,6 +141,16 @@ EXPECTED = {
     ("stage", "description"): "a string",
     ("stage", "trigger"): 'a table such as { rows = 1000 } or { every = "5m" }',
     ("stage", "window"): "a table such as { rows = 100000 }",
+    ("stage", "freshness"): 'a duration such as "26h": a successful run within it',
+    ("stage", "max_lag"): "an integer: rows pending for the stage on its inputs",
+    ("stage", "max_quarantined_per_run"): "an integer: rows its latest run quarantined",
+    ("queues", None): "a table with max_dead and max_pending_age",
+    ("queue", "max_dead"): "an integer: jobs in the dead letter",
+    ("queue", "max_pending_age"): 'a duration such as "1h": the oldest waiting job\'s age',
+    ("queue", "description"): "a string",
+    ("health", "backups"): 'the directory \'minikafka backup\' writes snapshots to, e.g. "../backups"',
+    ("health", "backup_freshness"): 'a duration such as "26h": the newest snapshot is at most this old '
+                                    '(doctor: default the longest stage freshness)',
     ("trigger", "rows"): "a positive integer",
     ("trigger", "every"): 'a duration such as "5m" (or seconds)',
     ("trigger", "debounce"): 'a duration such as "10s" (or seconds)',
@@ -167,13 +203,13 @@ class _Walk:
         key = top
         step(top)
         parts.append(str(top))
-        if len(loc) == 1 or top not in ("pipeline", "spark", "topics", "stages", "deliveries"):
+        if len(loc) == 1 or top not in ("pipeline", "spark", "health", "topics", "queues", "stages", "deliveries"):
             return parts, "", key, value, depth
-        if top in ("pipeline", "spark"):
+        if top in ("pipeline", "spark", "health"):
             sub = loc[1]
             step(sub)
             parts.append(_quote(str(sub)))
-            return parts, top, (sub if top == "pipeline" else None), value, depth
+            return parts, top, (None if top == "spark" else sub), value, depth
         # a named entry: topics."rss.items", stages.<name> (or stages[3]), deliveries[1]
         entry = loc[1]
         step(entry)
@@ -190,7 +226,7 @@ class _Walk:
             return parts, top, None, value, depth
         step(field)
         parts.append(field)
-        kind = "topic" if top == "topics" else "stage"
+        kind = {"topics": "topic", "queues": "queue"}.get(top, "stage")
         if kind == "stage" and field in ("trigger", "window") and len(loc) > 3 and isinstance(value, dict) \
                 and isinstance(loc[3], str) and loc[3] in value:
             step(loc[3])
@@ -201,7 +237,8 @@ class _Walk:
 
 def _table_keys(kind: str) -> set[str]:
     return {"": TOP_KEYS, "pipeline": set(PipelineHead.model_fields), "topic": TOPIC_KEYS, "stage": STAGE_KEYS,
-            "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS}.get(kind, set())
+            "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS, "queue": QUEUE_KEYS,
+            "health": HEALTH_KEYS}.get(kind, set())
 
 
 def _kind_of(loc: tuple) -> str:
@@ -209,10 +246,12 @@ def _kind_of(loc: tuple) -> str:
     inner = loc[:-1]
     if not inner:
         return ""
-    if inner == ("pipeline",):
-        return "pipeline"
+    if inner in (("pipeline",), ("health",)):
+        return inner[0]
     if inner[0] == "topics" and len(inner) == 2:
         return "topic"
+    if inner[0] == "queues" and len(inner) == 2:
+        return "queue"
     if inner[0] == "stages" and len(inner) == 2:
         return "stage"
     if inner[0] == "stages" and len(inner) == 3 and inner[2] in ("trigger", "window"):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import MasterUnreachableError, SparkSetupError
 from ..util.optional import require
+from ..util.redact import redact_url
 
 DEFAULT_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
 JDBC_JAR_ENV = "MINIKAFKA_SQLITE_JDBC_JAR"
@@ -43,7 +44,7 @@ def master_addresses(master: str) -> list[tuple[str, int]]:
             host, port = port, str(DEFAULT_MASTER_PORT)
         host = host.strip("[]")  # [::1]:7077
         if not host or not port.isdigit():
-            raise SparkSetupError(f"bad master URL {master!r}: expected spark://host:port[,host:port...]")
+            raise SparkSetupError(f"bad master URL {redact_url(master)!r}: expected spark://host:port[,host:port...]")
         out.append((host, int(port)))
     return out
 
@@ -74,7 +75,7 @@ def check_master(master: str, *, timeout: float = MASTER_TIMEOUT_S) -> None:
             with socket.create_connection((host, port), timeout=timeout):
                 return
         except OSError as exc:
-            failures.append((f"spark://{host}:{port}", _reason(exc)))
+            failures.append((redact_url(f"spark://{host}:{port}"), _reason(exc)))
     if len(failures) == 1:
         (url, why), = failures
         raise MasterUnreachableError(f"spark master at {url} is unreachable: {why}; nothing was submitted")

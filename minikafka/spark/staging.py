@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 from ..errors import StagingError
 from ..ledger.identifiers import quote_identifier
 from ..ledger.layout import META_SELECT, TopicLayout
+from ..util.redact import redact_text, redact_url, url_secrets
 from .types import META_STORAGE, storage_sql_type
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def choose_staging(master: str, staging: str | None, ledger_path: str) -> Stagin
     if not staging:
         if not is_local_master(master):
             raise StagingError(
-                f"master {master!r} runs executors that cannot see this machine's disk: give a staging URI every "
+                f"master {redact_url(master)!r} runs executors that cannot see this machine's disk: give a staging URI every "
                 "node sees ([spark] staging = \"file:///mnt/shared/mk\" in the pipeline file, or --staging URI); "
                 "the ledger itself never leaves this machine")
         return StagingArea(local_root, exchange=False)
@@ -107,7 +108,8 @@ def filesystem(uri: str):
     try:
         return pafs.FileSystem.from_uri(uri)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds
-        raise StagingError(f"staging location {uri}: the driver cannot open it: {exc}") from exc
+        raise StagingError(f"staging location {redact_url(uri)}: the driver cannot open it: "
+                           f"{redact_text(str(exc), url_secrets(uri))}") from exc
 
 
 def check_area(area: StagingArea) -> None:
@@ -123,11 +125,11 @@ def check_area(area: StagingArea) -> None:
         info = fs.get_file_info(root)
         if info.type == pafs.FileType.NotFound:
             if area.exchange:
-                raise StagingError(f"staging location {area.uri} does not exist: create it on storage every node "
+                raise StagingError(f"staging location {redact_url(area.uri)} does not exist: create it on storage every node "
                                    "sees, or fix the URI")
             fs.create_dir(root, recursive=True)
         elif info.type != pafs.FileType.Directory:
-            raise StagingError(f"staging location {area.uri} is not a directory")
+            raise StagingError(f"staging location {redact_url(area.uri)} is not a directory")
         probe = join(root, f".minikafka-probe-{os.getpid()}")
         with fs.open_output_stream(probe) as out:
             out.write(b"ok")
@@ -135,7 +137,8 @@ def check_area(area: StagingArea) -> None:
     except StagingError:
         raise
     except Exception as exc:  # noqa: BLE001 - OSError, ArrowInvalid...
-        raise StagingError(f"staging location {area.uri} is not writable: {exc}") from exc
+        raise StagingError(f"staging location {redact_url(area.uri)} is not writable: "
+                           f"{redact_text(str(exc), url_secrets(area.uri))}") from exc
 
 
 def remove(uri: str) -> None:
@@ -247,14 +250,15 @@ def open_staged(uri: str, expected: int):
         marker = fs.get_file_info(join(path, "_SUCCESS"))
         if marker.type == pafs.FileType.NotFound:
             raise StagingError(
-                f"staged output {uri}: Spark reported writing {expected:,} row(s) but the driver finds no _SUCCESS "
+                f"staged output {redact_url(uri)}: Spark reported writing {expected:,} row(s) but the driver finds no _SUCCESS "
                 "marker there (do the executors see the same staging location as the driver?); nothing was committed")
         dataset = ds.dataset(path, filesystem=fs, format="parquet")
         found = dataset.count_rows()
     except StagingError:
         raise
     except Exception as exc:  # noqa: BLE001 - FileNotFoundError, ArrowInvalid...
-        raise StagingError(f"staged output {uri} cannot be read: {exc}; nothing was committed") from exc
+        raise StagingError(f"staged output {redact_url(uri)} cannot be read: {redact_text(str(exc), url_secrets(uri))}; "
+                           "nothing was committed") from exc
     check_count(uri, expected, found)
     return dataset
 
@@ -262,5 +266,5 @@ def open_staged(uri: str, expected: int):
 def check_count(uri: str, expected: int, found: int) -> None:
     if found != expected:
         raise StagingError(
-            f"staged output {uri}: Spark reported writing {expected:,} row(s), the driver read {found:,}; "
+            f"staged output {redact_url(uri)}: Spark reported writing {expected:,} row(s), the driver read {found:,}; "
             "nothing was committed and the inputs stay pending")

@@ -69,3 +69,13 @@ def parse_timedelta(value: Any, *, what: str = "duration", zero: bool = False) -
         return timedelta(seconds=seconds)
     except OverflowError:
         raise InvalidDurationError(f"{what} is too long to be a duration, got {value!r}") from None
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` in the grammar ``parse_duration`` reads, in the largest unit that holds it
+    exactly: 93600 -> "26h", 3600 -> "1h", 90 -> "90s", 0.5 -> "500ms" (else seconds, rounded)."""
+    for unit in ("w", "d", "h", "m", "s", "ms"):
+        count = seconds / UNITS[unit]
+        if count >= 1 and abs(count - round(count)) < 1e-9:
+            return f"{round(count)}{unit}"
+    return f"{seconds:g}s"

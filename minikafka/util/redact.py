@@ -2,25 +2,41 @@
 
 Secrets are URL passwords (``mqtt://user:pw@host``), tokens in a URL's query, and HTTP
 header values (``Authorization: Bearer ...``). Nothing that prints, logs, raises or
-stores a URL or an error text that may quote one shows them:
+stores a URL or an error text that may quote one shows them, in any encoding:
 
 - ``redact_url(url)``: the URL without user info, query or fragment. Never raises, even
   for a URL Python cannot parse (a port out of range), so it is safe in error messages.
-- ``redact_text(text, secrets)``: ``text`` with every occurrence of each secret (and of
-  its words, and of its escaped form as ``repr`` shows it) replaced by ``***``. Used on
-  texts that come from elsewhere (an HTTP library's exception, an answer body that
-  echoes a request header) before they reach a log, an error or a ledger row.
+- ``url_secrets(url)``: what in a URL is secret: the password (as written and decoded),
+  ``user:password`` (what HTTP Basic auth base64-encodes), the query and each of its values.
+- ``redact_text(text, secrets)``: ``text`` with every secret replaced by ``***`` in each
+  form it may take on its way back (``secret_forms``): as given, its escaped form as
+  ``repr`` or JSON shows it, URL-encoded, base64 (standard and URL-safe, padded or not),
+  and its longer words. Used on texts that come from elsewhere (an HTTP library's
+  exception, an answer body that echoes a request's headers) before they reach a log,
+  an error or a ledger row.
+- ``guard_library_logs(secrets)``: masks those secrets in the log records of the HTTP
+  libraries the project drives (httpx logs each request's URL at INFO, httpcore the
+  answer's headers at DEBUG), whoever configured logging. Returns the function that
+  forgets them again (a closed client's secrets need no guarding).
 
 Header values are never echoed at all: messages about a header name the header only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from urllib.parse import urlsplit, urlunsplit
+import base64
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
 
 MASK = "***"
 MIN_WORD = 6  # shorter words of a secret are too common to mask (a 6+ character token word is masked)
+
+# the loggers of the libraries minikafka's HTTP connectors drive (a logger's filter sees only its own records)
+LIBRARY_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2",
+                   "httpcore.proxy", "httpcore.socks", "hpack", "hpack.hpack", "hpack.table", "h11", "h2")
 
 
 def redact_url(url: object) -> str:
@@ -36,28 +52,116 @@ def redact_url(url: object) -> str:
 
 
 def url_secrets(url: object) -> list[str]:
-    """The parts of ``url`` that may be secret: its password and its query."""
+    """The parts of ``url`` that may be secret: its password (as written and decoded), the
+    ``user:password`` pair HTTP Basic auth encodes, its query and each query value, its fragment."""
     try:
         parts = urlsplit(str(url))
     except ValueError:
         return [str(url)]
     userinfo = parts.netloc.rpartition("@")[0]
-    out = [userinfo.partition(":")[2], parts.query, parts.fragment]
-    return [s for s in out if s]
+    user, sep, password = userinfo.partition(":")
+    out = [password, unquote(password), parts.query, parts.fragment]
+    if sep:
+        out += [userinfo, f"{unquote(user)}:{unquote(password)}"]
+    for _name, value in parse_qsl(parts.query, keep_blank_values=True):
+        out.append(value)
+    for raw in parts.query.split("&"):
+        out.append(raw.partition("=")[2])  # as written, percent-encoding and all
+    return [s for s in dict.fromkeys(out) if s]
+
+
+def secret_forms(secret: str) -> set[str]:
+    """The texts ``secret`` may appear as when something quotes it back: itself, trimmed,
+    escaped (``repr``, JSON), URL-encoded, base64 (standard, URL-safe, with and without
+    padding), and its words of ``MIN_WORD`` characters or more."""
+    forms = {secret, secret.strip(), repr(secret)[1:-1], json.dumps(secret)[1:-1],
+             quote(secret, safe=""), quote(secret), quote_plus(secret), unquote(secret)}
+    raw = secret.encode("utf-8", "surrogatepass")
+    for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        text = encoded.decode("ascii")
+        forms.update((text, text.rstrip("=")))
+    forms.update(word for word in secret.split() if len(word) >= MIN_WORD)
+    if secret.startswith("Basic "):  # a configured Basic header: its decoded user:password too
+        try:
+            forms.add(base64.b64decode(secret[6:].strip(), validate=True).decode("utf-8"))
+        except ValueError:
+            pass
+    return {f for f in forms if f}
+
+
+def _needles(secrets: Iterable[str | None]) -> list[str]:
+    """Every form of every secret, longest first (a longer form is masked before its parts)."""
+    found: set[str] = set()
+    for secret in secrets:
+        if secret:
+            found.update(secret_forms(secret))
+    return sorted(found, key=len, reverse=True)
+
+
+def _mask(text: str, needles: list[str]) -> str:
+    for needle in needles:
+        if needle in text:
+            text = text.replace(needle, MASK)
+    return text
 
 
 def redact_text(text: str | None, secrets: Iterable[str | None]) -> str:
-    """``text`` with each secret, its escaped form and its longer words replaced by ``***``."""
+    """``text`` with each secret, in each of its ``secret_forms``, replaced by ``***``."""
     if not text:
         return text or ""
-    needles: set[str] = set()
-    for secret in secrets:
-        if not secret:
-            continue
-        needles.add(secret)
-        needles.add(secret.strip())
-        needles.add(repr(secret)[1:-1])  # 'Bearer x\r' as an exception quotes it: Bearer x\\r
-        needles.update(word for word in secret.split() if len(word) >= MIN_WORD)
-    for needle in sorted((n for n in needles if n), key=len, reverse=True):
-        text = text.replace(needle, MASK)
-    return text
+    return _mask(text, _needles(secrets))
+
+
+class _LibraryLogFilter(logging.Filter):
+    """Masks the guarded secrets in a record's message (its arguments merged in first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._guarded: dict[int, list[str]] = {}
+        self._next = 0
+        self._needles: list[str] = []
+
+    def guard(self, secrets: Iterable[str | None]) -> int:
+        with self._lock:
+            self._next += 1
+            self._guarded[self._next] = [s for s in secrets if s]
+            self._needles = _needles(s for group in self._guarded.values() for s in group)
+            return self._next
+
+    def forget(self, key: int) -> None:
+        with self._lock:
+            if self._guarded.pop(key, None) is not None:
+                self._needles = _needles(s for group in self._guarded.values() for s in group)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        needles = self._needles
+        if needles:
+            try:
+                text = record.getMessage()
+            except Exception:  # a record that cannot be formatted is the library's bug: leave it
+                return True
+            clean = _mask(text, needles)
+            if clean != text:
+                record.msg, record.args = clean, None
+            if record.exc_text:
+                record.exc_text = _mask(record.exc_text, needles)
+        return True
+
+
+_FILTER = _LibraryLogFilter()
+
+
+def guard_library_logs(secrets: Iterable[str | None]) -> Callable[[], None]:
+    """Mask ``secrets`` (in every ``secret_forms`` form) in the records of ``LIBRARY_LOGGERS``.
+
+    Installs one filter on each of those loggers (once per process); whatever level and
+    handlers the application set, a record of those libraries leaves with the secrets
+    masked. Returns the function that stops guarding these secrets (idempotent).
+    """
+    for name in LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+    key = _FILTER.guard(secrets)
+    return lambda: _FILTER.forget(key)

@@ -100,3 +100,34 @@ def test_follow_async_yields_pending_then_new_rows(db_path):
             assert seen == [1, 2]
 
     asyncio.run(main())
+
+
+def test_async_waits_with_a_finite_timeout_return_after_it_and_the_loop_runs_meanwhile(db_path):
+    """The async forms end their wait at the timeout (none spins or blocks the loop past it)."""
+    import time
+
+    async def main():
+        with Source(db_path) as src:
+            topic = src.topic("orders", Order, dedup=None)
+            q = src.queue("tasks", Task)
+            job_id = q.enqueue({"n": 1})
+            assert q.claim_one("w") is not None  # processing: neither claimable nor finished
+            started, stop, ticks = threading.Event(), asyncio.Event(), []
+            ticker = asyncio.create_task(_ticking(stop, ticks, started))
+            t0 = time.monotonic()
+            assert await topic.wait_async(timeout=0.2) is False
+            assert await q.wait_async(timeout=0.2) is False
+            try:
+                await q.result_async(job_id, timeout=0.2)
+            except TimeoutError:
+                pass
+            else:
+                raise AssertionError("result_async returned before the job finished")
+            batches = [b async for b in src.group("g").follow_async("orders", timeout=0.2)]
+            elapsed = time.monotonic() - t0
+            stop.set()
+            await ticker
+            assert batches == [] and 0.8 <= elapsed < 10, elapsed
+            assert len(ticks) >= 5  # the loop kept running while they waited
+
+    asyncio.run(main())

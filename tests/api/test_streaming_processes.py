@@ -121,3 +121,47 @@ def test_with_workers_windows_commit_in_id_order_even_when_a_later_one_finishes_
         assert rows[1]["finished"] < rows[0]["finished"]  # window 2 finished first, committed second
         committed = [w.committed_at for w in reversed(source.stream("events").windows("slower_first"))]
         assert committed == sorted(committed)
+
+
+def _children() -> list[int]:
+    """Pids of this process's live children (the streaming pool's workers among them)."""
+    pids = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        pids += [int(p) for p in (task / "children").read_text().split()]
+    return pids
+
+
+def test_a_huge_number_of_streaming_workers_is_refused_before_anything_starts(db_path):
+    from minikafka import StreamingConfigError
+    from minikafka.util.procs import concurrency_limit
+
+    before = _children()
+    with Source(db_path) as source:
+        source.stream("events")  # empty
+        with pytest.raises(StreamingConfigError, match=rf"workers must be an integer from 1 to {concurrency_limit()}"
+                                                       r".*got 1000000"):
+            source.streaming("events", slow, size=1, workers=10**6, until_idle=True)
+        assert source.runs(limit=5) == []  # nothing registered, nothing run
+        assert source.stream("events").consumers() == []
+    assert _children() == before
+
+
+def pool_size(window):
+    return {"window": window.id, "siblings": len(_siblings())}
+
+
+def _siblings() -> list[int]:
+    parent = os.getppid()
+    pids = []
+    for task in Path(f"/proc/{parent}/task").iterdir():
+        pids += [int(p) for p in (task / "children").read_text().split()]
+    return pids
+
+
+def test_streaming_workers_start_as_windows_need_them_not_all_at_once(db_path):
+    with Source(db_path) as source:
+        source.stream("events").extend([{"i": i} for i in range(2)])
+        out = source.stream("out")
+        source.streaming("events", pool_size, size=1, workers=30, sink=out, until_idle=True)
+        sizes = [o["siblings"] for o in out.iter_new()]
+    assert len(sizes) == 2 and max(sizes) <= 2, sizes  # two windows: two processes, not thirty

@@ -295,7 +295,7 @@ def test_a_typed_topic_works_everywhere_a_stream_does(source):
     ({"interval": 0}, "interval must be a positive number"),
     ({"emitter": dict}, "emitter= must be a subclass of minikafka.WindowEmitter"),
     ({"emitter": "CountWindow"}, "emitter= must be a subclass"),
-    ({"size": 2, "workers": 0}, "workers must be a positive integer"),
+    ({"size": 2, "workers": 0}, "workers must be an integer from 1 to"),
     ({"size": 2, "sink": object()}, "sink= takes a Topic or an object with put"),
     ({"size": 2, "bogus": 1}, r"unknown streaming\(\) argument\(s\): \['bogus'\]"),
 ])

@@ -34,6 +34,10 @@ def handler(window):
     ({"fn": handler, "size": 1, "bogus": 1}, StreamingConfigError, "unknown streaming"),
     ({"fn": handler, "size": 1, "consumer": "no spaces"}, InvalidNameError, "consumer"),
     ({"fn": 42, "size": 1}, StreamingConfigError, "decorates a function"),
+    ({"fn": handler, "interval": 1e300}, StreamingConfigError, r"interval must be .* at most 315576000 .*1e\+300"),
+    ({"fn": handler, "interval": 5, "relaxed": False, "emit_empty": "yes"}, StreamingConfigError,
+     "emit_empty must be True or False, got 'yes'"),
+    ({"fn": handler, "size": 1, "workers": 10**6}, StreamingConfigError, "workers must be an integer from 1 to"),
 ])
 def test_streaming_with_a_bad_argument_creates_no_topic(source, kwargs, error, match):
     fn = kwargs.pop("fn")
@@ -124,3 +128,13 @@ def test_reopening_a_queue_with_one_setting_updates_only_that_one_and_logs_it(fi
 def test_a_new_queue_without_settings_gets_the_defaults(file_source):
     q = file_source.queue("q", Item)
     assert (q.visibility_timeout, q.max_attempts) == (300, 3)
+
+
+@pytest.mark.parametrize("kwargs", [{"interval": 1e300}, {"interval": 1e300, "relaxed": False},
+                                    {"interval": 10**400}])
+def test_a_huge_streaming_interval_is_one_line_naming_it_and_registers_nothing(file_source, kwargs):
+    file_source.topic("items", Item, dedup=None).append({"url": "u"})
+    with pytest.raises(StreamingConfigError, match="interval must be a positive number of seconds, at most"):
+        file_source.streaming("items", handler, until_idle=True, **kwargs)
+    assert file_source.runs(limit=5) == []
+    assert file_source.topic("items", Item, dedup=None).consumers() == []

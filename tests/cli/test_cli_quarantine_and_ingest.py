@@ -107,3 +107,17 @@ def test_quarantine_purge_needs_ids_or_all_and_deletes_only_those(db_path):
         assert sorted(r["id"] for r in src.quarantined("items")) == sorted(ids[1:])
     assert "purged 0" in invoke("quarantine", "items", "purge", "--older-than", "1d", "--source", db_path).output
     assert "purged 2" in invoke("quarantine", "items", "purge", "--all", "--source", db_path).output
+
+
+def test_ingest_into_a_pipeline_whose_job_module_cannot_be_imported_still_loads_the_topic(tmp_path):
+    from tests.pipelines.helpers import ROOT, homelab_copy
+
+    pipeline = homelab_copy(tmp_path, replace={'job = "jobs.score"': 'job = "jobs.does_not_exist"'})
+    out = invoke("ingest", pipeline, "rss.items", ROOT / "examples" / "feed.jsonl")
+    assert out.exit_code == 0, out.output
+    assert "appended" in out.output and "does_not_exist" not in out.output
+    with Source(str(tmp_path / "homelab.sqlite")) as src:
+        assert src.layout("rss.items").name == "rss.items"
+        assert src.topic("rss.items", src.model_of("rss.items"), dedup=("url",)).count() > 0
+    plan = invoke("plan", pipeline)  # the commands that run the stages still refuse, naming the job
+    assert plan.exit_code != 0 and "cannot import job module 'jobs.does_not_exist'" in plan.output

@@ -145,3 +145,15 @@ def test_a_missing_ledger_is_a_clear_error_and_no_file_is_created(workdir):
 def test_a_ledger_on_a_read_only_path_is_a_clear_error():
     with pytest.raises(LedgerError, match="cannot open ledger"):
         Source("/proc/ledger.sqlite")  # a read-only file system, even for root
+
+
+def test_work_help_states_the_concurrency_limit_without_contradicting_itself():
+    from click.testing import CliRunner
+
+    from minikafka.cli import main
+    from minikafka.util.procs import concurrency_limit
+
+    text = " ".join(CliRunner().invoke(main, ["work", "--help"]).output.split())
+    limit = concurrency_limit()
+    assert f"at most {limit} on this machine (the limit is 4 per CPU, but never below 32 nor above 256)" in text
+    assert f"at most {limit}: 4 per CPU, at least 32" not in text

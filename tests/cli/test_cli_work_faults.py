@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from minikafka import Source
+from minikafka import JobFailedError, Source
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +37,19 @@ HANDLERS = textwrap.dedent("""
 
     async def handle_async(item):
         await asyncio.sleep(0.01)
+        log(f"done {item.url}")
+
+    def odd_result(item):
+        import datetime, math
+        log(f"ran {item.url}")
+        return {"when": datetime.datetime(2026, 1, 1), "tags": {"a"}, "raw": b"x", "score": math.nan}[item.url] \
+            if item.url in ("when", "tags", "raw", "score") else {"ok": item.url}
+
+    def crash_once(item):
+        flag = os.environ["WORK_LOG"] + ".crashed"
+        if item.url == "crash" and not os.path.exists(flag):
+            open(flag, "w").close()
+            os._exit(3)  # the worker process dies mid-job, as a segfault in a C extension would
         log(f"done {item.url}")
 """)
 
@@ -175,3 +188,56 @@ def test_kill_9_of_the_parent_stops_its_workers(workdir):
     finally:
         for pid in _marked(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("kind", ["when", "tags", "raw", "score"])
+def test_a_result_json_cannot_hold_finishes_the_job_once_with_the_refusal_as_its_error(workdir, kind):
+    path, mod = workdir
+    db = str(path / "ledger.sqlite")
+    with Source(db) as source:
+        q = source.queue("feed", mod.Feed, visibility_timeout=1, max_attempts=3)
+        odd = q.enqueue({"url": kind}, priority=1)  # claimed first: the worker must go on after it
+        good = [q.enqueue({"url": f"u{i}"}) for i in range(3)]
+    proc = _cli(path, "faultjobs:odd_result", "--queue", "feed", "--once", "--source", db)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "4 claimed, 3 acked, 0 retried, 1 dead-lettered" in out
+    assert _lines(path).count(f"ran {kind}") == 1  # the handler ran once: never again after a lease
+    with Source(db) as source:
+        q = source.queue("feed", mod.Feed)
+        info = q.get(odd)
+        assert info.state == "dead" and info.attempts == 1
+        assert "cannot be written as JSON" in info.last_error and "result" in info.last_error
+        with pytest.raises(JobFailedError, match="cannot be written as JSON"):
+            q.result(odd, timeout=0)
+        assert [q.result(j, timeout=0) for j in good] == [{"ok": f"u{i}"} for i in range(3)]
+
+
+def test_a_crashed_worker_is_replaced_and_the_other_jobs_still_run(workdir):
+    path, mod = workdir
+    db = str(path / "ledger.sqlite")
+    with Source(db) as source:
+        q = source.queue("feed", mod.Feed, visibility_timeout=60)
+        q.enqueue({"url": "crash"}, priority=1)
+        for i in range(3):
+            q.enqueue({"url": f"u{i}"})
+    proc = _cli(path, "faultjobs:crash_once", "--queue", "feed", "--once", "-c", "1", "--source", db)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)  # a crash is reported, but the run went on
+    assert "Traceback" not in err
+    assert "3 acked" in out and "1 worker(s) crashed" in out
+    assert "replaced" in err
+    assert sorted(_lines(path)) == ["done u0", "done u1", "done u2"]
+
+
+def test_a_job_with_its_own_single_attempt_is_counted_dead_not_retried(workdir):
+    path, mod = workdir
+    db = str(path / "ledger.sqlite")
+    with Source(db) as source:
+        source.queue("feed", mod.Feed, max_attempts=3).enqueue({"url": "u1"}, max_attempts=1)
+    (path / "failing.py").write_text("def fail(item):\n    raise RuntimeError('no')\n")
+    proc = _cli(path, "failing:fail", "--queue", "feed", "--once", "--retry-delay", "0", "--source", db)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "1 claimed, 0 acked, 0 retried, 1 dead-lettered" in out

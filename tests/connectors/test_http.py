@@ -47,7 +47,7 @@ def test_a_refused_connection_is_an_outcome_not_an_exception():
 
 
 def test_secrets_stay_out_of_repr_and_urls_are_redacted():
-    http = HttpPoster("https://user:pw@example.com/hook?token=abc", headers={"Authorization": "Bearer zzz"})
+    http = HttpPoster("https://user:pw@example.com/hook?token=abc", headers={"X-Api-Key": "Bearer zzz"})
     assert "zzz" not in repr(http) and "pw" not in repr(http) and "abc" not in repr(http)
     assert redact_url("https://user:pw@example.com:8443/hook?token=abc#x") == "https://example.com:8443/hook"
     http.close()

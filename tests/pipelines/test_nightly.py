@@ -45,3 +45,16 @@ def test_bad_pipeline_exits_non_zero(repo, tmp_path):
     run = subprocess.run(["bash", "scripts/nightly.sh", str(bad)], cwd=repo, capture_output=True, text=True)
     assert run.returncode == 2
     assert "missing key 'source'" in next((repo / "logs").glob("nightly-*.log")).read_text()
+
+
+def test_the_nightly_run_is_followed_by_health_and_a_failing_check_exits_3(repo, tmp_path):
+    pipeline = homelab_copy(tmp_path, replace={'[topics."rss.items"]\n': '[topics."rss.items"]\nfreshness = "26h"\n'})
+    Source(str(tmp_path / "homelab.sqlite")).close()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(["bash", "scripts/nightly.sh", str(pipeline)], cwd=repo, env=env, capture_output=True,
+                         text=True)
+    log = next((repo / "logs").glob("nightly-*.log")).read_text()
+    assert "minikafka health --pipeline" in log
+    assert "fail  topic rss.items freshness: no rows yet (limit 26h)" in log
+    assert run.returncode == 3, log
+    assert "exit 3" in log

@@ -12,14 +12,15 @@ import json
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidNameError, InvalidRecordError
+from ...errors import InvalidNameError, InvalidRecordError, InvalidSettingError
 from ...ledger import notifications as store
 from ...ledger.columns import json_value_refusal
+from ...ledger.watcher import Pause, drive, drive_async
 from ...util.clock import format_timestamp, parse_timestamp, utc_now
 from ...util.timeouts import check_timeout
 
@@ -107,19 +108,19 @@ class Listener:
 
     async def __anext__(self) -> Notification:
         """``async for n in source.listen(channel)``: waits without blocking the event loop."""
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        while not self._buffer:
-            self._fetch()
-            if self._buffer:
-                break
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise StopAsyncIteration
-            self._mark = await self._watcher.wait_async(self._mark, remaining)
-            self._mark = self._watcher.mark()
-        return self._buffer.popleft()
+        note = await drive_async(self._watcher, self._next_steps())
+        if note is None:
+            raise StopAsyncIteration
+        return note
 
     def __next__(self) -> Notification:
+        note = drive(self._watcher, self._next_steps())
+        if note is None:
+            raise StopIteration
+        return note
+
+    def _next_steps(self) -> Generator[Pause, None, Notification | None]:
+        """The one loop of ``__next__`` and ``__anext__``: the next notification, None after ``timeout``."""
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while not self._buffer:
             self._fetch()
@@ -127,8 +128,8 @@ class Listener:
                 break
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise StopIteration
-            self._mark = self._watcher.wait(self._mark, remaining)
+                return None
+            yield Pause(self._mark, remaining)
             # re-mark before the next read so nothing slips between read and wait
             self._mark = self._watcher.mark()
         return self._buffer.popleft()
@@ -141,8 +142,8 @@ def prune_notifications(conn: sqlite3.Connection, older_than: float | timedelta 
     if older_than is not None:
         seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else float(older_than)
         if seconds < 0:
-            raise ValueError(f"older_than must be >= 0 seconds, got {older_than!r}")
+            raise InvalidSettingError(f"older_than must be >= 0 seconds, got {older_than!r}")
         cutoff = format_timestamp(datetime.now(timezone.utc) - timedelta(seconds=seconds))
     if max_keep is not None and (isinstance(max_keep, bool) or not isinstance(max_keep, int) or max_keep < 0):
-        raise ValueError(f"max_keep must be an integer >= 0, got {max_keep!r}")
+        raise InvalidSettingError(f"max_keep must be an integer >= 0, got {max_keep!r}")
     return store.prune_in_current_transaction(conn, cutoff, max_keep)

@@ -20,7 +20,8 @@ from pydantic import BaseModel, TypeAdapter
 
 from ...errors import (
     InvalidRecordError,
-    RecordNotFoundError,  # noqa: F401 (re-exported where it used to live)
+    InvalidSettingError,
+    RecordNotFoundError,  # noqa: F401 (re-exported where it used to live),
     SchemaMismatchError,
     UnknownStatusError,
 )
@@ -48,7 +49,7 @@ def check_status(status: str | None, *, allow_none: bool = True) -> str | None:
 
 def check_on_duplicate(value: str) -> bool:
     if value not in ("raise", "ignore"):
-        raise ValueError(f"on_duplicate must be 'raise' or 'ignore', got {value!r}")
+        raise InvalidSettingError(f"on_duplicate must be 'raise' or 'ignore', got {value!r}")
     return value == "ignore"
 
 
@@ -294,7 +295,7 @@ class TopicRows(Generic[ModelT]):
     def iterate(self, status: str, records: bool, as_dict: bool, consumer: str | None) -> Iterator[Any]:
         """Rows of ``status`` as Records, dicts or models (``Topic.iter_new``/``iter_handled``)."""
         if records and as_dict:
-            raise ValueError("records and as_dict cannot both be True")
+            raise InvalidSettingError("records and as_dict cannot both be True")
         for row in self.scan(status, consumer):
             if as_dict:
                 yield self.decode(row)
@@ -360,11 +361,11 @@ class TopicRows(Generic[ModelT]):
         """
         if record is not None:
             if record.topic != self.name:
-                raise ValueError(f"record {record.id} belongs to topic {record.topic!r}, not {self.name!r}")
+                raise InvalidSettingError(f"record {record.id} belongs to topic {record.topic!r}, not {self.name!r}")
             _id = record.id
             consumer = consumer if consumer is not None else record.consumer
         if _id is None:
-            raise ValueError("set_handled requires _id or record")
+            raise InvalidSettingError("set_handled requires _id or record")
         now = utc_now()
         with self.ledger.atomic() as conn:
             if not TopicTable(conn, self.layout).exists(_id):
@@ -437,7 +438,7 @@ class StreamRows(TopicRows):
 
     def iterate(self, status: str, records: bool, as_dict: bool, consumer: str | None) -> Iterator[Any]:
         if records and as_dict:
-            raise ValueError("records and as_dict cannot both be True")
+            raise InvalidSettingError("records and as_dict cannot both be True")
         for row in self.scan(status, consumer):
             if records:
                 yield self.record(row, consumer, status if consumer else None)

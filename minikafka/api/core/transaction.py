@@ -10,11 +10,13 @@ same way::
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from ...errors import ProtectedTableError, TransactionError
 from ...ledger.catalog import topic_names
@@ -69,10 +71,25 @@ class _Guard:
     denied statement has changed nothing.
     """
 
-    def __init__(self, topics: set[str]):
+    def __init__(self, topics: set[str], ledger_path: str | None = None):
         self.topics = {t.lower() for t in topics}
+        self.ledger_path = ledger_path
         self.denied: tuple[str, str] | None = None
         self.shadow = False
+
+    def is_ledger(self, filename: str | None) -> bool:
+        """Whether ATTACH names the ledger's own file (any spelling: relative, a symlink, a file: URI)."""
+        if not filename or not self.ledger_path or self.ledger_path == ":memory:":
+            return False
+        name = filename
+        if name.startswith("file:"):
+            name = unquote(name[len("file:"):].split("?", 1)[0])
+            if name.startswith("//"):
+                name = name[2:]
+        try:
+            return os.path.samefile(name, self.ledger_path)
+        except OSError:
+            return os.path.realpath(name) == os.path.realpath(self.ledger_path)
 
     def protected(self, table: str | None) -> bool:
         if not table:
@@ -96,6 +113,8 @@ class _Guard:
         if action == sqlite3.SQLITE_ALTER_TABLE and (arg1 or "").lower() == "temp":
             # the new name of a RENAME is not shown to the authorizer: it could shadow a ledger table
             return self._deny("alter a TEMP table", arg2 or "", shadow=True)
+        if action == sqlite3.SQLITE_ATTACH and self.is_ledger(arg1):
+            return self._deny("attach", "ATTACH the ledger")
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _DANGEROUS_PRAGMAS:
             return self._deny("use", f"PRAGMA {arg1}")
         write = _WRITES.get(action)
@@ -173,7 +192,7 @@ class Transaction:
         conn = self._conn()
         if _CONTROL.match(sql):
             raise TransactionError(f"transaction control statements are not allowed in {what}")
-        guard = _Guard(set(topic_names(conn)))
+        guard = _Guard(set(topic_names(conn)), self.source.path)
         conn.set_authorizer(guard)
         try:
             # the whole statement runs (and its rows are fetched) under the guard
@@ -193,6 +212,11 @@ class Transaction:
                     "would take the ledger's own statements (use another name; nothing ran, "
                     "the transaction is still open)"
                 ) from exc
+            if target == "ATTACH the ledger":
+                raise ProtectedTableError(
+                    f"{what} may not attach the ledger's own file: a second handle on it inside this transaction "
+                    "would lock the Source out of its own file (read its tables directly; nothing ran, the "
+                    "transaction is still open)") from exc
             if target.startswith("PRAGMA "):
                 why = "it could corrupt the ledger's catalog"
             elif target.lower().startswith(RESERVED_PREFIX):

@@ -20,12 +20,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidOffsetError, TopicNotFoundError
+from ...errors import InvalidOffsetError, InvalidSettingError, TopicNotFoundError
 from ...ledger import acks, catalog
 from ...ledger import groups as group_rows
 from ...ledger.groups import N_FETCH_META
 from ...ledger.identifiers import validate_consumer_name
 from ...ledger.layout import TopicLayout
+from ...ledger.watcher import Pause, pause, pause_async
 from ...util.clock import parse_timestamp, utc_now
 from ...util.timeouts import check_timeout
 from ..core.record import Record
@@ -170,7 +171,7 @@ class ConsumerGroup:
 
     def _fetch(self, topic: TopicHandle | str, partition: int, max_messages: int, after: int = 0) -> list[Record]:
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
-            raise ValueError(f"max_messages must be an integer >= 1, got {max_messages!r}")
+            raise InvalidSettingError(f"max_messages must be an integer >= 1, got {max_messages!r}")
         layout = self._layout(topic)
         if layout is None:
             return []
@@ -300,20 +301,57 @@ class ConsumerGroup:
             PartitionOutOfRangeError: a partition the topic does not have.
             InvalidSettingError: (a ValueError) a timeout or poll that is not a finite number >= 0.
         """
-        # checked here, not at the first next(): a NaN timeout would otherwise never end the wait
+        steps = self._follow_steps(topic, partitions, max_messages, timeout, poll, clock,
+                                   watched=sleep is None)
+        return self._follow(steps, sleep or time.sleep)
+
+    def _follow(self, steps: Iterator[list[Record] | Pause], sleep: Callable[[float], None]) -> Iterator[list[Record]]:
+        watcher = self.source.watcher
+        for step in steps:
+            if isinstance(step, Pause):
+                pause(watcher, step, sleep)
+            else:
+                yield step
+
+    async def follow_async(self, topic: TopicHandle | str, partitions: list[int] | None = None,
+                           max_messages: int = 100, timeout: float | None = None, *,
+                           poll: float = POLL_SECONDS) -> AsyncIterator[list[Record]]:
+        """``follow`` for asyncio: ``async for batch in group.follow_async(topic)``; between
+        batches it awaits the watcher without blocking the event loop (an in-memory Source
+        awaits ``poll`` seconds instead). The same checks and loop as ``follow``.
+
+        Raises:
+            InvalidSettingError: (a ValueError) a timeout or poll that is not a finite number >= 0.
+        """
+        watcher = self.source.watcher
+        for step in self._follow_steps(topic, partitions, max_messages, timeout, poll, time.monotonic,
+                                       watched=True):
+            if isinstance(step, Pause):
+                await pause_async(watcher, step)
+            else:
+                yield step
+
+    def _follow_steps(self, topic: TopicHandle | str, partitions: list[int] | None, max_messages: int,
+                      timeout: float | None, poll: float, clock: Callable[[], float], *,
+                      watched: bool) -> Iterator[list[Record] | Pause]:
+        """The one loop of ``follow`` and ``follow_async``: a batch to hand out, or a ``Pause``.
+
+        Its arguments are checked here, before the first step: a NaN timeout would otherwise
+        never end the wait. ``watched`` False (an injected sleep) pauses ``poll`` seconds at most.
+        """
         timeout = check_timeout(timeout, "follow timeout")
         poll = check_timeout(poll, "poll", none=False, positive=True)
-        return self._follow(topic, partitions, max_messages, timeout, poll, sleep, clock)
+        watched = watched and self.source.path != ":memory:"
+        return self._follow_loop(topic, partitions, max_messages, timeout, poll, clock, watched)
 
-    def _follow(self, topic: TopicHandle | str, partitions: list[int] | None, max_messages: int,
-                timeout: float | None, poll: float, sleep: Callable[[float], None] | None,
-                clock: Callable[[], float]) -> Iterator[list[Record]]:
-        watcher = self.source.watcher if sleep is None and self.source.path != ":memory:" else None
-        sleep = sleep or time.sleep
+    def _follow_loop(self, topic: TopicHandle | str, partitions: list[int] | None, max_messages: int,
+                     timeout: float | None, poll: float, clock: Callable[[], float],
+                     watched: bool) -> Iterator[list[Record] | Pause]:
+        watcher = self.source.watcher if watched else None
         positions: dict[int, int] = {}
         idle_since = clock()
         while True:
-            mark = watcher.mark() if watcher is not None else 0  # before reading: a commit after it wakes us
+            mark = watcher.mark() if watcher is not None else None  # before reading: a commit after it wakes us
             layout = self._layout(topic)
             got = False
             if layout is not None:
@@ -331,42 +369,6 @@ class ConsumerGroup:
             if timeout is not None and now - idle_since >= timeout:
                 return
             remaining = None if timeout is None else max(0.0, timeout - (now - idle_since))
-            if watcher is not None:
-                watcher.wait(mark, remaining)
-            else:
-                sleep(poll if remaining is None else min(poll, remaining))
-
-    async def follow_async(self, topic: TopicHandle | str, partitions: list[int] | None = None,
-                           max_messages: int = 100, timeout: float | None = None, *,
-                           poll: float = POLL_SECONDS) -> AsyncIterator[list[Record]]:
-        """``follow`` for asyncio: ``async for batch in group.follow_async(topic)``; between
-        batches it awaits the watcher without blocking the event loop (an in-memory Source
-        awaits ``poll`` seconds instead)."""
-        import asyncio
-
-        watcher = self.source.watcher if self.source.path != ":memory:" else None
-        positions: dict[int, int] = {}
-        idle_since = time.monotonic()
-        while True:
-            mark = watcher.mark() if watcher is not None else 0
-            layout = self._layout(topic)
-            got = False
-            if layout is not None:
-                parts = list(range(layout.partitions)) if partitions is None else list(partitions)
-                for p in parts:
-                    batch = self._fetch(topic, p, max_messages, after=positions.get(p, 0))
-                    if batch:
-                        positions[p] = batch[-1].offset
-                        got = True
-                        yield batch
-            now = time.monotonic()
-            if got:
-                idle_since = now
-                continue
-            if timeout is not None and now - idle_since >= timeout:
-                return
-            remaining = None if timeout is None else max(0.0, timeout - (now - idle_since))
-            if watcher is not None:
-                await watcher.wait_async(mark, remaining)
-            else:
-                await asyncio.sleep(poll if remaining is None else min(poll, remaining))
+            if mark is None:
+                remaining = poll if remaining is None else min(poll, remaining)
+            yield Pause(mark, remaining)

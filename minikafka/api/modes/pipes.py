@@ -21,6 +21,7 @@ from ...errors import (
     FanOutError,
     FanOutFailure,
     InvalidRecordError,
+    InvalidSettingError,
     PipelineError,
     TopicNotFoundError,
 )
@@ -124,7 +125,7 @@ class FullPipeline:
             if p.source_topic.source is not source or (p.target_topic and p.target_topic.source is not source):
                 raise PipelineError("every arm of a full_pipeline must use topics of the same Source")
         if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+            raise InvalidSettingError("batch_size must be >= 1")
         self.source = source
         self.pipelines = list(pipelines)
         self.batch_size = batch_size
@@ -186,7 +187,7 @@ class FullPipeline:
             FanOutError: best_effort run with failures (``.failures``).
         """
         if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
+            raise InvalidSettingError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
         groups = self._groups()
         if engine is not None:
             return engines.engine("spark").run_arms(self, engine, groups, strategy, dry_run)

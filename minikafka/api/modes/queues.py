@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ...errors import (
+    ArgumentTypeError,
     InvalidRecordError,
+    InvalidSettingError,
     JobCancelledError,
     JobFailedError,
     JobNotFoundError,
@@ -44,6 +46,7 @@ from ...ledger.events import Event
 from ...ledger.identifiers import validate_consumer_name
 from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ...ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
+from ...ledger.watcher import Pause, drive, drive_async, pause, pause_async, until
 from ...util.clock import format_timestamp
 from ...util.millis import duration_ms, instant_ms
 from ...util.timeouts import check_timeout
@@ -78,12 +81,12 @@ def check_settings(visibility_timeout: Any, max_attempts: Any, clock: Any = None
     if visibility_timeout is not None and (
             isinstance(visibility_timeout, bool) or not isinstance(visibility_timeout, (int, float))
             or not 0 < visibility_timeout < float("inf")):
-        raise ValueError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
+        raise InvalidSettingError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
     if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
                                      or max_attempts < 1):
-        raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        raise InvalidSettingError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
     if clock is not None and not callable(clock):
-        raise TypeError(f"clock must be a callable returning epoch seconds, got {clock!r}")
+        raise ArgumentTypeError(f"clock must be a callable returning epoch seconds, got {clock!r}")
 
 
 def _ms(seconds: float) -> int:
@@ -204,7 +207,7 @@ class Queue(Generic[ModelT]):
                  result_ttl: float = DEFAULT_RESULT_TTL):
         check_settings(visibility_timeout, max_attempts, clock)
         if isinstance(result_ttl, bool) or not isinstance(result_ttl, (int, float)) or not result_ttl >= 0:
-            raise ValueError(f"result_ttl must be >= 0 seconds, got {result_ttl!r}")
+            raise InvalidSettingError(f"result_ttl must be >= 0 seconds, got {result_ttl!r}")
         self.result_ttl = float(result_ttl)
         validate_consumer_name(consumer)
         self.topic = topic
@@ -290,7 +293,7 @@ class Queue(Generic[ModelT]):
             message_appended, after the commit.
         """
         if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ValueError(f"priority must be an integer, got {priority!r}")
+            raise InvalidSettingError(f"priority must be an integer, got {priority!r}")
         check_settings(None, max_attempts)
         now = self._now_ms()
         due = self._due_ms(now, delay, run_at)
@@ -367,9 +370,9 @@ class Queue(Generic[ModelT]):
             ValueError: an empty worker id or n < 0.
         """
         if not isinstance(worker_id, str) or not worker_id:
-            raise ValueError(f"worker_id must be a non-empty string, got {worker_id!r}")
+            raise InvalidSettingError(f"worker_id must be a non-empty string, got {worker_id!r}")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"n must be an integer >= 0, got {n!r}")
+            raise InvalidSettingError(f"n must be an integer >= 0, got {n!r}")
         if n == 0 or not self.claimable():
             return []
         with self.source.ledger.atomic() as conn:
@@ -399,52 +402,56 @@ class Queue(Generic[ModelT]):
 
         Returns:
             True if something is claimable, False on timeout.
-        """
-        from ...ledger.watcher import wait_until
 
-        timeout = check_timeout(timeout, "wait timeout")
-        return bool(wait_until(self.source.watcher, self.claimable, timeout, next_deadline=self.next_due_in))
+        Raises:
+            InvalidDurationError: (a ValueError) a timeout that is not a finite number of seconds >= 0.
+        """
+        return bool(drive(self.source.watcher, self._wait_steps(timeout)))
 
     async def wait_async(self, timeout: float | None = None) -> bool:
-        """``wait`` for asyncio: the event loop keeps running while nothing is claimable."""
-        from ...ledger.watcher import wait_until_async
+        """``wait`` for asyncio: the event loop keeps running while nothing is claimable (the
+        same checks and loop as ``wait``)."""
+        return bool(await drive_async(self.source.watcher, self._wait_steps(timeout)))
 
-        return bool(await wait_until_async(self.source.watcher, self.claimable, timeout,
-                                           next_deadline=self.next_due_in))
+    def _wait_steps(self, timeout: float | None):
+        timeout = check_timeout(timeout, "wait timeout")
+        return until(self.source.watcher, self.claimable, timeout, next_deadline=self.next_due_in)
 
     async def claim_async(self, worker_id: str, idle_poll: float = 5.0) -> AsyncIterator[Job[ModelT]]:
         """``claim`` for asyncio: ``async for job in q.claim_async("w1")``. Between jobs it awaits
         the watcher (a commit by any process, a due time, ``idle_poll``) without blocking the
-        loop; each claim itself is one short write on the loop's thread."""
-        if idle_poll is not None and idle_poll <= 0:
-            raise ValueError(f"idle_poll must be > 0 seconds, got {idle_poll!r}")
+        loop; each claim itself is one short write on the loop's thread (the same loop as ``claim``)."""
         watcher = self.source.watcher
-        while True:
-            mark = watcher.mark()
-            job = self.claim_one(worker_id)
-            if job is not None:
-                yield job
-                continue
-            due = self.next_due_in()
-            timeout = idle_poll if due is None else (due if idle_poll is None else min(due, idle_poll))
-            await watcher.wait_async(mark, timeout)
+        for step in self._claim_steps(worker_id, idle_poll):
+            if isinstance(step, Pause):
+                await pause_async(watcher, step)
+            else:
+                yield step
 
     async def result_async(self, job_id: int, timeout: float | None = None) -> Any:
-        """``result`` for asyncio (same errors)."""
-        from ...ledger.watcher import wait_until_async
-
-        info = await wait_until_async(self.source.watcher, lambda: self._finished_info(job_id), timeout)
-        if info is None:
-            raise TimeoutError(f"job {job_id} of queue {self.name!r} did not finish within {timeout} s")
-        return _result_of(info)
+        """``result`` for asyncio (the same checks, loop and errors)."""
+        info = await drive_async(self.source.watcher, self._result_steps(job_id, timeout))
+        return self._result_or_timeout(job_id, info, timeout)
 
     def claim(self, worker_id: str, idle_poll: float = 5.0) -> Iterator[Job[ModelT]]:
         """Yield jobs forever, one claim at a time; sleep between them until a wake-up.
 
         It wakes on a commit by any process (the Source's watcher), the next due time or
         lease expiry, or after ``idle_poll`` seconds at most. Stop by breaking out of the loop.
+
+        Raises:
+            InvalidDurationError: (at the first step) an idle_poll that is not a finite number > 0.
         """
-        check_timeout(idle_poll, "idle_poll", positive=True)
+        watcher = self.source.watcher
+        for step in self._claim_steps(worker_id, idle_poll):
+            if isinstance(step, Pause):
+                pause(watcher, step)
+            else:
+                yield step
+
+    def _claim_steps(self, worker_id: str, idle_poll: float) -> Iterator[Job[ModelT] | Pause]:
+        """The one loop of ``claim`` and ``claim_async``: a claimed job, or a ``Pause`` to wait out."""
+        idle_poll = check_timeout(idle_poll, "idle_poll", positive=True)
         watcher = self.source.watcher
         while True:
             mark = watcher.mark()
@@ -454,7 +461,7 @@ class Queue(Generic[ModelT]):
                 continue
             due = self.next_due_in()
             timeout = idle_poll if due is None else (due if idle_poll is None else min(due, idle_poll))
-            watcher.wait(mark, timeout)
+            yield Pause(mark, timeout)
 
     def _load(self, ids: list[int]) -> dict[int, ModelT]:
         return self.rows.load(ids)
@@ -665,10 +672,15 @@ class Queue(Generic[ModelT]):
             JobNotFoundError: the topic has no row ``job_id``.
             InvalidDurationError: (a ValueError) timeout not None or a finite number of seconds >= 0.
         """
-        from ...ledger.watcher import wait_until
+        info = drive(self.source.watcher, self._result_steps(job_id, timeout))
+        return self._result_or_timeout(job_id, info, timeout)
 
+    def _result_steps(self, job_id: int, timeout: float | None):
+        """The one check and loop of ``result`` and ``result_async``."""
         timeout = check_timeout(timeout, "result timeout")
-        info = wait_until(self.source.watcher, lambda: self._finished_info(job_id), timeout)
+        return until(self.source.watcher, lambda: self._finished_info(job_id), timeout)
+
+    def _result_or_timeout(self, job_id: int, info: JobInfo | None, timeout: float | None) -> Any:
         if info is None:
             raise TimeoutError(f"job {job_id} of queue {self.name!r} did not finish within {timeout} s")
         return _result_of(info)
@@ -751,7 +763,7 @@ class JobInfo:
 
 def _check_job_id(job_id: Any) -> int:
     if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
-        raise ValueError(f"job_id must be an integer >= 1, got {job_id!r}")
+        raise InvalidSettingError(f"job_id must be an integer >= 1, got {job_id!r}")
     return job_id
 
 

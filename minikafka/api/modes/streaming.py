@@ -105,6 +105,7 @@ class StreamingConsumer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: ProcessPoolExecutor | None = None
+        self._pool_size = 0
         self._results: dict[int, Any] = {}
         self._next_retention = 0.0
 
@@ -305,10 +306,17 @@ class StreamingConsumer:
         return None
 
     def _run_parallel(self, windows: list[Window]) -> dict[int, tuple[bool, Any]]:
+        # processes start as windows need them: a fork pool starts all its workers at once, so it
+        # is sized by the windows at hand (at most ``workers``) and grows when more windows come
+        need = min(self.workers, len(windows))
+        if self._pool is not None and self._pool_size < need:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         if self._pool is None:
             ctx = multiprocessing.get_context("fork")
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
+            self._pool = ProcessPoolExecutor(max_workers=need, mp_context=ctx,
                                              initializer=_set_worker_fn, initargs=(self.fn,))
+            self._pool_size = need
         futures = {w.id: self._pool.submit(_call_in_worker, w) for w in windows}
         out: dict[int, tuple[bool, Any]] = {}
         for wid, future in futures.items():

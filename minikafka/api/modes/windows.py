@@ -336,7 +336,10 @@ def _check_size(size: Any) -> None:
         raise StreamingConfigError(f"size must be a positive integer (rows per window), got {size!r}")
 
 
+MAX_INTERVAL = 10 * 365.25 * 24 * 3600  # ten years: a window's end must stay a datetime (year 9999 at most)
+
+
 def _check_interval(interval: Any) -> None:
-    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0 \
-            or interval != interval or interval == float("inf"):
-        raise StreamingConfigError(f"interval must be a positive number of seconds, got {interval!r}")
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 < interval <= MAX_INTERVAL:
+        raise StreamingConfigError(
+            f"interval must be a positive number of seconds, at most {MAX_INTERVAL:.0f} (ten years), got {interval!r}")

@@ -3,6 +3,11 @@
 Each worker process opens its own Source, claims one job at a time and calls the handler
 with the job's model instance. A return acks the job; an exception retries it after
 ``retry_delay * 2**(attempts-1)`` seconds (the dead letter once attempts are used up).
+A return value JSON cannot hold dead-letters the job at once, its refusal as the error
+(the handler did its work: running it again would not change its answer). A worker
+process that dies without stopping (a crash, SIGKILL, ``os._exit``) is reported on
+stderr in one line and replaced, up to ``MAX_REPLACEMENTS`` times per worker; its job
+runs again once its lease ends.
 SIGTERM (or SIGINT) lets the job in flight finish, then the worker exits. The parent
 gathers progress from the workers and writes one run-log row for the whole run.
 """
@@ -13,8 +18,8 @@ import asyncio
 import importlib
 import inspect
 import multiprocessing
+import multiprocessing.connection as mp_connection
 import os
-import queue as stdlib_queue
 import signal
 import sys
 import threading
@@ -23,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...errors import HandlerError, InvalidSettingError
+from ...errors import HandlerError, InvalidRecordError, InvalidSettingError
 from ...ledger.runlog import INTERRUPTED, RunResult, new_run_id, write_run_in_current_transaction
 from ...util.procs import concurrency_limit, die_with_parent
 from ...util.results import Result
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
     from ..core.handles import SourceOpener
 
 IDLE_CHECK = 0.5  # seconds between looks at the stop flag while idle
+MAX_REPLACEMENTS = 3  # crashed workers are replaced, up to 3 per --concurrency slot (a crash loop ends)
 HEARTBEAT_FRACTION = 1 / 3  # a running job's lease is extended every third of the visibility timeout
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
@@ -155,6 +161,19 @@ def _call(handler: Callable[[Any], Any], data: Any, loop: list) -> Any:
 
 def _worker_main(open_source: SourceOpener, path: str, queue_name: str, handler_ref: str, worker_id: str,
                  retry_delay: float, once: bool, events, parent_pid: int) -> None:
+    """A worker process's body: what stops it unexpectedly is one line on stderr and exit code 1
+    (the parent replaces it), never a traceback."""
+    try:
+        _work_jobs(open_source, path, queue_name, handler_ref, worker_id, retry_delay, once, events, parent_pid)
+    except Exception as exc:
+        print(f"minikafka work: worker {worker_id} stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.stderr.flush()
+        raise SystemExit(1) from None
+    events.put(("exit", None, None))
+
+
+def _work_jobs(open_source: SourceOpener, path: str, queue_name: str, handler_ref: str, worker_id: str,
+               retry_delay: float, once: bool, events, parent_pid: int) -> None:
     stop = {"now": False}
 
     def on_signal(signum, frame):
@@ -191,16 +210,41 @@ def _worker_main(open_source: SourceOpener, path: str, queue_name: str, handler_
                     delay = backoff_delay(retry_delay, job.attempts)
                     error = f"{type(exc).__name__}: {exc}"
                     ok = job.retry(delay=delay, error=error)
-                    kind = "lost" if not ok else ("dead" if job.attempts >= max_attempts else "retried")
+                    last = job.attempts >= (job.max_attempts or max_attempts)
+                    kind = "lost" if not ok else ("dead" if last else "retried")
                     events.put((kind, job.id, error))
                 else:
                     beat.release()
-                    events.put(("acked" if job.ack(result) else "lost", job.id, None))
+                    events.put(_acked(job, result))
         finally:
             beat.close()
             if loop:
                 loop[0].close()
-    events.put(("exit", None, None))
+
+
+def _acked(job: Job, result: Any) -> tuple[str, int, str | None]:
+    """Ack a job whose handler returned ``result``; the event for the parent.
+
+    A result the ledger cannot store as JSON (a datetime, a set, bytes, NaN) does not make the
+    job run again: the handler did its work once, so the job goes to the dead letter at once
+    with the refusal as its error (``q.result`` raises ``JobFailedError`` naming it), and the
+    worker goes on with the next job.
+    """
+    try:
+        return ("acked" if job.ack(result) else "lost", job.id, None)
+    except InvalidRecordError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        return ("dead" if job.fail(error) else "lost", job.id, error)
+
+
+class _Events:
+    """A worker's side of its pipe to the parent: ``put`` sends one (kind, job id, error) event."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def put(self, event: tuple[str, int | None, str | None]) -> None:
+        self.conn.send(event)
 
 
 def _dead_count(open_source: SourceOpener, path: str, queue_name: str) -> int:
@@ -225,10 +269,10 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
     limit = concurrency_limit()
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= limit:
         raise InvalidSettingError(
-            f"concurrency must be an integer from 1 to {limit} (4 worker processes per CPU, at least 32, "
-            f"at most 256), got {concurrency!r}")
+            f"concurrency must be an integer from 1 to {limit} (4 worker processes per CPU, never below 32 "
+            f"nor above 256), got {concurrency!r}")
     if retry_delay < 0:
-        raise ValueError(f"retry_delay must be >= 0 seconds, got {retry_delay}")
+        raise InvalidSettingError(f"retry_delay must be >= 0 seconds, got {retry_delay}")
     load_handler(handler_ref)  # fail here, once, rather than in every worker
     result = RunResult(new_run_id("work"), "work", stage=queue_name)
     with open_source(path) as source:
@@ -240,11 +284,18 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
             write_run_in_current_transaction(conn, result)
     # fork: the parent holds no open connection or watcher thread at this point
     ctx = multiprocessing.get_context("fork")
-    events = ctx.Queue()
-    procs = [ctx.Process(target=_worker_main, name=f"minikafka-work-{i}",
-                         args=(open_source, path, queue_name, handler_ref, f"{os.uname().nodename}:{os.getpid()}:{i}",
-                               retry_delay, once, events, os.getpid()))
-             for i in range(concurrency)]
+    parent = os.getpid()
+    # one pipe per worker, written synchronously (no feeder thread): a worker that dies at any
+    # instant can lose only its own last message, never jam the others' (a shared Queue can)
+    channels: dict[Any, Any] = {}  # the parent's reading end -> its worker process
+
+    def make(i: int) -> tuple[Any, Any, Any]:
+        reader, writer = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker_main, name=f"minikafka-work-{i}",
+                           args=(open_source, path, queue_name, handler_ref, f"{os.uname().nodename}:{parent}:{i}",
+                                 retry_delay, once, _Events(writer), parent))
+        return proc, reader, writer
+
     out = WorkResult(result.run_id, queue_name, concurrency)
     dead_before = _dead_count(open_source, path, queue_name)
     stopping = {"now": False, "signal": None}
@@ -261,33 +312,50 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
                 except ProcessLookupError:
                     pass
 
+    def start(made: tuple[Any, Any, Any]) -> None:
+        proc, reader, writer = made
+        # blocked around the fork: a child takes no signal before it has set its own handlers
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            proc.start()
+            started_procs.append(proc)
+            channels[reader] = proc
+        finally:
+            writer.close()  # the child holds it now: its exit is the reader's end of file
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
     # handlers first, then the workers: a signal at any instant stops the run
     old = {s: signal.signal(s, forward) for s in _STOP_SIGNALS}
     started = time.perf_counter()
+    replaced = 0
+
+    def ended(proc) -> None:
+        """A worker's pipe reached its end: it exited. One that died without stopping (a crash,
+        a kill, ``os._exit``) is replaced, up to ``MAX_REPLACEMENTS`` per slot."""
+        nonlocal replaced
+        proc.join(10)
+        if proc.exitcode in (0, None) or stopping["now"] or replaced >= MAX_REPLACEMENTS * concurrency:
+            return
+        replaced += 1
+        print(f"minikafka work: worker {proc.name} exited with code {proc.exitcode}; replaced "
+              f"(its job runs again once its lease ends)", file=sys.stderr)
+        start(make(len(started_procs)))
+
     try:
-        for p in procs:
+        for i in range(concurrency):
             if stopping["now"]:
                 break
-            # blocked around the fork: a child takes no signal before it has set its own handlers
-            signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-            try:
-                p.start()
-                started_procs.append(p)
-            finally:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-        procs = started_procs
-        concurrency = len(procs)
-        exited, last_report = 0, time.monotonic()
-        while exited < concurrency:
-            try:
-                kind, _job, error = events.get(timeout=0.2)
-            except stdlib_queue.Empty:
-                if all(not p.is_alive() for p in procs):
-                    break
-            else:
-                if kind == "exit":
-                    exited += 1
-                elif kind in ("claimed", "acked", "retried", "dead", "lost"):
+            start(make(i))
+        last_report = time.monotonic()
+        while channels:
+            for reader in mp_connection.wait(list(channels), timeout=0.2):
+                try:
+                    kind, _job, error = reader.recv()
+                except (EOFError, OSError):
+                    ended(channels.pop(reader))
+                    reader.close()
+                    continue
+                if kind in ("claimed", "acked", "retried", "dead", "lost"):
                     setattr(out, kind, getattr(out, kind) + 1)
                     if error and len(out.errors) < 20:
                         out.errors.append(error)
@@ -295,24 +363,17 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
                 last_report = time.monotonic()
                 out.duration_s = time.perf_counter() - started
                 progress(out)
-        for p in procs:
-            p.join(10)
-        while True:  # events a worker sent just before it exited
-            try:
-                kind, _job, error = events.get_nowait()
-            except stdlib_queue.Empty:
-                break
-            if kind in ("claimed", "acked", "retried", "dead", "lost"):
-                setattr(out, kind, getattr(out, kind) + 1)
-        out.crashed = sum(1 for p in procs if p.exitcode not in (0, None))
+        out.crashed = sum(1 for p in started_procs if p.exitcode not in (0, None))
     finally:
         for p in started_procs:  # a worker that did not stop in time does not outlive the run
             if p.exitcode is None:
                 p.kill()
                 p.join(5)
+        for reader in channels:
+            reader.close()
         for s, handler in old.items():
             signal.signal(s, handler)
-    out.workers = len(started_procs)
+    out.workers = len(started_procs) - replaced
     # a job whose lease ran out and whose attempts were used up went to the dead letter at a claim
     out.dead = max(out.dead, _dead_count(open_source, path, queue_name) - dead_before)
     out.duration_s = time.perf_counter() - started

@@ -28,6 +28,7 @@ from ...ledger.layout import TopicLayout
 from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ...util import dumpfiles
 from ...util.clock import utc_now
+from ...util.redact import redact_url
 from ...util.results import Result
 from ..types import storage_arrow_fields
 from .dumpsplit import CHUNK_BYTES
@@ -76,10 +77,10 @@ def check_staging(staging: str | None) -> None:
         return
     path = Path(uri[len("file://"):])
     if not path.exists():
-        raise StagingError(f"staging location {uri} does not exist: create it (on storage every node sees), "
+        raise StagingError(f"staging location {redact_url(uri)} does not exist: create it (on storage every node sees), "
                            "or fix the path")
     if not path.is_dir():
-        raise StagingError(f"staging location {uri} is not a directory")
+        raise StagingError(f"staging location {redact_url(uri)} is not a directory")
 
 
 @dataclass

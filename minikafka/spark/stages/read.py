@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from ...api.source import Source
+from ...errors import InvalidSettingError
 from ...ledger import acks
 from ...ledger.identifiers import quote_identifier
 from ...ledger.layout import META_SELECT, TopicLayout
@@ -47,7 +48,7 @@ def read_bounds(source: Source, layout: TopicLayout, *, which: str = "new", cons
         PartitionOutOfRangeError: a partition the topic does not have.
     """
     if which not in WHICH:
-        raise ValueError(f"which must be one of {WHICH}, got {which!r}")
+        raise InvalidSettingError(f"which must be one of {WHICH}, got {which!r}")
     conn = source._ledger.conn
     if consumer_id is None and consumer:
         consumer_id = acks.require_consumer(conn, layout.name, consumer)
@@ -92,7 +93,7 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
         TopicNotFoundError, ConsumerNotFoundError: unknown topic or consumer.
     """
     if source.path == ":memory:":
-        raise ValueError("Spark reads the ledger file over JDBC: use a file Source, not ':memory:'")
+        raise InvalidSettingError("Spark reads the ledger file over JDBC: use a file Source, not ':memory:'")
     layout = topic if isinstance(topic, TopicLayout) else source.layout(topic)
     if bounds is None:
         bounds = read_bounds(source, layout, which=which, consumer=consumer, upto=upto, partitions=topic_partitions)

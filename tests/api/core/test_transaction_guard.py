@@ -108,3 +108,36 @@ def test_the_guard_is_lifted_after_each_statement_so_the_ledgers_own_writes_work
         orders.append({"order_id": 3, "total": 30}, tx=tx)
         tx.notify("orders", {"id": 3})
     assert q.stats()["pending"] == 1 and orders.count() == 2
+
+
+@pytest.mark.parametrize("spelling", ["path", "relative", "symlink", "uri"])
+def test_attaching_the_ledger_itself_is_refused_and_the_source_keeps_working(file_source, orders, tmp_path,
+                                                                             monkeypatch, spelling):
+    import os
+
+    path = file_source.path
+    if spelling == "relative":
+        monkeypatch.chdir(os.path.dirname(path))
+        path = os.path.basename(path)
+    elif spelling == "symlink":
+        link = tmp_path / "alias.sqlite"
+        link.symlink_to(file_source.path)
+        path = str(link)
+    elif spelling == "uri":
+        path = f"file:{file_source.path}?mode=ro"
+    with file_source.transaction() as tx:
+        with pytest.raises(ProtectedTableError, match="may not attach the ledger's own file"):
+            tx.execute(f"ATTACH DATABASE '{path}' AS x")
+        tx.execute("CREATE TABLE mine (x)")
+    orders.append({"order_id": 2, "total": 20})  # the Source is not locked out of its own file
+    with file_source.transaction() as tx:
+        tx.execute("INSERT INTO mine VALUES (1)")
+    assert orders.count() == 2
+    assert [r[1] for r in file_source.ledger.conn.execute("PRAGMA database_list")] == ["main"]
+
+
+def test_attaching_another_file_still_works(file_source, orders, tmp_path):
+    other = tmp_path / "other.sqlite"
+    with file_source.transaction() as tx:
+        tx.execute("ATTACH DATABASE ? AS other", (str(other),))
+    file_source.ledger.conn.execute("DETACH DATABASE other")

@@ -1,0 +1,72 @@
+"""Snapshots of the ledger: backup, restore."""
+
+from __future__ import annotations
+
+import click
+
+from .app import main
+from .common import echo_json, json_option
+from .health import ledger_and_pipeline, ledger_options
+from .output import progress
+
+
+@main.command()
+@click.argument("dest", metavar="DEST", type=click.Path(file_okay=False))
+@ledger_options
+@click.option("--keep", type=click.IntRange(min=1), metavar="N",
+              help="Afterwards keep only the newest N snapshots of this ledger in DEST.")
+@json_option
+def backup(dest: str, source_path: str | None, pipeline: str | None, keep: int | None, as_json: bool) -> None:
+    """Take a consistent snapshot of the ledger into directory DEST while it is in use.
+
+    Stages, queues and appenders keep running: the copy is one consistent state (the
+    file and its log copied under one read transaction, the log folded in), written under
+    a temporary name, checked with PRAGMA integrity_check,
+    checksummed (NAME.sha256, as sha256sum -c reads it), then renamed to
+    <ledger>-backup-<UTC time>-<last committed run>.sqlite. A killed backup leaves no file
+    with that name. The run leaves a row in the run log (kind backup).
+
+    --json prints {run_id, snapshot, taken_at, last_run, sha256, size_bytes, removed, seconds}.
+
+    Example: minikafka backup backups/ --pipeline conf/homelab.toml --keep 7
+    """
+    from ..ledger.backups import backup as take
+
+    path, _ = ledger_and_pipeline(source_path, pipeline)
+    with progress(f"backup {path}") as shown:
+        result = take(path, dest, keep=keep, progress=shown.update)
+    if as_json:
+        echo_json(result.as_dict())
+    else:
+        click.echo(result.summary())
+
+
+@main.command()
+@click.argument("snapshot", metavar="SNAPSHOT", type=click.Path(exists=True))
+@ledger_options
+@click.option("--before-run", metavar="RUN_ID",
+              help="With SNAPSHOT a directory: the newest snapshot taken before this run started.")
+@json_option
+def restore(snapshot: str, source_path: str | None, pipeline: str | None, before_run: str | None,
+            as_json: bool) -> None:
+    """Put a snapshot back in place of the ledger; the replaced file is kept beside it.
+
+    SNAPSHOT is a snapshot file, or a backup directory (its newest snapshot, or with
+    --before-run the newest one taken before that run started). The snapshot's checksum
+    and integrity are checked first. Refuses, changing nothing, while any process has the
+    ledger open (a run, an appender, a worker, Litestream): stop them first. Says what it
+    restored (taken when, last run) and where the old file went; the restore leaves a row
+    in the restored ledger's run log (kind restore).
+
+    --json prints {run_id, ledger, snapshot, taken_at, last_run, replaced}.
+
+    Example: minikafka restore backups/ --pipeline conf/homelab.toml
+    """
+    from ..ledger.backups import restore as put_back
+
+    path, _ = ledger_and_pipeline(source_path, pipeline, must_exist=False)
+    result = put_back(path, snapshot, before_run=before_run)
+    if as_json:
+        echo_json(result.as_dict())
+    else:
+        click.echo(result.summary())

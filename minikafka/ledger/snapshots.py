@@ -1,0 +1,406 @@
+"""Snapshots of the ledger file: an online, consistent copy that is complete or absent.
+
+``take_snapshot(ledger, dest)`` copies the live ledger while stages, queues and appenders
+keep writing: the database file and its -wal are copied under a read transaction that pins
+one snapshot (it blocks no writer), and the copied log is folded into the copy
+(``copy_online`` says why that is one consistent state). A run is in it whole or not at
+all, and every append committed before the copy started is there.
+
+Crash contract (a SIGKILL at any point):
+
+1. the copy is written under a hidden temporary name (``.NAME.partial-PID``), which no
+   listing, retention or restore ever takes for a snapshot;
+2. the copy is fsynced, checked (``PRAGMA integrity_check``), hashed (SHA-256), and the
+   checksum written beside it (``NAME.sha256``, the format ``sha256sum -c`` reads);
+3. only then is it renamed to ``NAME`` (``<ledger stem>-backup-<UTC time>-<last run>.sqlite``)
+   and the directory fsynced. A file with the final name is therefore always complete
+   and checksummed; a later backup removes the leftovers of a killed one.
+
+Retention (``keep``) removes the oldest snapshots of the same ledger beyond the newest N.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import BackupError, SnapshotNotFoundError
+from ..util.faults import checkpoint
+from . import runlog
+
+SUFFIX = ".sqlite"
+CHECKSUM_SUFFIX = ".sha256"
+PARTIAL = ".partial-"
+STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"
+NO_RUNS = "no-runs"
+_NAME = re.compile(r"^(?P<stem>.+)-backup-(?P<stamp>\d{8}T\d{6}\.\d{6}Z)-(?P<run>[A-Za-z0-9._-]+)\.sqlite$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+HASH_CHUNK = 4 * 1024 * 1024
+MMAP_BYTES = 1 << 40
+FLUSH_SECONDS = 0.02  # what another process's fsync may wait behind a slice of the copy
+MIN_SLICE, MAX_SLICE = 1 << 20, 256 << 20
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One snapshot file.
+
+    Attributes:
+        path: the snapshot file.
+        taken_at: when the copy was taken (aware UTC), from its name.
+        last_run: the last committed run in it (from its name; None for a ledger without runs).
+    """
+
+    path: Path
+    taken_at: datetime
+    last_run: str | None
+
+    @property
+    def checksum_path(self) -> Path:
+        return checksum_path(self.path)
+
+    def describe(self) -> str:
+        """``<file> (taken <time>, last run <id>)``."""
+        return f"{self.path} (taken {format_stamp(self.taken_at)}, last run {self.last_run or 'none'})"
+
+
+def checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + CHECKSUM_SUFFIX)
+
+
+def format_stamp(when: datetime) -> str:
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def snapshot_name(ledger: Path, taken_at: datetime, last_run: str | None) -> str:
+    """``<stem>-backup-<YYYYmmddTHHMMSS.ffffffZ>-<last run or no-runs>.sqlite``."""
+    run = _UNSAFE.sub("_", last_run) if last_run else NO_RUNS
+    return f"{ledger.stem}-backup-{taken_at.astimezone(timezone.utc).strftime(STAMP_FORMAT)}-{run}{SUFFIX}"
+
+
+def parse_snapshot(path: Path) -> Snapshot | None:
+    """The snapshot a file name describes, or None for any other file."""
+    match = _NAME.match(path.name)
+    if not match:
+        return None
+    taken = datetime.strptime(match["stamp"], STAMP_FORMAT).replace(tzinfo=timezone.utc)
+    run = None if match["run"] == NO_RUNS else match["run"]
+    return Snapshot(path, taken, run)
+
+
+def list_snapshots(dest: Path, ledger: Path | None = None) -> list[Snapshot]:
+    """The complete snapshots in ``dest`` (of ``ledger`` only, when given), newest first."""
+    if not dest.is_dir():
+        return []
+    found = []
+    for path in dest.iterdir():
+        snap = parse_snapshot(path)
+        if snap is None or not path.is_file():
+            continue
+        if ledger is not None and not path.name.startswith(f"{ledger.stem}-backup-"):
+            continue
+        found.append(snap)
+    return sorted(found, key=lambda s: (s.taken_at, s.path.name), reverse=True)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def integrity_problems(path: Path) -> list[str]:
+    """What ``PRAGMA integrity_check`` reports on the file (empty when it is sound)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")  # pages read in place, without a copy each
+        rows = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    finally:
+        conn.close()
+    return [] if rows == ["ok"] else rows
+
+
+def verify_checksum(path: Path) -> None:
+    """Raise BackupError unless ``path`` matches the checksum stored beside it."""
+    side = checksum_path(path)
+    if not side.is_file():
+        raise BackupError(f"{path}: no checksum file {side.name} beside it; not a complete snapshot")
+    expected = side.read_text(encoding="utf-8").split()[0] if side.read_text(encoding="utf-8").split() else ""
+    actual = sha256_of(path)
+    if actual != expected:
+        raise BackupError(f"{path}: checksum mismatch (file {actual[:12]}..., {side.name} {expected[:12]}...); "
+                          "the snapshot was changed or damaged after it was taken")
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_synced(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_leftovers(dest: Path) -> list[Path]:
+    """Remove what killed backups left in ``dest``: partial copies of dead processes, and
+    checksum files whose snapshot was never renamed into place."""
+    removed = []
+    for path in dest.iterdir() if dest.is_dir() else ():
+        name = path.name
+        if name.startswith(".") and PARTIAL in name:
+            pid_text = name.rsplit(PARTIAL, 1)[1].split(".", 1)[0]
+            if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+        elif name.endswith(CHECKSUM_SUFFIX) and not path.with_name(name[:-len(CHECKSUM_SUFFIX)]).exists():
+            if _NAME.match(name[:-len(CHECKSUM_SUFFIX)]):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
+def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000,
+                on_bytes: Callable[[int, int], None] | None = None) -> None:
+    """Copy the live ledger into ``target`` (a new file) as one consistent state.
+
+    In WAL mode the copy is a plain file copy under a pinned snapshot: a read transaction
+    is opened first (it blocks no writer), then the database file and its -wal are copied
+    as they are, then the copy opens its own -wal (SQLite's recovery keeps the frames up to
+    the last intact commit) and folds it in. Why that is one consistent state:
+
+    - while the read transaction lasts, no checkpoint copies a frame past its snapshot
+      into the database file, and the log is not restarted under it, so every page of the
+      database file is either as of the snapshot or also in the log's frames up to it;
+    - the log is copied after the database file, so those frames are in the copy of the
+      log and replace whatever the database file held for their pages;
+    - frames committed after the snapshot may be in the copied log too: the copy is then a
+      later committed state, never part of a transaction (a torn or uncommitted tail fails
+      its checksum or has no commit frame, and recovery drops it).
+
+    A ledger in another journal mode is copied with SQLite's online backup API instead.
+    """
+    src = sqlite3.connect(str(ledger), isolation_level=None)
+    try:
+        src.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        if str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            _copy_with_backup_api(src, target)
+            return
+        src.execute("BEGIN")
+        src.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # the read transaction pins the snapshot
+        try:
+            copy_file_steadily(ledger, target, on_bytes=on_bytes)
+            wal = Path(f"{ledger}-wal")
+            if wal.exists():
+                copy_file_steadily(wal, Path(f"{target}-wal"))
+        finally:
+            src.execute("COMMIT")
+    finally:
+        src.close()
+    Path(f"{target}-shm").unlink(missing_ok=True)
+    dst = sqlite3.connect(str(target), isolation_level=None)
+    try:
+        # leaving WAL mode folds the copied log into the file: one self-contained file, no -wal or -shm
+        mode = str(dst.execute("PRAGMA journal_mode = DELETE").fetchone()[0]).lower()
+    finally:
+        dst.close()
+    if mode != "delete" or Path(f"{target}-wal").exists():
+        raise sqlite3.OperationalError(f"could not fold the copied write-ahead log into {target.name}")
+    _fsync_path(target)
+
+
+def copy_file_steadily(source: Path, target: Path, *, flush_seconds: float = FLUSH_SECONDS,
+                       on_bytes: Callable[[int, int], None] | None = None) -> None:
+    """Copy ``source`` to a new ``target``, writing it out to disk slice by slice.
+
+    A copy that leaves a gigabyte of unwritten pages behind makes every other process's
+    fsync wait for them (the file system's journal commits them first): an appender's
+    durable commit would stall for seconds. So each slice is flushed (``fdatasync``) before
+    the next is copied, and the slice is sized so that a flush takes about
+    ``flush_seconds``: doubled while flushes are quicker, halved when slower (1 to 256 MB).
+    The kernel copies the bytes (``copy_file_range``), no user-space buffer.
+    ``on_bytes(done, size)`` is called after each slice.
+    """
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        size = os.fstat(src.fileno()).st_size
+        done, slice_bytes = 0, MIN_SLICE * 8
+        while done < size:
+            step = min(slice_bytes, size - done)
+            try:
+                copied = os.copy_file_range(src.fileno(), dst.fileno(), step)
+            except OSError:  # a file system without it: plain reads and writes
+                copied = dst.write(src.read(step))
+            if copied == 0:  # the file shrank while it was copied (a log restarted): what is there is copied
+                break
+            done += copied
+            t0 = time.monotonic()
+            os.fdatasync(dst.fileno())
+            took = time.monotonic() - t0
+            if took < flush_seconds / 2:
+                slice_bytes = min(slice_bytes * 2, MAX_SLICE)
+            elif took > flush_seconds * 2:
+                slice_bytes = max(slice_bytes // 2, MIN_SLICE)
+            if on_bytes is not None:
+                on_bytes(done, size)
+
+
+def _copy_with_backup_api(src: sqlite3.Connection, target: Path) -> None:
+    dst = sqlite3.connect(str(target), isolation_level=None)
+    try:
+        dst.execute("PRAGMA journal_mode = OFF")  # a new private file: nothing to roll back to
+        dst.execute("PRAGMA synchronous = OFF")  # fsynced once, below
+        src.backup(dst, pages=-1)  # one step: one read transaction, one consistent state
+        dst.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        dst.close()
+    _fsync_path(target)
+
+
+def last_committed_run_in(path: Path) -> str | None:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return runlog.last_committed_run(conn)
+    finally:
+        conn.close()
+
+
+@dataclass
+class SnapshotTaken:
+    """What ``take_snapshot`` made: the snapshot, its checksum and size, what retention removed."""
+
+    snapshot: Snapshot
+    sha256: str
+    size: int
+    removed: list[Path]
+    seconds: float
+
+
+def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = None,
+                  check: bool = True, clock: Callable[[], datetime] | None = None,
+                  progress: Callable[[str], None] | None = None) -> SnapshotTaken:
+    """Copy the live ledger into ``dest`` as a complete, checked, checksummed snapshot.
+
+    Args:
+        ledger: the ledger file (it keeps being written meanwhile).
+        dest: the directory of snapshots (created when missing).
+        keep: afterwards keep only the newest ``keep`` snapshots of this ledger there.
+        check: run ``PRAGMA integrity_check`` on the copy before it gets its final name.
+        clock: the time source naming the snapshot (default: now, UTC).
+        progress: called with a short text as the backup moves on ("copying 256 of 1,024 MB",
+            "checking and checksumming"), every tenth of the copy at most.
+
+    Raises:
+        BackupError: the ledger is missing, the copy failed its check, or ``keep`` < 1
+            (nothing with a snapshot's name is left behind).
+    """
+    t0 = time.perf_counter()
+    ledger, dest = Path(ledger).expanduser().resolve(), Path(dest).expanduser()
+    if keep is not None and keep < 1:
+        raise BackupError(f"keep must be at least 1 (the snapshot just taken), got {keep}")
+    if not ledger.is_file():
+        raise BackupError(f"no ledger at {ledger}")
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BackupError(f"cannot create the backup directory {dest}: {exc}") from exc
+    remove_leftovers(dest)
+    taken_at = (clock or (lambda: datetime.now(timezone.utc)))()
+    partial = dest / f".{ledger.stem}-backup{PARTIAL}{os.getpid()}{SUFFIX}"
+    side = None
+    try:
+        partial.unlink(missing_ok=True)
+        try:
+            copy_online(ledger, partial, on_bytes=_tenths(progress))
+        except sqlite3.Error as exc:
+            raise BackupError(f"cannot copy {ledger}: {exc}") from exc
+        checkpoint("backup:copied")
+        if progress is not None:
+            progress("checking integrity and checksumming")
+        with ThreadPoolExecutor(max_workers=1) as pool:  # hashing and checking read the copy side by side
+            hashing = pool.submit(sha256_of, partial)
+            problems = integrity_problems(partial) if check else []
+            digest = hashing.result()
+        if problems:
+            raise BackupError(f"the copy of {ledger} failed PRAGMA integrity_check: {'; '.join(problems[:3])}")
+        last_run = last_committed_run_in(partial)
+        final = dest / snapshot_name(ledger, taken_at, last_run)
+        side = checksum_path(final)
+        _write_synced(side, f"{digest}  {final.name}\n")
+        size = partial.stat().st_size
+        checkpoint("backup:before-rename")
+        os.replace(partial, final)
+        _fsync_path(dest)
+    except BaseException:
+        for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+            leftover.unlink(missing_ok=True)
+        if side is not None and not side.with_name(side.name[:-len(CHECKSUM_SUFFIX)]).exists():
+            side.unlink(missing_ok=True)
+        raise
+    snap = Snapshot(final, taken_at, last_run)
+    removed = prune_snapshots(dest, ledger, keep) if keep is not None else []
+    return SnapshotTaken(snap, digest, size, removed, time.perf_counter() - t0)
+
+
+def _tenths(progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:
+    """``on_bytes`` for a copy that tells ``progress`` at each tenth of the way."""
+    if progress is None:
+        return None
+    told = [-1]
+
+    def on_bytes(done: int, size: int) -> None:
+        tenth = 10 * done // max(size, 1)
+        if tenth != told[0]:
+            told[0] = tenth
+            progress(f"copying {done / 1e6:,.0f} of {size / 1e6:,.0f} MB")
+
+    return on_bytes
+
+
+def prune_snapshots(dest: Path, ledger: Path, keep: int) -> list[Path]:
+    """Remove the snapshots of ``ledger`` in ``dest`` beyond the newest ``keep`` (and their checksums)."""
+    removed = []
+    for snap in list_snapshots(dest, ledger)[keep:]:
+        snap.path.unlink(missing_ok=True)
+        snap.checksum_path.unlink(missing_ok=True)
+        removed.append(snap.path)
+    return removed
+
+
+def find_snapshot(dest: Path, ledger: Path | None, *, before: datetime | None = None) -> Snapshot:
+    """The newest snapshot in ``dest`` (taken before ``before``, when given).
+
+    Raises:
+        SnapshotNotFoundError: none fits.
+    """
+    for snap in list_snapshots(dest, ledger):
+        if before is None or snap.taken_at < before:
+            return snap
+    when = f" taken before {format_stamp(before)}" if before is not None else ""
+    raise SnapshotNotFoundError(f"no snapshot{when} in {dest}")

@@ -1,0 +1,279 @@
+"""Backups: online, consistent, complete or absent; restore puts one back, refusing while in use."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from minikafka import BackupError, LedgerInUseError, SnapshotNotFoundError, Source
+from minikafka.ledger import snapshots
+from minikafka.ledger.backups import backup, restore
+from tests.ledger.ledger_writers import Event, make_ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+BACKUPS = int(os.environ.get("MINIKAFKA_TEST_BACKUPS", "3"))  # more for a longer soak
+
+
+def _writer(kind: str, ledger: Path, stop: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.ledger.ledger_writers", kind, str(ledger), str(stop)],
+                            cwd=ROOT)
+
+
+def _one(db: Path, sql: str, params=()):
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchone()
+    finally:
+        conn.close()
+
+
+def _assert_consistent(snap: Path, appended_before: int) -> None:
+    assert snapshots.integrity_problems(snap) == []
+    count, top = _one(snap, "SELECT count(*), max(seq) FROM events")
+    assert count == (top + 1 if top is not None else 0), "the appends in a snapshot are a prefix, without gaps"
+    assert count >= appended_before, "every append committed before the backup started is in it"
+    dst_rows, runs_with_rows = _one(snap, 'SELECT count(*), count(DISTINCT "_run_id") FROM dst')
+    committed, committed_runs = _one(
+        snap, "SELECT coalesce(sum(rows_out), 0), count(*) FROM _minikafka_runs WHERE stage = 'copier' AND rows_out > 0")
+    assert dst_rows == committed and runs_with_rows == committed_runs, "no stage commit is in it by halves"
+    orphans = _one(snap, 'SELECT count(*) FROM dst WHERE "_run_id" NOT IN (SELECT run_id FROM _minikafka_runs)')[0]
+    assert orphans == 0
+
+
+def test_a_backup_taken_while_a_stage_commits_and_an_appender_appends_is_consistent(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger), src_rows=3000)
+    stop = tmp_path / "stop"
+    writers = [_writer("append", ledger, stop), _writer("stage", ledger, stop)]
+    try:
+        deadline = time.monotonic() + 30
+        while (_one(ledger, "SELECT count(*) FROM _minikafka_runs WHERE stage = 'copier'")[0] < 2
+               or _one(ledger, "SELECT count(*) FROM events")[0] < 50) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        taken = []
+        for _ in range(BACKUPS):
+            appended = _one(ledger, "SELECT count(*) FROM events")[0]
+            result = backup(ledger, tmp_path / "backups")
+            taken.append((Path(result.snapshot), appended))
+    finally:
+        stop.touch()
+        for w in writers:
+            w.wait(timeout=30)
+    assert all(w.returncode == 0 for w in writers)
+    for snap, appended in taken:
+        _assert_consistent(snap, appended)
+        snapshots.verify_checksum(snap)
+    last_runs = [_one(snap, "SELECT count(*) FROM _minikafka_runs WHERE stage = 'copier'")[0] for snap, _ in taken]
+    assert last_runs == sorted(last_runs)
+
+
+def test_a_backup_names_the_last_committed_run_and_leaves_a_row_in_the_run_log(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    with Source(str(ledger)) as source:
+        source.topic("events", Event, dedup=("seq",)).pipe(lambda e: e).to(
+            source.topic("copy", Event, dedup=("seq",))).run()
+        last = source.ledger.conn.execute("SELECT run_id FROM _minikafka_runs ORDER BY rowid DESC LIMIT 1").fetchone()[0]
+    result = backup(ledger, tmp_path / "b")
+    assert result.last_run == last and last in Path(result.snapshot).name
+    assert (tmp_path / "b" / (Path(result.snapshot).name + ".sha256")).read_text().split() == [
+        result.sha256, Path(result.snapshot).name]
+    row = _one(ledger, "SELECT kind, status, details FROM _minikafka_runs WHERE run_id = ?", (result.run_id,))
+    assert row[0] == "backup" and row[1] == "succeeded" and Path(result.snapshot).name in row[2]
+
+
+def test_retention_keeps_the_newest_snapshots_of_the_ledger_only(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    other = tmp_path / "other.sqlite"
+    make_ledger(str(other))
+    dest = tmp_path / "b"
+    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    backup(other, dest, clock=lambda: start)
+    made = [backup(ledger, dest, keep=2, clock=lambda i=i: start + timedelta(hours=i)) for i in range(4)]
+    kept = {s.path.name for s in snapshots.list_snapshots(dest, ledger.resolve())}
+    assert kept == {Path(m.snapshot).name for m in made[-2:]}
+    assert len(snapshots.list_snapshots(dest, other.resolve())) == 1
+    assert made[-1].removed and not any(Path(p).exists() for p in made[-1].removed)
+    assert not list(dest.glob("*.sha256")) or all(Path(str(p)[:-7]).exists() for p in dest.glob("*.sha256"))
+
+
+@pytest.mark.parametrize("point", ["backup:copied", "backup:before-rename"])
+def test_a_backup_killed_at_any_point_leaves_no_file_that_looks_complete(tmp_path, point):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger), src_rows=2000)
+    dest = tmp_path / "b"
+    env = {**os.environ, "MINIKAFKA_FREEZE_AT": point}
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "backup", str(dest), "-s", str(ledger)],
+                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if line.startswith(f"FROZEN {point}"):
+                break
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+    assert snapshots.list_snapshots(dest) == []
+    assert not [p for p in dest.iterdir() if p.suffix == ".sqlite" and not p.name.startswith(".")]
+    result = backup(ledger, dest)  # and the next backup clears what the killed one left
+    assert sorted(p.name for p in dest.iterdir()) == [Path(result.snapshot).name, Path(result.snapshot).name + ".sha256"]
+
+
+def test_a_backup_killed_while_it_copies_a_large_ledger_leaves_no_file_that_looks_complete(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    conn = sqlite3.connect(ledger)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE filler (b BLOB)")
+    conn.executemany("INSERT INTO filler VALUES (randomblob(8192))", [()] * 12_000)  # ~100 MB
+    conn.commit()
+    conn.close()
+    make_ledger(str(ledger))
+    dest = tmp_path / "b"
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "backup", str(dest), "-s", str(ledger)], cwd=ROOT,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            partial = [p for p in dest.glob(".*partial*") if p.stat().st_size > 1_000_000] if dest.exists() else []
+            if partial or proc.poll() is not None:
+                break
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+    if proc.returncode == 0:
+        pytest.skip("the backup finished before it could be killed")
+    assert snapshots.list_snapshots(dest) == []
+    assert not [p for p in dest.iterdir() if p.suffix == ".sqlite" and not p.name.startswith(".")]
+
+
+def test_restore_puts_the_snapshot_back_and_keeps_the_replaced_file_aside(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    with Source(str(ledger)) as source:
+        source.topic("events", Event, dedup=("seq",)).extend([{"seq": i} for i in range(10)])
+    taken = backup(ledger, tmp_path / "b")
+    with Source(str(ledger)) as source:
+        source.topic("events", Event, dedup=("seq",)).extend([{"seq": i} for i in range(10, 15)])
+    done = restore(ledger, taken.snapshot)
+    assert _one(ledger, "SELECT count(*) FROM events")[0] == 10
+    assert _one(Path(done.replaced), "SELECT count(*) FROM events")[0] == 15
+    assert done.taken_at == taken.taken_at and "restored" in done.summary()
+    assert _one(ledger, "SELECT kind, status FROM _minikafka_runs WHERE run_id = ?", (done.run_id,)) == (
+        "restore", "succeeded")
+    with Source(str(ledger)) as source:  # the restored ledger takes writes again
+        source.topic("events", Event, dedup=("seq",)).append({"seq": 10})
+
+
+def test_restore_refuses_while_another_process_has_the_ledger_open(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    taken = backup(ledger, tmp_path / "b")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, sqlite3; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM events').fetchone(); "
+        "print('open', flush=True); sys.stdin.read()"), str(ledger)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(LedgerInUseError, match="open in another process"):
+            restore(ledger, taken.snapshot)
+        assert not list(tmp_path.glob("ledger.sqlite.replaced-*"))
+        assert _one(ledger, "SELECT status, error FROM _minikafka_runs WHERE kind = 'restore'")[0] == "failed"
+        assert _one(ledger, "SELECT count(*) FROM events")[0] == 0
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    restore(ledger, taken.snapshot)
+
+
+def test_restore_refuses_a_snapshot_whose_checksum_does_not_match(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    taken = Path(backup(ledger, tmp_path / "b").snapshot)
+    with open(taken, "r+b") as fh:
+        fh.seek(200)
+        fh.write(b"\x00\x01")
+    with pytest.raises(BackupError, match="checksum mismatch"):
+        restore(ledger, taken)
+
+
+def test_before_run_picks_the_newest_snapshot_taken_before_that_run_started(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    dest = tmp_path / "b"
+    first = backup(ledger, dest)
+    with Source(str(ledger)) as source:
+        source.topic("events", Event, dedup=("seq",)).append({"seq": 1})
+        source.topic("events", Event, dedup=("seq",)).pipe(lambda e: e).to(
+            source.topic("copy", Event, dedup=("seq",))).run()
+        bad_run = source.ledger.conn.execute(
+            "SELECT run_id FROM _minikafka_runs WHERE kind != 'backup' ORDER BY rowid DESC LIMIT 1").fetchone()[0]
+    backup(ledger, dest)
+    done = restore(ledger, dest, before_run=bad_run)
+    assert done.snapshot == str(Path(first.snapshot).resolve())
+    assert _one(ledger, "SELECT count(*) FROM events")[0] == 0
+    with pytest.raises(SnapshotNotFoundError, match="not in the run log"):
+        restore(ledger, dest, before_run="no-such-run")
+
+
+def test_restore_then_rerun_gives_the_ledger_a_run_from_that_point_gives(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+
+    def rerun() -> list[tuple]:
+        with Source(str(ledger)) as source:
+            source.topic("events", Event, dedup=("seq",)).pipe(lambda e: {"seq": e.seq * 10}).to(
+                source.topic("tens", Event, dedup=("seq",))).run()
+            rows = source.ledger.conn.execute('SELECT seq, "_parent_id" FROM tens ORDER BY "_id"').fetchall()
+            pending = source.topic("events", Event, dedup=("seq",)).count("new")
+        return rows + [("pending", pending)]
+
+    with Source(str(ledger)) as source:
+        source.topic("events", Event, dedup=("seq",)).extend([{"seq": i} for i in range(20)])
+    taken = backup(ledger, tmp_path / "b")
+    first = rerun()
+    with Source(str(ledger)) as source:  # a later, bad change
+        source.topic("events", Event, dedup=("seq",)).extend([{"seq": i} for i in range(20, 25)])
+    restore(ledger, taken.snapshot)
+    assert rerun() == first
+
+
+def test_a_ledger_outside_wal_mode_is_copied_through_the_backup_api(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger), src_rows=50)
+    conn = sqlite3.connect(ledger)
+    assert conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    conn.close()
+    made = snapshots.take_snapshot(ledger, tmp_path / "b")
+    assert _one(made.snapshot.path, "SELECT count(*) FROM src")[0] == 50
+    assert _one(made.snapshot.path, "PRAGMA journal_mode")[0] == "delete"
+
+
+def test_restore_onto_a_machine_without_the_ledger_puts_the_snapshot_in_place(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger), src_rows=7)
+    taken = backup(ledger, tmp_path / "b")
+    fresh = tmp_path / "new-machine" / "ledger.sqlite"
+    fresh.parent.mkdir()
+    done = restore(fresh, taken.snapshot)
+    assert done.replaced is None
+    assert _one(fresh, "SELECT count(*) FROM src")[0] == 7
+
+
+def test_restore_refuses_while_a_stage_holds_its_run_lock_without_a_connection_open(tmp_path):
+    from minikafka.util.filelock import exclusive_lock
+
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    taken = backup(ledger, tmp_path / "b")
+    with exclusive_lock(tmp_path / ".minikafka-locks" / "score.lock", note="run score-1"):
+        with pytest.raises(LedgerInUseError, match=r"a run holds score.lock \(pid \d+ run score-1\)"):
+            restore(ledger, taken.snapshot)
+    assert restore(ledger, taken.snapshot).replaced is not None
