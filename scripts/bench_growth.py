@@ -53,7 +53,8 @@ def disk_use(path: Path) -> str:
 
 def generate(dump: Path, items: int, start: int) -> None:
     subprocess.run([sys.executable, str(ROOT / "scripts" / "generate_demo_data.py"), "--items", str(items),
-                    "--start", str(start), "--keys", "random", str(dump)], check=True, capture_output=True)
+                    "--start", str(start), "--keys", "random", "--gzip-level", "1", str(dump)],
+                   check=True, capture_output=True)
 
 
 def backfills(spark, tmp: Path, rows: int, dumps: int) -> Path:

@@ -84,6 +84,8 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--start", type=int, default=0, help="first item number (for later batches)")
+    parser.add_argument("--gzip-level", type=int, default=9, choices=range(1, 10), metavar="1-9",
+                        help="gzip compression level of a .gz OUT (1: fastest)")
     parser.add_argument("--keys", choices=("sorted", "random"), default="sorted",
                         help="URLs numbered in order (sorted) or hashed (random order, as real keys arrive)")
     args = parser.parse_args()
@@ -91,7 +93,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     text = "\n".join(generate(args.items, args.seed, args.start, args.keys)) + "\n"
     if out.suffix == ".gz":
-        with gzip.open(out, "wt", encoding="utf-8") as fh:
+        with gzip.open(out, "wt", encoding="utf-8", compresslevel=args.gzip_level) as fh:
             fh.write(text)
     else:
         out.write_text(text, encoding="utf-8")
