@@ -490,13 +490,9 @@ def _has_acks_above(conn: sqlite3.Connection, consumer_id: int, row_id: int) -> 
 
 def count_pending(conn: sqlite3.Connection, topic: str, consumer_id: int, upto: int,
                   partitions: Iterable[int] | None = None) -> int:
-    """Rows of ``topic`` pending for the consumer with ids up to ``upto`` (positions as of now).
-
-    Costs an id-range count when no row above the positions is marked or acked out of order.
-    """
-    where = pending_sql(conn, topic, consumer_id, partitions)
-    return conn.execute(f'SELECT count(*) FROM {quote_identifier(topic)} WHERE {where} AND "_id" <= ?',
-                        (int(upto),)).fetchone()[0]
+    """Rows of ``topic`` pending for the consumer with ids up to ``upto`` (positions as of
+    now), from positions and row marks (counts.py): the cost does not grow with them."""
+    return sum(counts.pending_counts(conn, topic, consumer_id, int(upto), partitions).values())
 
 
 def pending_sql_for_new(conn: sqlite3.Connection, topic: str, start: str,

@@ -31,11 +31,13 @@ All functions run inside the caller's transaction (or read snapshot) and never c
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .identifiers import quote_identifier
 
 SPACING = 4096  # rows of a partition between two marks at most (a count reads no more rows than this)
+MAX_ID = 2**63 - 1
 
 
 def _partitions(conn: sqlite3.Connection, topic: str) -> int:
@@ -170,15 +172,20 @@ def _offsets(conn: sqlite3.Connection, topic: str) -> dict[int, dict[int, int]]:
     return out
 
 
-def _marked_above(conn: sqlite3.Connection, topic: str, table: str, partition: int, low: int) -> int:
-    """Rows of the partition above ``low`` handled out of order (marks of deleted rows left out)."""
+def _marked_above(conn: sqlite3.Connection, topic: str, table: str, partition: int, low: int,
+                  upto: int = MAX_ID) -> int:
+    """Rows of the partition in (``low``, ``upto``] handled out of order (marks of deleted
+    rows left out)."""
     return conn.execute(
         f"SELECT count(*) FROM _minikafka_handled h WHERE h.topic = ? AND h.partition = ? AND h.row_id > ? "
-        f"AND EXISTS (SELECT 1 FROM {table} t WHERE t.\"_id\" = h.row_id)", (topic, partition, low)).fetchone()[0]
+        f"AND h.row_id <= ? AND EXISTS (SELECT 1 FROM {table} t WHERE t.\"_id\" = h.row_id)",
+        (topic, partition, low, upto)).fetchone()[0]
 
 
-def pending_counts(conn: sqlite3.Connection, topic: str, consumer_id: int) -> dict[int, int]:
-    """{partition: rows pending for the consumer} (what ``acks.lag`` counts), without a scan.
+def pending_counts(conn: sqlite3.Connection, topic: str, consumer_id: int, upto: int | None = None,
+                   partitions: Iterable[int] | None = None) -> dict[int, int]:
+    """{partition: rows pending for the consumer} (what ``acks.lag`` counts; with ``upto``
+    only rows with ids up to it; ``partitions``: only those), without a scan.
 
     Cost: the consumer's acks and the topic's marks above its position, and at most
     ``SPACING`` rows per partition.
@@ -189,15 +196,20 @@ def pending_counts(conn: sqlite3.Connection, topic: str, consumer_id: int) -> di
     offsets = dict(conn.execute("SELECT partition, committed FROM _minikafka_offsets WHERE consumer_id = ?",
                                 (consumer_id,)))
     out = {}
-    for partition in range(n):
+    for partition in (range(n) if partitions is None else partitions):
         low = max(offsets.get(partition, 0), positions.get(partition, 0))
-        rows = rows_upto(conn, topic, partition, partitions=n) - rows_upto(conn, topic, partition, low, partitions=n)
+        if upto is not None and upto <= low:
+            out[partition] = 0
+            continue
+        rows = rows_upto(conn, topic, partition, upto, partitions=n) - rows_upto(conn, topic, partition, low,
+                                                                              partitions=n)
+        top = MAX_ID if upto is None else upto
         acked = conn.execute(
             f"SELECT count(*) FROM _minikafka_acks a WHERE a.consumer_id = ? AND a.partition = ? AND a.row_id > ? "
-            f"AND EXISTS (SELECT 1 FROM {table} t WHERE t.\"_id\" = a.row_id) AND NOT EXISTS (SELECT 1 FROM "
-            "_minikafka_handled h WHERE h.topic = ? AND h.row_id = a.row_id)",
-            (consumer_id, partition, low, topic)).fetchone()[0]
-        out[partition] = rows - _marked_above(conn, topic, table, partition, low) - acked
+            f"AND a.row_id <= ? AND EXISTS (SELECT 1 FROM {table} t WHERE t.\"_id\" = a.row_id) AND NOT EXISTS "
+            "(SELECT 1 FROM _minikafka_handled h WHERE h.topic = ? AND h.row_id = a.row_id)",
+            (consumer_id, partition, low, top, topic)).fetchone()[0]
+        out[partition] = rows - _marked_above(conn, topic, table, partition, low, top) - acked
     return out
 
 

@@ -269,3 +269,25 @@ def test_upgrading_an_older_ledger_marks_its_rows_and_counts_stay_what_a_scan_sa
     check = sqlite3.connect(path)
     assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     check.close()
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_rows_pending_up_to_an_id_equal_a_scan_of_that_range(partitions):
+    from minikafka.ledger import acks
+
+    rng = random.Random(7)
+    with Source(":memory:") as src:
+        t = make(src, partitions)
+        t.extend([{"k": f"k{i}", "v": i} for i in range(80)])
+        t.consumer("a")
+        src.group("a").commit("t", 0, 20)
+        for row_id in rng.sample(range(1, 81), 15):
+            t.set_handled(row_id, consumer=rng.choice(["a", None]))
+        conn = src.ledger.conn
+        cid = acks.find_consumer(conn, "t", "a")
+        for upto in (0, 5, 21, 33, 60, 80, 200):
+            for parts in (None, [partitions - 1]):
+                where = f'"_id" <= {upto}' + ("" if parts is None else f' AND "_partition" = {parts[0]}')
+                expected = conn.execute(f'SELECT count(*) FROM "t:consumers" WHERE consumer = \'a\' AND '
+                                        f"\"_status\" = 'new' AND {where}").fetchone()[0]
+                assert acks.count_pending(conn, "t", cid, upto, parts) == expected, (upto, parts)
