@@ -24,6 +24,8 @@ from .errors import (
     BackupError,
     ConcurrentRunError,
     ConnectorError,
+    ConsoleNotFoundError,
+    ConsoleRequestError,
     ConsumerNotFoundError,
     DedupFieldError,
     DeliveryConfigError,
@@ -99,6 +101,8 @@ def _load_spark_engine():
 _engines.register_engine("spark", _load_spark_engine)
 
 __all__ = [
+    "ConsoleNotFoundError",
+    "ConsoleRequestError",
     "BackupError",
     "LedgerInUseError",
     "SnapshotNotFoundError",

@@ -450,3 +450,11 @@ class StageFailed(MinikafkaError):
         self.stage = stage
         self.run_id = run_id
         self.result = result
+
+
+class ConsoleNotFoundError(MinikafkaError, LookupError):
+    """A console page names what the ledger does not hold (a run, a quarantined row): a 404 page."""
+
+
+class ConsoleRequestError(MinikafkaError, ValueError):
+    """A console page or action got a filter or argument it cannot use: a 400 page naming it."""

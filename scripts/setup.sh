@@ -2,6 +2,7 @@
 # Install what minikafka needs on a fresh Debian machine, idempotently:
 #   Java 17 and Debian's SQLite JDBC driver (apt-get, only when missing),
 #   Debian's mosquitto (the MQTT tests' broker) and graphviz (dot draws 'minikafka plot -o x.svg'),
+#   Debian's chromium and chromium-driver (the web console's browser tests; no browser download),
 #   a virtualenv in .venv with the package (distribution minikafka-spark, import name minikafka)
 #   and its dev extras at the versions in constraints.txt (only when pyproject.toml or
 #   constraints.txt changed).
@@ -25,6 +26,13 @@ fi
 # 'minikafka plot --output pipeline.svg' draws the DAG with Graphviz's dot
 if ! command -v dot >/dev/null 2>&1; then
   need_apt+=(graphviz)
+fi
+# the console's browser tests (tests/console) drive Debian's Chromium through its chromedriver
+if [ ! -x /usr/bin/chromium ]; then
+  need_apt+=(chromium)
+fi
+if [ ! -x /usr/bin/chromedriver ]; then
+  need_apt+=(chromium-driver)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""

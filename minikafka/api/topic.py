@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ..errors import InvalidSettingError, migration_failure
-from ..ledger import acks, catalog, keys
-from ..ledger.identifiers import quote_identifier
-from ..ledger.layout import PARTITION, STORED_META, STORED_META_SELECT, TopicLayout, stored_meta
+from ..ledger import acks, catalog
+from ..ledger.layout import TopicLayout
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
 from ..util.timeouts import check_timeout
@@ -363,34 +362,21 @@ class Topic(Generic[ModelT]):
             the record id in a note; nothing changed.
         """
         new_layout = TopicLayout.for_model(self.name, new_model, self.dedup, partitions=self.partitions, key=self.key)
-        tmp = self.name + "__migrating"
-        q_tmp = quote_identifier(tmp)
         encode = new_layout.encoder()
-        meta = STORED_META_SELECT
-        cols = ", ".join([meta] + [quote_identifier(n) for n in new_layout.field_names] + [f'"{PARTITION}"'])
-        insert = f"INSERT INTO {q_tmp} ({cols}) VALUES ({', '.join('?' for _ in range(len(STORED_META) + len(new_layout.columns) + 1))})"
-        at_partition = self._layout.partition_index
         current = None
-        ledger = self.source.ledger
+
+        def convert(row: tuple) -> tuple:
+            nonlocal current
+            current = row[0]
+            out = fn(self.rows.model_of_row(row))
+            if isinstance(out, BaseModel) and not isinstance(out, new_model):
+                out = out.model_dump()
+            return encode(new_model.model_validate(out))
+
         try:
-            with ledger.atomic() as conn:
-                conn.execute(new_layout.ddl(tmp)[0])
-                for row in self.rows.scan(None, None):
-                    current = row[0]
-                    out = fn(self.rows.model_of_row(row))
-                    if isinstance(out, BaseModel) and not isinstance(out, new_model):
-                        out = out.model_dump()
-                    migrated = new_model.model_validate(out)
-                    conn.execute(insert, (*stored_meta(row), *encode(migrated), row[at_partition]))
+            with self.source.ledger.atomic() as conn:
+                self.rows.table.replace_in_current_transaction(new_layout, convert)
                 current = None
-                for statement in self._layout.drop_views_ddl():
-                    conn.execute(statement)
-                conn.execute(f"DROP TABLE {self._layout.table}")  # drops its trigger and indexes too
-                conn.execute(f"ALTER TABLE {q_tmp} RENAME TO {new_layout.table}")
-                if new_layout.dedup:  # the rows were copied without their dedup hash
-                    keys.fill_in_current_transaction(conn, new_layout)
-                for statement in new_layout.ddl()[1:]:
-                    conn.execute(statement)
                 catalog.record_migration_in_current_transaction(
                     conn, new_layout, f"{new_model.__module__}:{new_model.__qualname__}", utc_now())
         except Exception as exc:

@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (registers the commands)
     schedules,
     streams,
     topics,
+    ui,
     work,
 )
 from .app import main

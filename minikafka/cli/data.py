@@ -265,32 +265,32 @@ def _is_standard_output(path: str) -> bool:
     return same_file(path, fd)
 
 
+EXPORT_PAGE = 50_000
+
+
 def _write_export(source: Source, layout, fmt: str, which: str, fh, condition: tuple[str, tuple] = ("1", ())) -> int:
     """Write the topic's rows to the binary file ``fh`` page by page; the row count."""
     from ..ledger.arrow import rows_to_arrow
+    from ..ledger.table import TopicTable
     from .output import progress
     from .tables import csv_lines
 
     decode = layout.decoder()
     where, params, fix = status_where(source, layout, which)
     params = (*params, *condition[1])
-    sql = f"{layout.select_sql()} WHERE {where} AND ({condition[0]}) AND \"_id\" > ? ORDER BY \"_id\" LIMIT 50000"
-    conn = source.ledger.conn
+    pages = TopicTable(source.ledger.conn, layout).scan(f"{where} AND ({condition[0]})", params, page=EXPORT_PAGE)
     columns = ["_id", "_created_at", "_status", "_parent_id", *layout.field_names]
-    last, written, writer = 0, 0, None
+    written, writer = 0, None
     if fmt == "csv":
         fh.write(next(csv_lines([], columns)).encode("utf-8"))
     elif fmt == "json":
         fh.write(b"[")
     try:
         with progress(f"export {layout.name}") as shown:
-            while True:
-                page = [fix(row) for row in conn.execute(sql, (*params, last)).fetchall()]
-                if not page:
-                    break
-                last = page[-1][0]
+            for rows in pages:
+                page = [fix(row) for row in rows]
                 written += len(page)
-                if written > len(page) or len(page) == 50000:
+                if written > len(page) or len(page) == EXPORT_PAGE:
                     shown.update(f"{written} row(s) written", completed=written)
                 if fmt == "jsonl":
                     fh.write("".join(_row_json(row, decode) + "\n" for row in page).encode("utf-8"))

@@ -132,12 +132,10 @@ def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | 
 
 
 def _requeue(source: Source, topic: str, ids: list[int] | None, model: str | None, as_json: bool) -> None:
-    from ..api.core.requeue import requeue
+    from ..api.core.requeue import requeue_named
     from .data import import_model
 
-    cls = import_model(model) if model else (pipeline_model(topic) or source.model_of(topic))
-    t = source.topic(topic, cls, dedup=source.layout(topic).dedup or None)
-    result = requeue(t, ids)
+    result = requeue_named(source, topic, ids, import_model(model) if model else pipeline_model(topic))
     nothing = bool(result.failed) and result.requeued == 0
     if as_json:
         echo_json({"topic": topic, "appended": result.appended, "replayed": result.replayed,

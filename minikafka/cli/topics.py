@@ -11,6 +11,7 @@ from ..ledger.filters import InvalidFilterError, where_clause
 from ..ledger.layout import TopicLayout
 from ..ledger.runlog import COLUMNS as RUN_COLUMNS
 from ..ledger.runlog import failed_run_ids, run_exists, run_ids_beginning
+from ..ledger.table import TopicTable
 from .app import main
 from .common import echo_json, json_option, json_text, row_dict, with_source
 from .output import note
@@ -229,15 +230,16 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
             d["_consumer_status"] = row[n_cols]
         return d
 
+    table = TopicTable(conn, layout)
     if follow and from_id is None and limit:
         # like tail -f: the last --limit matching rows (--limit 0: all of them), then what commits next
-        tail = conn.execute(f'SELECT "_id" FROM {layout.table} WHERE {cond} ORDER BY "_id" DESC LIMIT 1 OFFSET ?',
-                            (*cond_params, limit - 1)).fetchone()
-        from_id = tail[0] if tail else 0
+        from_id = table.nth_from_end(limit, cond, cond_params) or 0
     start = from_id if from_id is not None else 0
-    sql = f"{base} WHERE {cond} AND \"_id\" >= ? ORDER BY \"_id\" LIMIT ?"
-    page_limit = -1 if (limit == 0 or follow) else limit
-    rows = conn.execute(sql, (*params, start, page_limit)).fetchall()
+
+    def rows_after(after: int, most: int) -> list[tuple]:
+        return table.page(after, most, cond, params, select=base)
+
+    rows = rows_after(start - 1, -1 if (limit == 0 or follow) else limit)
     if not rows and not follow and not as_json:  # an empty JSON array says it already
         note("no rows" + (f" of {topic} match" if where or which != "all" or from_id is not None else f" in {topic}"))
     columns = ["_id", "_created_at", "_status", "_parent_id", *layout.field_names] + (["_consumer_status"] if cid else [])
@@ -256,18 +258,17 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
     if not follow:
         return
     last = rows[-1][0] if rows else start - 1
-    _follow(source, sql, params, last, interval, render, line)
+    _follow(source, rows_after, last, interval, render, line)
 
 
-def _follow(source: Source, sql: str, params: tuple, last: int, interval: float, render, line=json_text) -> None:
+def _follow(source: Source, rows_after, last: int, interval: float, render, line=json_text) -> None:
     """Print rows after ``last`` as they commit: the Source's watcher wakes this loop on any
     commit (from any process); ``interval`` caps how long one wait lasts."""
-    conn = source.ledger.conn
     watcher = source.watcher
     try:
         while True:
             mark = watcher.mark()
-            for row in conn.execute(sql, (*params, last + 1, -1)).fetchall():
+            for row in rows_after(last, -1):
                 click.echo(line(render(row)))
                 last = row[0]
             watcher.wait(mark, interval)
@@ -293,9 +294,7 @@ def schema(source: Source, topic: str, as_sql: bool, as_json: bool) -> None:
     conn = source.ledger.conn
     layout = source.layout(topic)
     if as_sql:
-        for (sql,) in conn.execute(
-                "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC, name",
-                (layout.name,)):
+        for sql in catalog.table_sql(conn, layout.name):
             click.echo(sql + ";")
         return
     created = catalog.created_at(conn, layout.name)

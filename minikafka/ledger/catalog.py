@@ -28,6 +28,12 @@ def topic_names(conn: sqlite3.Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT name FROM _minikafka_topics ORDER BY name")]
 
 
+def table_sql(conn: sqlite3.Connection, name: str) -> list[str]:
+    """The CREATE statements of topic ``name``'s table, its indexes and trigger (as SQLite keeps them)."""
+    return [r[0] for r in conn.execute(
+        "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC, name", (name,))]
+
+
 def catalog_row(conn: sqlite3.Connection, name: str) -> tuple | None:
     """The catalog row of ``name`` (name, json_schema, columns, dedup, fingerprint, partitions, key), or None."""
     return conn.execute(CATALOG_SELECT, (name,)).fetchone()

@@ -27,15 +27,18 @@ class ConsumerInfo:
         return asdict(self)
 
 
-def consumer_info(conn: sqlite3.Connection, topic: str | None = None) -> list[ConsumerInfo]:
-    """Every consumer (of ``topic``, or of every topic), ordered by topic then registration."""
+def consumer_info(conn: sqlite3.Connection, topic: str | None = None, *, with_lag: bool = True) -> list[ConsumerInfo]:
+    """Every consumer (of ``topic``, or of every topic), ordered by topic then registration.
+
+    ``with_lag`` False: ``lag`` is left 0 (for a caller that counts it per partition itself).
+    """
     where, params = ("WHERE topic = ?", (topic,)) if topic else ("", ())
     rows = conn.execute(
         f"SELECT id, topic, name, created_at FROM _minikafka_consumers {where} ORDER BY topic, id", params
     ).fetchall()
     out = []
     for cid, t, name, created in rows:
-        lag = sum(counts.pending_counts(conn, t, cid).values())
+        lag = sum(counts.pending_counts(conn, t, cid).values()) if with_lag else 0
         times = [conn.execute("SELECT max(acked_at) FROM _minikafka_acks WHERE consumer_id = ?", (cid,)).fetchone()[0],
                  # offsets moved after registration (in-order acks and commits move the offset, no ack row)
                  conn.execute("SELECT max(updated_at) FROM _minikafka_offsets WHERE consumer_id = ? AND updated_at > ?",

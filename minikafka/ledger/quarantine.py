@@ -67,13 +67,18 @@ def _as_dicts(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
 
 
 def list_quarantined(conn: sqlite3.Connection, topic: str | None = None, *, limit: int | None = 100,
-                     ids: list[int] | None = None, oldest_first: bool = False) -> list[dict[str, Any]]:
+                     ids: list[int] | None = None, oldest_first: bool = False, origin: str | None = None,
+                     reason: str | None = None, below: int | None = None) -> list[dict[str, Any]]:
     """Quarantined rows (of one topic, or every topic), newest first unless ``oldest_first``.
 
     Args:
         topic: only rows of this topic (None: every topic).
         limit: at most this many rows (None: all).
         ids: only these quarantine ids.
+        origin: only rows whose origin begins with this text (``stage``, ``quality``, ``queue``,
+            ``delivery``, or a file's path).
+        reason: only rows whose reason contains this text.
+        below: only rows with a quarantine id below this one (the next page, newest first).
     """
     where, params = ["1"], []
     if topic is not None:
@@ -82,6 +87,15 @@ def list_quarantined(conn: sqlite3.Connection, topic: str | None = None, *, limi
     if ids is not None:
         where.append(f"id IN ({', '.join('?' for _ in ids)})")
         params.extend(ids)
+    if origin:
+        where.append("substr(origin, 1, ?) = ?")
+        params.extend((len(origin), origin))
+    if reason:
+        where.append("instr(reason, ?) > 0")
+        params.append(reason)
+    if below is not None:
+        where.append("id < ?")
+        params.append(below)
     order = "ASC" if oldest_first else "DESC"
     sql = f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY id {order}"
     if limit is not None:
@@ -97,6 +111,7 @@ def get_quarantined(conn: sqlite3.Connection, quarantine_id: int) -> dict[str, A
 
 
 def count_quarantined(conn: sqlite3.Connection, topic: str | None = None) -> int:
+    """Rows in the quarantine (of ``topic``, or of every topic)."""
     if topic is None:
         return conn.execute("SELECT count(*) FROM _minikafka_quarantine").fetchone()[0]
     return conn.execute("SELECT count(*) FROM _minikafka_quarantine WHERE topic = ?", (topic,)).fetchone()[0]
@@ -122,3 +137,13 @@ def note_failed_requeue_in_current_transaction(conn: sqlite3.Connection, quarant
     """A requeue that failed again: count the attempt and keep the newest reason."""
     conn.execute("UPDATE _minikafka_quarantine SET attempts = attempts + 1, reason = ? WHERE id = ?",
                  (reason, quarantine_id))
+
+
+def quarantine_topics_and_origins(conn: sqlite3.Connection, since: str = "") -> list[tuple[str, str, int, int]]:
+    """(topic, origin kind, rows, rows quarantined at or after ``since``) of the quarantine: a file
+    line's origin (``PATH:LINE``) counted as ``file``, every other origin as itself."""
+    return conn.execute(
+        "SELECT topic, CASE WHEN origin IN ('stage', 'quality', 'queue', 'delivery') THEN origin "
+        "WHEN origin GLOB '*:[0-9]*' THEN 'file' ELSE coalesce(origin, '') END, "
+        "count(*), count(CASE WHEN created_at >= ? THEN 1 END) FROM _minikafka_quarantine GROUP BY 1, 2 ORDER BY 1, 2",
+        (since,)).fetchall()

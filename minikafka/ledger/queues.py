@@ -342,6 +342,27 @@ def forget_dead_in_current_transaction(conn: sqlite3.Connection, topic: str, con
     )
 
 
+def list_jobs(conn: sqlite3.Connection, consumer_id: int, *, state: str | None = None,
+              limit: int = 100) -> list[tuple]:
+    """(row_id, state, attempts, run_at ms, last_error, worker_id, lease_expires_at ms, priority) of the
+    queue's live jobs (pending, processing or dead; of ``state`` only), oldest first."""
+    where, params = "consumer_id = ?", [consumer_id]
+    if state:
+        where += " AND state = ?"
+        params.append(state)
+    return conn.execute(
+        "SELECT row_id, state, attempts, run_at, last_error, worker_id, lease_expires_at, priority "
+        f"FROM _minikafka_queue_jobs WHERE {where} ORDER BY row_id LIMIT ?", (*params, limit)).fetchall()
+
+
+def list_outcomes(conn: sqlite3.Connection, consumer_id: int, *, limit: int = 100) -> list[tuple]:
+    """(row_id, outcome, result JSON text or None, finished_at ms) of the finished jobs still kept,
+    most recently finished first."""
+    return conn.execute(
+        "SELECT row_id, outcome, result, finished_at FROM _minikafka_job_outcomes WHERE consumer_id = ? "
+        "ORDER BY finished_at DESC, row_id DESC LIMIT ?", (consumer_id, limit)).fetchall()
+
+
 def state_counts(conn: sqlite3.Connection, consumer_id: int, now: int) -> dict[str, int]:
     """Jobs by state, an expired lease counted as pending."""
     return dict(conn.execute(

@@ -164,6 +164,40 @@ def quarantine_topics(conn: sqlite3.Connection, run_id: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+def find_runs(conn: sqlite3.Connection, *, stage: str | None = None, status: str | None = None,
+              since: str | None = None, until: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """Runs matching every filter given, most recent first (JSON columns decoded).
+
+    Args:
+        stage: the stage (or, for runs of no stage, the kind: ``pipeline``, ``backfill``, ``console``...).
+        status: one of ``STATUSES``.
+        since, until: ISO 8601 texts compared with ``started_at`` (``since`` inclusive, ``until`` exclusive).
+    """
+    where, params = ["1"], []
+    if stage:
+        where.append("coalesce(stage, kind) = ?")
+        params.append(stage)
+    if status:
+        where.append("status = ?")
+        params.append(status)
+    if since:
+        where.append("started_at >= ?")
+        params.append(since)
+    if until:
+        where.append("started_at < ?")
+        params.append(until)
+    ids = [r[0] for r in conn.execute(
+        f"SELECT run_id FROM _minikafka_runs WHERE {' AND '.join(where)} ORDER BY started_at DESC, rowid DESC LIMIT ?",
+        (*params, limit))]
+    return [read_runs(conn, run_id=i, limit=1)[0] for i in ids]
+
+
+def run_names(conn: sqlite3.Connection) -> list[str]:
+    """Every stage (or kind, for runs of no stage) in the run log, sorted."""
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT coalesce(stage, kind) FROM _minikafka_runs ORDER BY 1")]
+
+
 MAINTENANCE_KINDS = ("health", "backup", "restore")  # runs about the ledger, not of the pipeline
 
 

@@ -20,14 +20,15 @@ and stores through this class.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+from ..errors import InvalidSettingError
 from . import acks, counts, keys
 from .identifiers import quote_identifier
-from .layout import META_SELECT, TopicLayout
+from .layout import META_SELECT, PARTITION, STORED_META, TopicLayout, stored_meta
 
 PAGE = 1000
 PARENT = "_parent_id"
@@ -250,6 +251,30 @@ class TopicTable:
             counts.note_appended_in_current_transaction(self.conn, layout.name, partitions=1)
         return written
 
+    def replace_in_current_transaction(self, new_layout: TopicLayout, convert: Callable[[tuple], tuple]) -> None:
+        """Rewrite every row under ``new_layout`` (a migration): ids, times, lineage and
+        partitions kept, the field values ``convert(row)`` of each ``select_sql`` row; the
+        table, its indexes, trigger and status views replaced. What ``convert`` raises
+        propagates (the caller's transaction rolls back: nothing changed)."""
+        conn, old = self.conn, self.layout
+        tmp = quote_identifier(old.name + "__migrating")
+        names = [*STORED_META, *new_layout.field_names, PARTITION]
+        insert = (f"INSERT INTO {tmp} ({', '.join(quote_identifier(n) for n in names)}) "
+                  f"VALUES ({', '.join('?' for _ in names)})")
+        conn.execute(new_layout.ddl(old.name + "__migrating")[0])
+        at = old.partition_index
+        for page in self.scan():
+            for row in page:
+                conn.execute(insert, (*stored_meta(row), *convert(row), row[at]))
+        for statement in old.drop_views_ddl():
+            conn.execute(statement)
+        conn.execute(f"DROP TABLE {old.table}")  # drops its trigger and indexes too
+        conn.execute(f"ALTER TABLE {tmp} RENAME TO {new_layout.table}")
+        if new_layout.dedup:  # the rows were copied without their dedup hash
+            keys.fill_in_current_transaction(conn, new_layout)
+        for statement in new_layout.ddl()[1:]:
+            conn.execute(statement)
+
     def explain(self, exc: Exception, rows: list, *, existing_upto: int | None = None,
                 row_offset: int = 0) -> Exception:
         """The minikafka error for an insert SQLite refused (``rows``: the insert's
@@ -309,6 +334,22 @@ class TopicTable:
         return self.conn.execute(f'{sql} WHERE {where} AND "_id" > ? AND "_id" <= ? ORDER BY "_id" LIMIT ?',
                                  (*params, after, upto, limit)).fetchall()
 
+    def page_before(self, before: int, limit: int, where: str = "1", params: tuple = (), *,
+                    select: str | None = None) -> list[tuple]:
+        """The last ``limit`` rows with id below ``before`` matching ``where``, in id order (a page
+        back from ``before``: the rows a person saw just before the page starting there)."""
+        sql = select or self.layout.select_sql()
+        rows = self.conn.execute(f'{sql} WHERE {where} AND "_id" < ? ORDER BY "_id" DESC LIMIT ?',
+                                 (*params, before, limit)).fetchall()
+        rows.reverse()
+        return rows
+
+    def first_from(self, row_id: int) -> tuple[int, str] | None:
+        """(id, ``_created_at``) of the first row at or above ``row_id`` (None above the last row):
+        one step of a bisection on creation time, which grows with the id."""
+        return self.conn.execute(f'SELECT "_id", "_created_at" FROM {self.layout.table} WHERE "_id" >= ? '
+                                 'ORDER BY "_id" LIMIT 1', (row_id,)).fetchone()
+
     def scan(self, where: str = "1", params: tuple = (), *, after: int = 0, upto: int | None = None,
              page: int = PAGE, select: str | None = None) -> Iterator[list[tuple]]:
         """Pages of at most ``page`` rows (:meth:`page`) above ``after`` until none is left;
@@ -366,7 +407,7 @@ class TopicTable:
             PartitionOutOfRangeError: a partition the topic does not have.
         """
         if which not in WHICH:
-            raise ValueError(f"which must be one of {WHICH}, got {which!r}")
+            raise InvalidSettingError(f"which must be one of {WHICH}, got {which!r}")
         layout, conn = self.layout, self.conn
         upto = int(self.high_watermark() if upto is None else upto)
         parts = None if partitions is None else tuple(sorted({layout.check_partition(p) for p in partitions}))
@@ -390,6 +431,9 @@ class TopicTable:
         fields = ", ".join(quote_identifier(n) for n in self.layout.field_names)
         cursor = self.conn.execute(f'SELECT {META_SELECT}, {fields} FROM {self.layout.table} WHERE {where} '
                                    'ORDER BY "_id"')
-        while rows := cursor.fetchmany(fetch):
-            yield rows
+        try:
+            while rows := cursor.fetchmany(fetch):
+                yield rows
+        finally:
+            cursor.close()
 

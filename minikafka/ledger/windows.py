@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from . import acks
 from .identifiers import quote_identifier
 from .layout import TopicLayout
+from .table import TopicTable
 
 COLUMNS = ("window_id", "kind", "first_offset", "last_offset", "rows", "row_ids", "start", '"end"', "state",
            "attempts", "last_error", "run_id", "created_at", "committed_at")
@@ -96,14 +97,14 @@ def record_failure_in_current_transaction(conn: sqlite3.Connection, consumer_id:
     return row[0] if row else 0
 
 
-def window_rows_sql(layout: TopicLayout, consumer_id: int | None, window: StoredWindow) -> tuple[str, tuple]:
-    """SELECT of the window's rows (metadata columns first), in offset order."""
+def window_rows(conn: sqlite3.Connection, layout: TopicLayout, consumer_id: int | None,
+                window: StoredWindow) -> list[tuple]:
+    """The window's rows (``select_sql`` rows), in offset order."""
+    table = TopicTable(conn, layout)
     if window.row_ids is not None:
-        return (f"{layout.select_sql()} WHERE \"_id\" IN (SELECT value FROM json_each(?)) ORDER BY \"_id\"",
-                (json.dumps(window.row_ids),))
+        return table.page(0, -1, '"_id" IN (SELECT value FROM json_each(?))', (json.dumps(window.row_ids),))
     pending, params = acks.pending_filter(consumer_id)
-    return (f"{layout.select_sql()} WHERE {pending} AND \"_id\" BETWEEN ? AND ? ORDER BY \"_id\"",
-            (*params, window.first_offset, window.last_offset))
+    return table.page(window.first_offset - 1, -1, pending, params, upto=window.last_offset)
 
 
 def commit_window_in_current_transaction(conn: sqlite3.Connection, topic: str, consumer_id: int,

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..api.source import Source
 from ..ledger import acks
-from ..ledger.identifiers import quote_identifier
+from ..ledger.table import TopicTable
 from ..util import clock
 from ..util.clock import format_timestamp, parse_timestamp
 from ..util.results import Result
@@ -79,13 +79,8 @@ class WatchResult(Result):
 
 def pending_rows(source: Source, topic: str, consumer: str, *, before: str | None = None) -> tuple[int, int]:
     """(rows pending for ``consumer``, highest such id), optionally only rows committed before ``before``."""
-    conn = source.ledger.conn
-    cid = acks.find_consumer(conn, topic, consumer)
-    cond, params = acks.pending_filter(cid)
-    extra, more = ("", ()) if before is None else (" AND \"_created_at\" < ?", (before,))
-    n, top = conn.execute(f"SELECT count(*), max(\"_id\") FROM {quote_identifier(topic)} WHERE {cond}{extra}",
-                          (*params, *more)).fetchone()
-    return n, top or 0
+    table = TopicTable(source.ledger.conn, source.layout(topic))
+    return table.pending(acks.find_consumer(table.conn, topic, consumer), before=before)
 
 
 class Watch:

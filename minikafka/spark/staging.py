@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from ..errors import StagingError
-from ..ledger.identifiers import quote_identifier
-from ..ledger.layout import META_SELECT, TopicLayout
+from ..ledger.layout import TopicLayout
+from ..ledger.table import TopicTable
 from ..util.redact import redact_text, redact_url, url_secrets
 from .types import META_STORAGE, storage_sql_type
 
@@ -168,12 +168,10 @@ def export_topic(conn, layout: TopicLayout, where: str, uri: str) -> int:
              "BOOLEAN": pa.bool_()}
     types = [(n, arrow[t]) for n, t in META_STORAGE] + [(c.name, arrow[storage_sql_type(c)]) for c in layout.columns]
     schema = pa.schema(types)
-    fields = ", ".join(quote_identifier(n) for n in layout.field_names)
-    cursor = conn.execute(f'SELECT {META_SELECT}, {fields} FROM {quote_identifier(layout.name)} WHERE {where} '
-                          'ORDER BY "_id"')
     total, part, writer, in_file = 0, 0, None, 0
+    batches = TopicTable(conn, layout).storage_rows(where, EXPORT_FETCH_ROWS)
     try:
-        while rows := cursor.fetchmany(EXPORT_FETCH_ROWS):
+        for rows in batches:
             columns = list(zip(*rows))
             arrays = []
             for (_name, typ), values in zip(types, columns):
@@ -191,7 +189,7 @@ def export_topic(conn, layout: TopicLayout, where: str, uri: str) -> int:
             in_file += batch.num_rows
             total += batch.num_rows
     finally:
-        cursor.close()
+        batches.close()
         if writer is not None:
             writer.close()
     if writer is None:  # no rows: an empty file keeps the schema

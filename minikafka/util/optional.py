@@ -10,7 +10,7 @@ from ..errors import MissingDependencyError
 DISTRIBUTION = "minikafka-spark"
 # the top-level module of each optional dependency and the extra that installs it
 EXTRAS = {"pyspark": "spark", "great_expectations": "quality", "paho": "mqtt", "polars": "polars",
-          "pandas": "pandas"}
+          "pandas": "pandas", "starlette": "ui", "uvicorn": "ui", "jinja2": "ui"}
 
 
 def install_command(extra: str) -> str:

@@ -18,6 +18,12 @@ stores a URL or an error text that may quote one shows them, in any encoding:
   libraries the project drives (httpx logs each request's URL at INFO, httpcore the
   answer's headers at DEBUG), whoever configured logging. Returns the function that
   forgets them again (a closed client's secrets need no guarding).
+- ``is_secret_name(name)``: a field or header named like a secret (``api_key``, ``password``,
+  ``X-Auth-Token``): a table shows ``***`` for its value.
+- ``redact_secrets(text, secrets)``: for free text whose secrets nobody listed (a run's error,
+  a quarantined payload shown on a web page): ``redact_text`` with ``secrets``, then every
+  URL's password, every value of a query parameter or field named like a secret (token, key,
+  password, secret, signature, auth) and every ``Authorization``/``Bearer`` value masked.
 
 Header values are never echoed at all: messages about a header name the header only.
 """
@@ -27,6 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
@@ -165,3 +172,30 @@ def guard_library_logs(secrets: Iterable[str | None]) -> Callable[[], None]:
             logger.addFilter(_FILTER)
     key = _FILTER.guard(secrets)
     return lambda: _FILTER.forget(key)
+
+
+_SECRET_NAME = (r"(?:[A-Za-z0-9_.-]*[_.-])?"
+                r"(?:apikey|token|key|passw(?:or)?d|pwd|secret|signature|sig|auth|authorization|credentials?)")
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@'\"]*:)(?P<secret>[^\s@/'\"]+)(?=@)")
+# name=value in a query or a form, and "name": "value" / name: value in JSON, headers and logs
+_NAMED = re.compile(r"(?P<head>(?<![A-Za-z0-9])" + _SECRET_NAME + r"(?P<sep>=|\"?\s*:\s*\"?))(?P<secret>[^\s&\"',;}]+)",
+                    re.IGNORECASE)
+_WHOLE_SECRET_NAME = re.compile(_SECRET_NAME, re.IGNORECASE)
+_BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<secret>[A-Za-z0-9._~+/=-]{4,})", re.IGNORECASE)
+
+
+def is_secret_name(name: object) -> bool:
+    """``name`` (a field, a header, a parameter) is named like a secret: its value is never shown."""
+    return _WHOLE_SECRET_NAME.fullmatch(str(name)) is not None
+
+
+def redact_secrets(text: str | None, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with the given ``secrets`` and everything that looks like one replaced by ``***``:
+    URL passwords, values named like a secret (``?token=``, ``"api_key": "..."``,
+    ``X-Auth-Token: ...``) and ``Authorization`` schemes' credentials (``Bearer ...``)."""
+    text = redact_text(text, secrets)
+    if not text:
+        return text
+    for pattern in (_URL_PASSWORD, _BEARER, _NAMED):
+        text = pattern.sub(lambda m: m.group("head") + MASK, text)
+    return text

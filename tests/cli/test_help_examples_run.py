@@ -27,6 +27,7 @@ from ..docs.runner import Session
 
 SPARK_COMMANDS = {"run", "check", "watch", "backfill"}
 LONG_RUNNING = {"watch"}  # runs until SIGTERM: stopped once it printed its first line
+SERVERS = {"ui"}  # serve until SIGTERM: stopped once they printed their address
 RECEIVER = ("127.0.0.1", 18080)  # examples/deliveries.toml's endpoint
 
 
@@ -117,7 +118,7 @@ def test_every_command_help_ends_with_an_example():
     assert set(EXAMPLES) >= SPARK_COMMANDS
 
 
-@pytest.mark.parametrize("name", sorted(set(EXAMPLES) - SPARK_COMMANDS))
+@pytest.mark.parametrize("name", sorted(set(EXAMPLES) - SPARK_COMMANDS - SERVERS))
 def test_help_example_runs_on_the_shipped_example(name, example):
     proc = _bash(example, EXAMPLES[name], timeout=120)
     assert proc.returncode == 0, f"{EXAMPLES[name]}\n{proc.stdout}"
@@ -141,6 +142,24 @@ def test_watch_help_example_runs_until_sigterm_and_exits_0(ran_example):
         assert first.strip(), "watch printed nothing before it was stopped"
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, first + rest
+
+
+@pytest.mark.parametrize("name", sorted(SERVERS))
+def test_server_help_example_serves_until_sigterm_and_exits_0(name, example):
+    pytest.importorskip("uvicorn")
+    command = EXAMPLES[name].replace("--port 8787", "--port 0")  # any free port: tests run side by side
+    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=example.dir, env=_env(example),
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        first = proc.stdout.readline()
+        assert "http://127.0.0.1:" in first, first + (proc.stdout.read() if proc.poll() is not None else "")
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

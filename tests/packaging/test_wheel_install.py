@@ -115,3 +115,14 @@ def test_a_spark_path_without_the_spark_extra_names_what_to_install(installed):
     assert proc.returncode != 0
     assert proc.stdout.strip().splitlines()[-1] == (
         "minikafka.errors.MissingDependencyError: pyspark is not installed: pip install 'minikafka-spark[spark]'")
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_the_consoles_templates_and_static_files(installed):
+    import zipfile
+
+    _, _, wheel = installed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {p.relative_to(ROOT).as_posix() for p in (ROOT / "minikafka" / "console").rglob("*")
+               if p.is_file() and p.suffix in (".html", ".css", ".js")}
+    assert shipped and shipped <= names, sorted(shipped - names)

@@ -21,7 +21,9 @@ from ...util.results import Result
 from .rows import TopicRows, rows_of
 
 if TYPE_CHECKING:
-    from .handles import TopicHandle
+    from pydantic import BaseModel
+
+    from .handles import SourceHandle, TopicHandle
 
 
 @dataclass
@@ -73,6 +75,19 @@ def requeue(topic: TopicHandle | TopicRows, ids: list[int] | None = None) -> Req
                 store.note_failed_requeue_in_current_transaction(conn, row["id"], reason)
                 result.failed.append((row["id"], reason))
     return result
+
+
+def requeue_named(source: SourceHandle, topic: str, ids: list[int] | None = None,
+                  model: type[BaseModel] | None = None) -> RequeueResult:
+    """``requeue`` on the topic named ``topic``, opened with ``model`` (default: the model the ledger
+    recorded for it): what ``minikafka quarantine TOPIC requeue`` and the web console both call.
+
+    Raises:
+        TopicNotFoundError: no such topic. MigrationError: the recorded model cannot be imported.
+        MinikafkaError: an id that is not a quarantined row of this topic.
+    """
+    cls = model or source.model_of(topic)
+    return requeue(source.topic(topic, cls, dedup=source.layout(topic).dedup or None), ids)
 
 
 def _requeue_one(topic: TopicRows, conn, row: dict, now: str, result: RequeueResult) -> str | None:

@@ -258,8 +258,7 @@ class StreamingConsumer:
 
     def _materialise(self, window: stored.StoredWindow) -> Window:
         topic = self.topic
-        sql, params = stored.window_rows_sql(topic.layout, self.consumer_id, window)
-        rows = topic.source.ledger.conn.execute(sql, params).fetchall()
+        rows = stored.window_rows(topic.source.ledger.conn, topic.layout, self.consumer_id, window)
         consumer = self.consumer
         return Window(window.window_id, consumer, topic.name, window.kind, parse_timestamp(window.start),
                       parse_timestamp(window.end), window.first_offset, window.last_offset, None, window.attempts,

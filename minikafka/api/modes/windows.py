@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import StreamingConfigError
 from ...ledger import acks
+from ...ledger.table import TopicTable
 from ...ledger.windows import StoredWindow
 from ...util import clock
 from ...util.clock import format_timestamp, parse_timestamp
@@ -127,11 +128,14 @@ class DecisionContext:
         self.last = last  # the consumer's latest window (open or committed), or None
         self.conn = topic.rows.ledger.conn
         self.table = topic.layout.table
+        self.topic_table = TopicTable(self.conn, topic.layout)
         self.pending_sql, self.pending_params = acks.pending_filter(consumer_id)
 
     def one(self, select: str, extra: str = "", params: tuple = ()) -> tuple:
-        sql = f"SELECT {select} FROM {self.table} WHERE {self.pending_sql} AND \"_id\" > ? {extra}"
-        return self.conn.execute(sql, (*self.pending_params, self.floor, *params)).fetchone()
+        """One row of ``SELECT {select}`` over the rows pending and past the floor, ``extra``
+        appended to the condition (``AND ...``, ``ORDER BY ... LIMIT ...``)."""
+        return self.topic_table.aggregate(select, f'{self.pending_sql} AND "_id" > ? {extra}',
+                                    (*self.pending_params, self.floor, *params))
 
 
 class WindowEmitter:
@@ -169,9 +173,7 @@ class WindowEmitter:
         """Rows pending for this consumer and not in an open window, oldest first."""
         ctx = self._context()
         topic = self.topic
-        sql = (f"{topic.layout.select_sql()} WHERE {ctx.pending_sql} AND \"_id\" > ? ORDER BY \"_id\""
-               + ("" if limit is None else f" LIMIT {int(limit)}"))
-        rows = ctx.conn.execute(sql, (*ctx.pending_params, ctx.floor)).fetchall()
+        rows = ctx.topic_table.page(ctx.floor, -1 if limit is None else int(limit), ctx.pending_sql, ctx.pending_params)
         return [topic.rows.record(r, self.consumer, "new") for r in rows]
 
     def window_ready(self) -> tuple[bool, tuple] | bool:

@@ -11,28 +11,15 @@ from __future__ import annotations
 
 from ...api.source import Source
 from ...ledger import acks
-from ...ledger.identifiers import quote_identifier
 from ...ledger.runlog import RunResult, new_run_id
+from ...ledger.table import TopicTable
 from .stage import Stage, register_consumers, run_stage
 
 
 def nth_pending(source: Source, topic: str, consumer: str, n: int, upto: int) -> tuple[int, int]:
     """(id of the n-th row pending for ``consumer`` at or below ``upto`` (or ``upto``), rows pending there)."""
-    conn = source._ledger.conn
-    cid = acks.require_consumer(conn, topic, consumer)
-    pending, params = acks.pending_filter(cid)
-    table = quote_identifier(topic)
-    row = conn.execute(
-        f"SELECT \"_id\" FROM {table} WHERE {pending} AND \"_id\" <= ? ORDER BY \"_id\" LIMIT 1 OFFSET ?",
-        (*params, upto, n - 1)).fetchone()
-    count = conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {pending} AND \"_id\" <= ? LIMIT ?)",
-        (*params, upto, n)).fetchone()[0]
-    return (row[0] if row else upto), count
-
-
-def high_watermark(source: Source, topic: str) -> int:
-    return source._ledger.conn.execute(f"SELECT max(\"_id\") FROM {quote_identifier(topic)}").fetchone()[0] or 0
+    table = TopicTable(source.ledger.conn, source.layout(topic))
+    return table.nth_pending(acks.require_consumer(table.conn, topic, consumer), n, upto)
 
 
 def run_stage_in_chunks(spark, source: Source, stage: Stage, rows: int, *, run_id: str | None = None,
@@ -50,12 +37,13 @@ def run_stage_in_chunks(spark, source: Source, stage: Stage, rows: int, *, run_i
     if not dry_run:
         register_consumers(source, [stage])
     consumer = stage.consumer_name
-    caps = {name: (upto or {}).get(name, high_watermark(source, name)) for name in stage.inputs}
+    caps = {name: (upto or {}).get(name, TopicTable(source.ledger.conn, source.layout(name)).high_watermark())
+            for name in stage.inputs}
     runs: list[RunResult] = []
     while True:
         chunk, pending = {}, 0
         for name in stage.inputs:
-            if dry_run and consumer not in acks.consumer_names(source._ledger.conn, name):
+            if dry_run and consumer not in acks.consumer_names(source.ledger.conn, name):
                 chunk[name], count = caps[name], 0
             else:
                 chunk[name], count = nth_pending(source, name, consumer, rows, caps[name])

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from ...api.source import Source
 from ...ledger import acks
 from ...ledger.layout import TopicLayout
+from ...ledger.table import ReadBounds, TopicTable
 from ...util.clock import utc_now
-from .read import ReadBounds, read_bounds
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,8 @@ def plan_stage(source: Source, stage, *, upto: dict[str, int] | None = None, dry
                 ids[name] = acks.register_in_current_transaction(conn, name, consumer, now,
                                                                  start=stage.start).consumer_id
         bounds = {
-            name: read_bounds(source, layout, which="new", consumer=consumer if ids[name] is not None else None,
-                              consumer_id=ids[name], upto=upto.get(name), partitions=stage.topic_partitions,
-                              start=stage.start)
+            name: TopicTable(conn, layout).read_bounds(which="new", consumer_id=ids[name], upto=upto.get(name),
+                                                       partitions=stage.topic_partitions, start=stage.start)
             for name, layout in inputs.items()
         }
     return StagePlan(consumer, inputs, outputs, ids, bounds)

@@ -1,0 +1,347 @@
+"""What each page of the console shows, read from the ledger in one short read transaction.
+
+Every function here takes an open (read-only) Source, reads inside ``read_snapshot`` and
+returns plain values: the transaction ends before a page is rendered or sent. Nothing here
+writes SQL; the reads are ``minikafka.ledger``'s functions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from ..api.source import Source
+from ..errors import ConsoleNotFoundError, ConsoleRequestError, InvalidFilterError, TopicNotFoundError
+from ..ledger import acks, browse, catalog, consumers, deliveries, filters, queues, runlog, schedules
+from ..ledger import quarantine as qstore
+from ..ledger.snapshot import read_snapshot
+from ..quality.report import describe
+
+RUN_STATUSES = runlog.STATUSES
+JOB_STATES = ("pending", "processing", "dead")
+PAGE_ROWS = 50
+DAY_S = 86400
+FAILED = ("failed", "partial", "interrupted")
+NotFound = ConsoleNotFoundError
+BadRequest = ConsoleRequestError
+
+
+def _ago(seconds: float) -> str:
+    """The ledger's text form of the time ``seconds`` ago (for 'in the last day' counts)."""
+    from datetime import timedelta
+
+    from ..util.clock import format_timestamp, now
+
+    return format_timestamp(now() - timedelta(seconds=seconds))
+
+
+# -- the pipeline graph -------------------------------------------------------------------
+def pipeline_graphs(conn, defns) -> list[dict]:
+    """Each pipeline as ``{name, stages: [{name, inputs, outputs}]}``: the pipeline files' (``defns``),
+    else one graph drawn from the stages the run log knows (their latest run's inputs and outputs)."""
+    if defns:
+        return [{"name": d.name, "stages": [{"name": s.name, "inputs": list(s.inputs), "outputs": list(s.outputs)}
+                                            for s in d.stages]} for d in defns]
+    stages = []
+    for name in runlog.run_names(conn):
+        last = runlog.find_runs(conn, stage=name, limit=1)
+        if last and last[0]["kind"] == "stage" and (last[0]["inputs"] or last[0]["outputs"]):
+            stages.append({"name": name, "inputs": last[0]["inputs"] or [], "outputs": last[0]["outputs"] or []})
+    return [{"name": "pipeline (from the run log)", "stages": stages}] if stages else []
+
+
+def _lag_by_topic(conn) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for info in consumers.consumer_info(conn):
+        out[info.topic] = max(out.get(info.topic, 0), info.lag)
+    return out
+
+
+def _quality_failures(run: dict) -> list[dict]:
+    failed = []
+    for suite in (run.get("quality") or {}).get("suites", []):
+        for r in suite.get("results", []):
+            if not r.get("success"):
+                failed.append({"suite": suite.get("suite"), "expectation": r.get("expectation"),
+                               "column": r.get("column"), "text": describe(r)})
+    return failed
+
+
+def overview(source: Source, defns=()) -> dict:
+    """The overview: each pipeline's graph with the last run per stage and the lag per topic,
+    and what needs attention first."""
+    conn = source.ledger.conn
+    with read_snapshot(conn):
+        graphs = pipeline_graphs(conn, defns)
+        lag = _lag_by_topic(conn)
+        last: dict[str, dict] = {}
+        for g in graphs:
+            for s in g["stages"]:
+                runs = runlog.find_runs(conn, stage=s["name"], limit=1)
+                if runs:
+                    last[s["name"]] = runs[0]
+        # runs still failing: the last run of their stage (or kind) did not succeed
+        latest = [runlog.find_runs(conn, stage=name, limit=1) for name in runlog.run_names(conn)]
+        failed_runs = [r[0] for r in latest if r and r[0]["status"] in FAILED]
+        quarantine = qstore.quarantine_topics_and_origins(conn, _ago(DAY_S))
+        dead = []
+        for topic, consumer in queues.queue_pairs(conn):
+            cid = acks.find_consumer(conn, topic, consumer)
+            n = queues.count_dead(conn, cid, topic, consumer) if cid is not None else 0
+            if n:
+                dead.append({"queue": _queue_label(topic, consumer), "dead": n})
+        topics = catalog.topic_names(conn)
+        checks = _health(source, defns)
+    expectations = [{"stage": name, "run_id": run["run_id"], **f}
+                    for name, run in last.items() for f in _quality_failures(run)]
+    lagging = [{"topic": t, "lag": n} for t, n in sorted(lag.items()) if n]
+    return {"graphs": graphs, "last": last, "lag": lag, "topics": topics, "health": checks,
+            "attention": {"failed_runs": sorted(failed_runs, key=lambda r: r["started_at"], reverse=True)[:10],
+                          "expectations": expectations, "quarantine": quarantine, "dead": dead,
+                          "lagging": lagging}}
+
+
+def _health(source: Source, defns) -> list[dict]:
+    """``minikafka health``'s checks (each pipeline's limits, or what the ledger alone tells),
+    worst first: ``{name, state, reason}``."""
+    from ..pipelines.health import health_checks
+    from ..util.checks import STATES
+
+    seen, out = set(), []
+    for defn in (defns or [None]):
+        for check in health_checks(source.ledger, defn):
+            if check.name not in seen:
+                seen.add(check.name)
+                out.append({"name": check.name, "state": check.state, "reason": check.reason})
+    return sorted(out, key=lambda c: -STATES.index(c["state"]))
+
+
+# -- runs -----------------------------------------------------------------------------------
+def _day(text: str | None, what: str) -> str | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.strip()).strftime("%Y-%m-%d")
+    except ValueError:
+        raise BadRequest(f"{what} is not a date (YYYY-MM-DD): {text!r}") from None
+
+
+def runs(source: Source, *, stage: str | None, status: str | None, since: str | None, until: str | None,
+         limit: int = 100) -> dict:
+    """Runs matching the filters, newest first, and the per-stage timeline of the latest ones."""
+    if status and status not in RUN_STATUSES:
+        raise BadRequest(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    since_day, until_day = _day(since, "since"), _day(until, "until")
+    conn = source.ledger.conn
+    with read_snapshot(conn):
+        names = runlog.run_names(conn)
+        # 'until' is a whole day: every started_at of that day sorts below "YYYY-MM-DDT99"
+        found = runlog.find_runs(conn, stage=stage or None, status=status or None, since=since_day,
+                                 until=None if until_day is None else until_day + "T99", limit=limit)
+        timeline = {}
+        for name in ([stage] if stage else names):
+            timeline[name] = list(reversed(runlog.find_runs(conn, stage=name, since=since_day, limit=30)))
+    return {"runs": found, "names": names, "statuses": RUN_STATUSES, "timeline": timeline,
+            "filters": {"stage": stage or "", "status": status or "", "since": since_day or "",
+                        "until": until_day or ""}}
+
+
+def run(source: Source, run_id: str) -> dict:
+    """One run: its row, its quality results, the topics its quarantined rows went to, and the first
+    rows it wrote to each output (rows carry the run id that produced them)."""
+    conn = source.ledger.conn
+    with read_snapshot(conn):
+        found = runlog.read_runs(conn, run_id=run_id, limit=1)
+        if not found:
+            raise NotFound(f"no run {run_id!r} in {source.path}")
+        row = found[0]
+        qtopics = runlog.quarantine_topics(conn, run_id)
+        written = {}
+        for topic in row.get("outputs") or []:
+            try:
+                layout = source.layout(topic)
+            except TopicNotFoundError:
+                continue
+            # bounded by the run's time: _run_id has no index, and a scan of a large topic is slow
+            lo, hi = browse.ids_created_between(conn, layout, row["started_at"], row["finished_at"])
+            where = (f"_run_id={run_id}", f"_id>={lo}", f"_id<={hi}")
+            written[topic] = {"where": list(where), "page": browse.row_page(
+                conn, layout, condition=filters.where_clause(layout, where), limit=20)}
+    return {"run": row, "quarantine_topics": qtopics, "written": written,
+            "suites": (row.get("quality") or {}).get("suites", []), "report": (row.get("quality") or {}).get("report")}
+
+
+# -- topics ---------------------------------------------------------------------------------
+def topic_list(source: Source) -> list[dict]:
+    """Every topic with its counts, partitions, consumers' lag and quarantined rows."""
+    conn = source.ledger.conn
+    out = []
+    with read_snapshot(conn):
+        for name in catalog.topic_names(conn):
+            layout, cache = source.layout(name), {}
+            lags = [{"name": c, "lag": sum(browse.consumer_lag(conn, name, acks.find_consumer(conn, name, c),
+                                                               cache, layout).values())}
+                    for c in acks.consumer_names(conn, name)]
+            out.append({"topic": name, **browse.topic_counts(conn, layout, cache), "partitions": layout.partitions,
+                        "consumers": lags, "quarantined": qstore.count_quarantined(conn, name)})
+    return out
+
+
+def _layout(source: Source, name: str):
+    try:
+        return source.layout(name)
+    except TopicNotFoundError:
+        raise NotFound(f"no topic {name!r} in {source.path}") from None
+
+
+def topic(source: Source, name: str, *, after: int | None, before: int | None, where: list[str],
+          consumer: str | None = None, status: str | None = None) -> dict:
+    """One topic: counts, partitions, consumers with committed offsets and lag per partition,
+    schema, and one page of rows (by id range) matching the field filters (and, with ``consumer``,
+    ``status`` 'new' or 'handled' as that consumer sees them)."""
+    if status and status not in ("new", "handled"):
+        raise BadRequest(f"status must be new or handled, got {status!r}")
+    conn = source.ledger.conn
+    with read_snapshot(conn):
+        layout = _layout(source, name)
+        try:
+            cond, params = filters.where_clause(layout, tuple(w for w in where if w.strip()))
+        except InvalidFilterError as exc:
+            raise BadRequest(str(exc)) from None
+        if consumer and status:
+            cid = acks.find_consumer(conn, name, consumer)
+            if cid is None:
+                raise NotFound(f"topic {name!r} has no consumer {consumer!r}")
+            mine, mine_params = (acks.pending_filter if status == "new" else acks.done_filter)(cid)
+            cond, params = f"({cond}) AND {mine}", (*params, *mine_params)
+        page = browse.row_page(conn, layout, after=after, before=before, condition=(cond, params), limit=PAGE_ROWS)
+        cache: dict = {}
+        groups = []
+        for reader in acks.consumer_names(conn, name):
+            cid = acks.find_consumer(conn, name, reader)
+            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, name, cid, cache, layout)
+            groups.append({"name": reader, "lag": sum(lag.values()), "partitions": [
+                {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
+        counts = browse.topic_counts(conn, layout, cache)
+        columns = [{k: c.describe().get(k) for k in ("name", "kind", "sql_type", "nullable", "enum_values")}
+                   for c in layout.columns]
+        info = {"model": catalog.stored_model_path(conn, name), "dedup": list(layout.dedup),
+                "created_at": catalog.created_at(conn, name)}
+        quarantined = qstore.count_quarantined(conn, name)
+    return {"topic": name, "counts": counts, "partitions": layout.partitions, "groups": groups, "columns": columns,
+            "info": info, "fields": layout.field_names, "page": page, "where": where, "quarantined": quarantined,
+            "chosen": {"consumer": consumer or "", "status": status or ""}}
+
+
+# -- quarantine and dead letter ----------------------------------------------------------------
+ORIGINS = ("stage", "quality", "queue", "delivery")
+
+
+def quarantine(source: Source, *, topic: str | None, origin: str | None, reason: str | None,
+               below: int | None) -> dict:
+    """Quarantined rows, newest first, filtered by topic, origin and reason, one page at a time."""
+    conn = source.ledger.conn
+    with read_snapshot(conn):
+        if topic:
+            _layout(source, topic)
+        rows = qstore.list_quarantined(conn, topic or None, limit=PAGE_ROWS + 1, origin=origin or None,
+                                       reason=reason or None, below=below)
+        summary = qstore.quarantine_topics_and_origins(conn, _ago(DAY_S))
+        topics = catalog.topic_names(conn)
+    more = len(rows) > PAGE_ROWS
+    return {"rows": rows[:PAGE_ROWS], "more": more, "summary": summary, "topics": topics, "origins": ORIGINS,
+            "filters": {"topic": topic or "", "origin": origin or "", "reason": reason or ""}}
+
+
+def quarantined_row(source: Source, quarantine_id: int) -> dict:
+    """One quarantined row with its payload pretty-printed."""
+    conn = source.ledger.conn
+    with read_snapshot(conn):
+        row = qstore.get_quarantined(conn, quarantine_id)
+    if row is None:
+        raise NotFound(f"no quarantined row {quarantine_id} in {source.path}")
+    try:
+        pretty = json.dumps(json.loads(row["payload"] or ""), indent=2, ensure_ascii=False)
+    except ValueError:
+        pretty = row["payload"] or ""
+    return {"row": row, "payload": pretty}
+
+
+# -- queues, schedules, groups -------------------------------------------------------------------
+def _queue_label(topic: str, consumer: str) -> str:
+    from ..api.modes.queues import queue_label
+
+    return queue_label(topic, consumer)
+
+
+def _ms_text(ms: int | None) -> str | None:
+    from ..util.clock import format_timestamp
+
+    return None if ms is None else format_timestamp(datetime.fromtimestamp(ms / 1000, timezone.utc))
+
+
+def queue_list(source: Source, state: str | None = None) -> dict:
+    """Every work queue: its jobs by state (pending, processing, dead: ``state`` only) with attempts and
+    last error, and its finished jobs still kept with their outcome and result."""
+    if state and state not in JOB_STATES:
+        raise BadRequest(f"state must be one of {', '.join(JOB_STATES)}, got {state!r}")
+    conn = source.ledger.conn
+    now = int(time.time() * 1000)
+    out = []
+    with read_snapshot(conn):
+        for topic, consumer in queues.queue_pairs(conn):
+            cid = acks.find_consumer(conn, topic, consumer)
+            if cid is None:
+                continue
+            counts = queues.state_counts(conn, cid, now)
+            jobs = []
+            for row_id, st, attempts, run_at, error, worker, lease, priority in queues.list_jobs(conn, cid):
+                if st == "processing" and lease is not None and lease <= now:
+                    st = "pending"
+                if state and st != state:
+                    continue
+                jobs.append({"id": row_id, "state": st, "attempts": attempts, "run_at": _ms_text(run_at),
+                             "last_error": error, "worker": worker if st == "processing" else None,
+                             "priority": priority})
+            finished = [{"id": row_id, "outcome": outcome, "result": result, "finished_at": _ms_text(at)}
+                        for row_id, outcome, result, at in queues.list_outcomes(conn, cid, limit=20)]
+            lag = browse.consumer_lag(conn, topic, cid)
+            out.append({"name": _queue_label(topic, consumer), "topic": topic, "consumer": consumer,
+                        "counts": counts, "not_started": sum(lag.values()) - sum(counts.values()), "jobs": jobs,
+                        "finished": finished})
+    return {"queues": out, "states": JOB_STATES, "state": state or ""}
+
+
+def schedule_list(source: Source) -> list[dict]:
+    """Every schedule with its queue, period, next due time and whether it is paused."""
+    conn = source.ledger.conn
+    with read_snapshot(conn):
+        rows = schedules.all_schedules(conn)
+    return [{**r, "next_due_at": _ms_text(r["next_due"]), "last_fired_at": _ms_text(r["last_fired"]),
+             "queue": _queue_label(r["topic"], r["consumer"]),
+             "period": r["cron"] or (f"every {r['every_ms'] / 1000:g} s" if r["every_ms"] else "")} for r in rows]
+
+
+def group_list(source: Source) -> dict:
+    """Every consumer (stage consumers and consumer groups) with its committed offset and lag per partition,
+    and the HTTP delivery batches in flight (their last error, their worker's lease)."""
+    conn = source.ledger.conn
+    out = []
+    with read_snapshot(conn):
+        inflight = deliveries.list_inflight(conn)
+        for info in consumers.consumer_info(conn, with_lag=False):
+            cid = acks.find_consumer(conn, info.topic, info.name)
+            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, info.topic, cid)
+            info.lag = sum(lag.values())
+            out.append({**info.as_dict(), "partitions": [
+                {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
+    return {"groups": out, "inflight": inflight}
+
+
+def console_runs(source: Source, limit: int = 20) -> list[dict[str, Any]]:
+    """The latest actions taken from the console (their run log rows)."""
+    conn = source.ledger.conn
+    with read_snapshot(conn):
+        return runlog.find_runs(conn, stage="console", limit=limit)
