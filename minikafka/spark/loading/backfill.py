@@ -31,7 +31,7 @@ from ...util.clock import utc_now
 from ...util.redact import redact_url
 from ...util.results import Result
 from ..types import storage_arrow_fields
-from .dumpsplit import CHUNK_BYTES
+from . import dumpsplit
 from .loadcommit import arrow_slices, commit_slices, row_file_slices
 from .rowcheck import CSV_EMPTY, RowChecker
 
@@ -316,9 +316,11 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             done = loads.load_states(source.ledger.conn, topic)
             finished = {sha for sha, (_rows, status) in done.items() if status == "done"}
             # transactions (and the JSONL chunks that feed them) grow with the topic's key index
-            batch_rows = bulk.transaction_rows(source.ledger.conn, topic, batch_rows)
-            run.details["transaction_rows"] = batch_rows
-            chunk_bytes = max(CHUNK_BYTES, batch_rows * LINE_BYTES)
+            grown = bulk.transaction_rows(source.ledger.conn, topic, batch_rows)
+            # chunks grow with them once a transaction outgrows the usual chunk
+            chunk_bytes = grown * LINE_BYTES if grown > batch_rows and grown * LINE_BYTES > dumpsplit.CHUNK_BYTES \
+                else None
+            batch_rows = run.details["transaction_rows"] = grown
             t0 = time.perf_counter()
             # with no partly loaded file in the topic, no line is to be skipped: Spark
             # validates each chunk while the rest of the dump is still being cut
