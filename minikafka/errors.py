@@ -435,6 +435,11 @@ class MasterUnreachableError(SparkSetupError):
     """No Spark master of a ``spark://`` URL accepts a connection; nothing was submitted."""
 
 
+class EngineError(SparkSetupError):
+    """A warm engine (Spark Connect server) cannot start, be reached or be stopped: its port is
+    taken, nothing answers at its URL, or its JVM exited; the message says which."""
+
+
 class StageFailed(MinikafkaError):
     """A stage run failed; nothing of it was committed (``__cause__`` holds the error).
 

@@ -10,10 +10,11 @@ A job file is small::
     if __name__ == "__main__":
         raise SystemExit(main())
 
-``main`` reads ``--pipeline FILE --stage NAME [--run-id ID] [--source FILE] [--staging URI] [--dry-run]``,
-builds the
-SparkSession spark-submit started, runs the stage with the ledger, prints the run
-record as one JSON line, and exits 0 (succeeded/partial) or 1 (failed).
+``main`` reads ``--pipeline FILE --stage NAME [--run-id ID] [--source FILE] [--staging URI] [--dry-run]
+[--remote sc://HOST:PORT [--py-files ZIP]]``, builds the SparkSession spark-submit started (or,
+with ``--remote``, a client session of that warm engine, shipping ``ZIP`` so its Python workers
+import the job and its models), runs the stage with the ledger, prints the run record as one
+JSON line, and exits 0 (succeeded/partial) or 1 (failed). The same file runs on both engines.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", help="The ledger, instead of the pipeline file's 'source ='.")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--staging", help="staging URI every node sees (see minikafka.spark.staging)")
+    parser.add_argument("--remote", help="run on the warm engine at sc://HOST:PORT instead of this process's own JVM")
+    parser.add_argument("--py-files", help="a zip of the job's code for the engine's Python workers (with --remote)")
     args = parser.parse_args(argv)
 
     import os
@@ -49,15 +52,24 @@ def main(argv: list[str] | None = None) -> int:
     from .spark.session import build_session
     from .spark.stages.stage import run_stage
 
+    spark = None
     try:
-        defn = load_pipeline(args.pipeline)
+        defn = load_pipeline(args.pipeline, suites=False)  # only this stage's suites, below
         if args.source:
             from pathlib import Path
 
             defn.source = Path(args.source).resolve()
         sd = defn.stage(args.stage)
         require_ledger(defn)  # before the JVM starts: a missing ledger is an error, never a new one
-        spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
+        sd.load_suites()
+        if args.remote:
+            from .spark.engine import connect
+
+            spark = connect(args.remote, conf={**defn.spark, **sd.spark})
+            if args.py_files:
+                spark.addArtifacts(args.py_files, pyfile=True)
+        else:
+            spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
         with open_source(defn, create=False, register=not args.dry_run) as source:  # a dry run registers nothing
             if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
                 from .spark.stages.chunks import combine, run_stage_in_chunks
@@ -72,4 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     except MinikafkaError as exc:
         print(f"minikafka: {exc}", file=sys.stderr, flush=True)
         code = 1
+    finally:
+        if args.remote and spark is not None:
+            try:
+                spark.stop()  # the engine drops this client's session, its cache and artifacts
+            except Exception:  # noqa: BLE001 - the stage's own outcome stands
+                pass
+    if args.remote:
+        # a client's work is done and committed: skip the interpreter's teardown of the gRPC
+        # client and the modules (measured: 0.7 s of a 3 s stage)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code

@@ -1,4 +1,6 @@
-"""Shared fixtures. Pure-ledger tests need no JVM; Spark tests share one session."""
+"""Shared fixtures. Pure-ledger tests need no JVM; Spark tests share one session and, where
+behaviour could differ between engines, ONE Spark Connect server for the whole test session
+(``engine_url``, started on first use and stopped at the end; ``any_spark`` runs a test on both)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,9 @@ from pydantic import BaseModel
 from minikafka import Source
 
 os.environ.setdefault("SPARK_TESTING", "1")
+# `minikafka run` without --engine: one spark-submit per stage, as the tests written for it expect;
+# the engine's own tests say --engine auto/connect or --remote (tests/pipelines/test_engine_cli.py)
+os.environ.setdefault("MINIKAFKA_ENGINE", "submit")
 
 
 class Video(BaseModel):
@@ -55,3 +60,45 @@ def spark():
     session = build_session(app_name="minikafka-tests", master="local[2]", testing=True)
     yield session
     session.stop()
+
+
+CONNECT_ENV = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's functions build Connect columns while it is set
+
+
+@pytest.fixture(scope="session")
+def engine_url(tmp_path_factory):
+    """The URL of the test session's engine (a Spark Connect server, local[2], test settings)."""
+    pytest.importorskip("pyspark")
+    from minikafka.spark.engine import EngineProcess, free_port, remote_url, server_command
+    from minikafka.spark.session import jdbc_jar, session_conf
+    from minikafka.util.procs import child_env
+
+    port = free_port()
+    cmd = server_command(master="local[2]", host="127.0.0.1", port=port, name="minikafka-tests-engine",
+                         settings=session_conf(jar=jdbc_jar(), testing=True))
+    engine = EngineProcess(cmd, tmp_path_factory.mktemp("engine") / "engine.log", env=child_env())
+    try:
+        engine.wait_ready("127.0.0.1", port)
+        yield remote_url("127.0.0.1", port)
+    finally:
+        engine.stop()
+
+
+@pytest.fixture(params=["classic", "connect"])
+def any_spark(request, monkeypatch):
+    """The test runs twice: on the shared classic session, then as a client of the shared engine."""
+    classic = request.getfixturevalue("spark")  # built before Connect mode is ever switched on
+    if request.param == "classic":
+        monkeypatch.delenv(CONNECT_ENV, raising=False)
+        yield classic
+        return
+    from minikafka.spark.engine import connect
+
+    url = request.getfixturevalue("engine_url")
+    monkeypatch.setenv(CONNECT_ENV, "1")  # connect() sets it; monkeypatch removes it afterwards
+    session = connect(url, conf={"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"})
+    try:
+        yield session
+    finally:
+        session.stop()
+        os.environ.pop(CONNECT_ENV, None)

@@ -206,6 +206,7 @@ def pipeline_file() -> str:
         ("[[stages]]", "stage", schema.StageSpec),
         ("trigger = { ... } (in a stage)", "trigger", schema.TriggerSpec),
         ("window = { ... } (in a stage)", "window", schema.WindowSpec),
+        ("[engine]", "engine", schema.EngineSpec),
         ('[queues."TOPIC:CONSUMER"]', "queue", schema.QueueSpec),
         ("[health]", "health", schema.HealthSpec),
     ]

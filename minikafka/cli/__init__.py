@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (registers the commands)
     consumers,
     data,
     deliver,
+    engine,  # noqa: F401  (minikafka serve)
     health,
     maintenance,
     pipelines,

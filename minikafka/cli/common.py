@@ -115,11 +115,11 @@ class DefinitionProblem(click.ClickException):
     exit_code = 2
 
 
-def _load(pipeline: str, *, check_jobs: bool = True):
+def _load(pipeline: str, *, check_jobs: bool = True, suites: bool = True):
     from ..pipelines.definition import load_pipeline
 
     try:
-        return load_pipeline(pipeline, check_jobs=check_jobs)
+        return load_pipeline(pipeline, check_jobs=check_jobs, suites=suites)
     except MinikafkaError as exc:
         raise DefinitionProblem(str(exc)) from exc
 
@@ -150,14 +150,16 @@ def check_ledger_path(path: str | Path | None, *, what: str = "--source") -> Non
             "(everything it wrote would be lost): pass a ledger file")
 
 
-def load_with_source(pipeline: str, source_override: str | None, *, check_jobs: bool = True):
+def load_with_source(pipeline: str, source_override: str | None, *, check_jobs: bool = True,
+                     suites: bool = True):
     """The pipeline definition, with its ledger replaced by ``source_override`` when given.
 
     ``check_jobs`` False: the stages' job modules are not imported (a command that needs
     only the topics, like ``ingest``, works where the jobs cannot be imported).
+    ``suites`` False: expectation suites are read only when a stage needs them.
     """
     check_ledger_path(source_override)
-    defn = _load(pipeline, check_jobs=check_jobs)
+    defn = _load(pipeline, check_jobs=check_jobs, suites=suites)
     if source_override:
         defn.source = Path(source_override).resolve()
     return defn
@@ -335,6 +337,26 @@ def verbose_option(fn):
 
     return click.option("--verbose", "-v", is_flag=True, expose_value=False, callback=callback, is_eager=True,
                         help="Show the JVM's start-up noise and Spark's log lines.")(fn)
+
+
+ENGINE_ENV = "MINIKAFKA_ENGINE"
+
+
+def engine_options(fn):
+    """--engine, --remote, --max-parallel, --idle-timeout: where a run's stages run."""
+    fn = click.option("--idle-timeout", metavar="DURATION",
+                      help="An engine this run starts stops after this long unused (default: [engine] "
+                           "idle_timeout, else 10m; 0: at the end of the run).")(fn)
+    fn = click.option("--max-parallel", type=click.IntRange(1, 64), metavar="N",
+                      help="Run at most N independent stages at once (default: 2 on an engine, 1 with "
+                           "--engine submit).")(fn)
+    fn = click.option("--remote", metavar="sc://HOST:PORT",
+                      help="Run the stages on the engine at this URL (default: the pipeline's [engine] remote).")(fn)
+    fn = click.option("--engine", "engine", type=click.Choice(["auto", "submit", "connect"]), envvar=ENGINE_ENV,
+                      default="auto", show_default=True,
+                      help="auto: a warm engine (the one running, else one started for this run); connect: only "
+                           "an engine already running; submit: one spark-submit per stage.")(fn)
+    return fn
 
 
 def stage_selection(fn):

@@ -12,6 +12,7 @@ from .common import (
     DefinitionProblem,
     create_option,
     echo_json,
+    engine_options,
     ensure_pipeline_ledger,
     json_option,
     load_with_source,
@@ -34,6 +35,7 @@ from .output import note, stage_running
 @click.option("--in-process", is_flag=True, help="Run all stages in one Spark application (one JVM start).")
 @click.option("--staging", help="Staging URI every node sees (file:///mnt/shared/mk, hdfs://..., s3a://...); "
               "default: the pipeline's [spark] staging. 'local' forces JDBC reads of the ledger.")
+@engine_options
 @click.option("--backup-before", metavar="DIR",
               help="Snapshot the ledger into DIR before the first stage starts (see 'minikafka backup').")
 @json_option
@@ -42,10 +44,18 @@ from .output import note, stage_running
 @create_option
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
         dry_run: bool, in_process: bool, source_override: str | None, staging: str | None,
-        create_ledger: bool, as_json: bool, backup_before: str | None) -> None:
-    """Run a pipeline's stages in DAG order, each as its own spark-submit.
+        create_ledger: bool, as_json: bool, engine: str, remote: str | None, max_parallel: int | None,
+        idle_timeout: str | None, backup_before: str | None) -> None:
+    """Run a pipeline's stages in DAG order, each as its own process, on a warm engine.
 
-    Prints one line per stage (rows in, out, duplicates, quarantined, failed), then every
+    Each stage is a small client of a warm engine (a Spark Connect server, see 'minikafka
+    serve'): the pipeline's [engine] remote or --remote, else the engine running for this
+    pipeline, else one this run starts and leaves up for --idle-timeout, so the next run
+    starts at once. --engine submit runs one spark-submit per stage instead. Stages that
+    do not depend on each other run side by side (--max-parallel); a DAG with nothing
+    new starts no JVM.
+
+    Prints a line as each stage ends, then a table (rows in, out, duplicates, quarantined, failed), then every
     expectation that failed under policy warn or quarantine (how many rows, samples, the
     report's path), failures, and "nothing to do" when no stage had new rows. A dry run
     says "dry run: nothing was written"; its counts are the real run's (the commit is
@@ -71,13 +81,15 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     """
     from ..pipelines.definition import PipelineDefinitionError
     from ..pipelines.runner import run_pipeline
+    from .engine import _duration
 
-    defn = load_with_source(pipeline, source_override)
+    defn = load_with_source(pipeline, source_override, suites=False)  # suites: once a stage has rows
     ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
     try:
         result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
                               in_process=in_process, staging=staging, echo=note, running=stage_running,
-                              backup_before=backup_before)
+                              engine=engine, remote=remote, max_parallel=max_parallel,
+                              idle_timeout=_duration(idle_timeout), backup_before=backup_before)
     except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
     if as_json:
@@ -92,14 +104,18 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
 @pipeline_argument
 @click.option("--stage", help="Check only this stage.")
 @click.option("--master", help="Spark master URL.")
+@click.option("--remote", metavar="sc://HOST:PORT",
+              help="Run on the engine at this URL (default: the pipeline's [engine] remote, else a Spark "
+                   "application of its own).")
 @json_option
 @verbose_option
 @pipeline_source_option
 def check(pipeline: str, stage: str | None, master: str | None, source_override: str | None,
-          as_json: bool) -> None:
+          as_json: bool, remote: str | None) -> None:
     """Validate what each stage with expectation suites would commit, committing nothing.
 
-    Runs the stages in one Spark application in dry-run mode and prints every suite's
+    Runs the stages in one Spark application (or as one client of the engine that --remote
+    or the pipeline's [engine] remote names) in dry-run mode and prints every suite's
     results: per expectation its verdict, failing rows (count, share, samples) or observed
     value, and the path of the HTML report. With nothing pending it says so. Exit code 1
     when a check fails.
@@ -119,7 +135,7 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     ensure_pipeline_ledger(defn)
     try:
         result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
-                              in_process=True, echo=note, running=stage_running)
+                              in_process=True, echo=note, running=stage_running, remote=remote)
     except PipelineDefinitionError as exc:  # other errors (an unreachable master, no Java): exit 1, from main
         raise DefinitionProblem(str(exc)) from exc
     ok = result.ok and all(suite["success"] for o in result.outcomes for suite in o.quality.get("suites", []))
@@ -162,20 +178,32 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
 @pipeline_source_option
 def plan(pipeline: str, master: str | None, stage: str | None, start: str | None,
          source_override: str | None) -> None:
-    """Print the exact spark-submit commands, in the order run would use them.
+    """Print the exact commands of each stage, in the order run would use them, in both forms.
+
+    First one spark-submit per stage (--engine submit), then each stage as a client of a
+    warm engine (the default): the engine named by the pipeline or running for it, else
+    sc://HOST:PORT. Lines starting with '#' say which is which.
 
     Example: minikafka plan conf/homelab.toml --from llm_summary
     """
     import shlex
 
+    from ..pipelines.engine import find_engine
     from ..pipelines.retired import retired_messages
-    from ..pipelines.runner import select_stages, submit_command
+    from ..pipelines.runner import client_command, select_stages, submit_command
 
-    defn = load_with_source(pipeline, source_override)
+    defn = load_with_source(pipeline, source_override, suites=False)
     ensure_pipeline_ledger(defn)  # the commands would fail on a missing ledger (a typo in 'source =')
     try:
-        for sd in select_stages(defn, stage=stage, start=start):
+        chosen = select_stages(defn, stage=stage, start=start)
+        click.echo("# one spark-submit per stage (run --engine submit)")
+        for sd in chosen:
             click.echo(shlex.join(submit_command(defn, sd, master=master or defn.master, run_id=f"<{sd.name}-run-id>")))
+        running = find_engine(defn)
+        url = defn.engine.remote or (running.url if running else "sc://HOST:PORT")
+        click.echo(f"# each stage a client of the warm engine at {url} (run; the project's code zipped as --py-files)")
+        for sd in chosen:
+            click.echo(shlex.join(client_command(defn, sd, url, f"<{sd.name}-run-id>", py_files="<code.zip>")))
     except MinikafkaError as exc:
         raise DefinitionProblem(str(exc)) from exc
     for line in retired_messages(defn):  # read-only: plan changes nothing

@@ -27,12 +27,15 @@ from .output import note
 @click.option("--until-idle", is_flag=True, help="Exit once no stage has work its trigger accepts (for cron, tests).")
 @click.option("--master", help="Spark master URL (default: the pipeline's).")
 @click.option("--poll", default=0.1, show_default=True, help="Seconds between looks at the ledger when idle.")
+@click.option("--remote", metavar="sc://HOST:PORT",
+              help="Run the stages on the engine at this URL (default: the pipeline's [engine] remote, else a "
+                   "Spark application of its own).")
 @json_option
 @verbose_option
 @pipeline_source_option
 @create_option
 def watch(pipeline: str, until_idle: bool, master: str | None, poll: float, source_override: str | None,
-          create_ledger: bool, as_json: bool) -> None:
+          create_ledger: bool, as_json: bool, remote: str | None) -> None:
     """Keep one Spark application warm and run each stage when its trigger fires.
 
     Triggers per stage in the pipeline file: trigger = { rows = N } | { every = "5m" } |
@@ -52,7 +55,7 @@ def watch(pipeline: str, until_idle: bool, master: str | None, poll: float, sour
 
     defn = load_with_source(pipeline, source_override)
     ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
-    result = Watch(defn, master=master, until_idle=until_idle, poll=poll, echo=note).run()
+    result = Watch(defn, master=master, until_idle=until_idle, poll=poll, echo=note, remote=remote).run()
     runs = len(result.outcomes)
     if as_json:
         echo_json({"pipeline": defn.name, "runs": runs, "failed": len(result.failed),

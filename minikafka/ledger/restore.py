@@ -31,6 +31,7 @@ from pathlib import Path
 from ..errors import BackupError, LedgerInUseError, LockBusy
 from ..util.filelock import exclusive_lock
 from . import snapshots
+from .filecopy import fsync_path
 
 RESTORING = ".restoring-"
 LOCK_DIR = ".minikafka-locks"  # where stages and backfills hold their run locks (beside the ledger)
@@ -110,7 +111,7 @@ def restore_file(ledger: str | Path, snapshot: str | Path) -> FileRestored:
     staged = ledger.with_name(f".{ledger.name}{RESTORING}{os.getpid()}")
     try:
         shutil.copyfile(snap.path, staged)
-        snapshots._fsync_path(staged)
+        fsync_path(staged)
         with ExitStack() as held:
             _hold_run_locks(ledger, held)
             replaced = _swap(ledger, staged)
@@ -140,7 +141,7 @@ def _swap(ledger: Path, staged: Path) -> Path | None:
     """Put ``staged`` in place of ``ledger``; the old file's new name (None when there was none)."""
     if not ledger.exists():
         os.replace(staged, ledger)
-        snapshots._fsync_path(ledger.parent)
+        fsync_path(ledger.parent)
         return None
     conn = _hold_exclusively(ledger)
     try:
@@ -149,7 +150,7 @@ def _swap(ledger: Path, staged: Path) -> Path | None:
         for suffix in ("-wal", "-shm"):
             Path(f"{ledger}{suffix}").unlink(missing_ok=True)
         os.replace(staged, ledger)
-        snapshots._fsync_path(ledger.parent)
+        fsync_path(ledger.parent)
     finally:
         conn.close()
     return replaced

@@ -3,14 +3,16 @@
 ``take_snapshot(ledger, dest)`` copies the live ledger while stages, queues and appenders
 keep writing: the database file and its -wal are copied under a read transaction that pins
 one snapshot (it blocks no writer), and the copied log is folded into the copy
-(``copy_online`` says why that is one consistent state). A run is in it whole or not at
-all, and every append committed before the copy started is there.
+(``copy_online`` says why that is one consistent state; a log without frames is not
+copied, the file alone is that state). A run is in it whole or not at all, and every
+append committed before the copy started is there.
 
 Crash contract (a SIGKILL at any point):
 
 1. the copy is written under a hidden temporary name (``.NAME.partial-PID``), which no
    listing, retention or restore ever takes for a snapshot;
-2. the copy is fsynced, checked (``PRAGMA integrity_check``), hashed (SHA-256), and the
+2. the copy is fsynced, hashed (SHA-256: while it is written when no log frames need
+   folding in, else after the fold), checked (``PRAGMA integrity_check``), and the
    checksum written beside it (``NAME.sha256``, the format ``sha256sum -c`` reads);
 3. only then is it renamed to ``NAME`` (``<ledger stem>-backup-<UTC time>-<last run>.sqlite``)
    and the directory fsynced. A file with the final name is therefore always complete
@@ -21,7 +23,6 @@ Retention (``keep``) removes the oldest snapshots of the same ledger beyond the 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sqlite3
@@ -35,6 +36,7 @@ from pathlib import Path
 from ..errors import BackupError, SnapshotNotFoundError
 from ..util.faults import checkpoint
 from . import runlog
+from .filecopy import HashBehind, copy_file_steadily, fsync_path, sha256_of
 
 SUFFIX = ".sqlite"
 CHECKSUM_SUFFIX = ".sha256"
@@ -43,10 +45,10 @@ STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 NO_RUNS = "no-runs"
 _NAME = re.compile(r"^(?P<stem>.+)-backup-(?P<stamp>\d{8}T\d{6}\.\d{6}Z)-(?P<run>[A-Za-z0-9._-]+)\.sqlite$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-HASH_CHUNK = 4 * 1024 * 1024
 MMAP_BYTES = 1 << 40
-FLUSH_SECONDS = 0.02  # what another process's fsync may wait behind a slice of the copy
-MIN_SLICE, MAX_SLICE = 1 << 20, 256 << 20
+WAL_HEADER_BYTES = 32
+# bytes 18 and 19 of an SQLite file: its write and read format versions, 1 (rollback journal) or 2 (WAL)
+FORMAT_VERSIONS_AT, FORMAT_VERSIONS_END, ROLLBACK_JOURNAL_VERSIONS = 18, 20, b"\x01\x01"
 
 
 @dataclass(frozen=True)
@@ -111,14 +113,6 @@ def list_snapshots(dest: Path, ledger: Path | None = None) -> list[Snapshot]:
     return sorted(found, key=lambda s: (s.taken_at, s.path.name), reverse=True)
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def integrity_problems(path: Path) -> list[str]:
     """What ``PRAGMA integrity_check`` reports on the file (empty when it is sound)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -142,14 +136,6 @@ def verify_checksum(path: Path) -> None:
     if actual != expected:
         raise BackupError(f"{path}: checksum mismatch (file {actual[:12]}..., {side.name} {expected[:12]}...); "
                           "the snapshot was changed or damaged after it was taken")
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_synced(path: Path, text: str) -> None:
@@ -187,8 +173,23 @@ def remove_leftovers(dest: Path) -> list[Path]:
     return removed
 
 
-def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000,
-                on_bytes: Callable[[int, int], None] | None = None) -> None:
+@dataclass(frozen=True)
+class OnlineCopy:
+    """What ``copy_online`` made: whether write-ahead-log frames were folded into the copy,
+    and the hashing that followed the copy as it was written (None when the log was folded
+    in afterwards, or no checksum was asked for): its ``finish()`` gives the copy's SHA-256,
+    ``close()`` drops it."""
+
+    folded: bool
+    hashing: HashBehind | None = None
+
+    def close(self) -> None:
+        if self.hashing is not None:
+            self.hashing.close()
+
+
+def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000, checksum: bool = True,
+                on_bytes: Callable[[int, int], None] | None = None) -> OnlineCopy:
     """Copy the live ledger into ``target`` (a new file) as one consistent state.
 
     In WAL mode the copy is a plain file copy under a pinned snapshot: a read transaction
@@ -205,6 +206,16 @@ def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000,
       later committed state, never part of a transaction (a torn or uncommitted tail fails
       its checksum or has no commit frame, and recovery drops it).
 
+    When the log holds no frame once the snapshot is pinned (a ledger nobody wrote since
+    its last full checkpoint, or since its last connection closed), the snapshot is the
+    database file alone: no checkpoint can change that file while the read transaction
+    lasts (the log has nothing of the snapshot to copy in, and later frames wait for this
+    reader). Then only the database file is copied, its header is marked as a
+    rollback-journal database (bytes 18 and 19 of the file format set to 1, what leaving
+    WAL mode writes there), and with ``checksum`` the copy is hashed while it is written,
+    read back a slice behind the copy: the digest is the finished file's, with no second
+    pass over it. Otherwise the copy is hashed by the caller after the log is folded in.
+
     A ledger in another journal mode is copied with SQLite's online backup API instead.
     """
     src = sqlite3.connect(str(ledger), isolation_level=None)
@@ -212,14 +223,15 @@ def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000,
         src.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         if str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
             _copy_with_backup_api(src, target)
-            return
+            return OnlineCopy(False)
         src.execute("BEGIN")
         src.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # the read transaction pins the snapshot
         try:
-            copy_file_steadily(ledger, target, on_bytes=on_bytes)
             wal = Path(f"{ledger}-wal")
-            if wal.exists():
-                copy_file_steadily(wal, Path(f"{target}-wal"))
+            if _log_frames_bytes(wal) == 0:
+                return OnlineCopy(False, _copy_file_alone(ledger, target, checksum, on_bytes))
+            copy_file_steadily(ledger, target, on_bytes=on_bytes)
+            copy_file_steadily(wal, Path(f"{target}-wal"))
         finally:
             src.execute("COMMIT")
     finally:
@@ -233,42 +245,43 @@ def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000,
         dst.close()
     if mode != "delete" or Path(f"{target}-wal").exists():
         raise sqlite3.OperationalError(f"could not fold the copied write-ahead log into {target.name}")
-    _fsync_path(target)
+    fsync_path(target)
+    return OnlineCopy(True)
 
 
-def copy_file_steadily(source: Path, target: Path, *, flush_seconds: float = FLUSH_SECONDS,
-                       on_bytes: Callable[[int, int], None] | None = None) -> None:
-    """Copy ``source`` to a new ``target``, writing it out to disk slice by slice.
+def _log_frames_bytes(wal: Path) -> int:
+    """How many bytes of frames the write-ahead log holds beyond its header (0: none, or no log)."""
+    try:
+        return max(wal.stat().st_size - WAL_HEADER_BYTES, 0)
+    except FileNotFoundError:
+        return 0
 
-    A copy that leaves a gigabyte of unwritten pages behind makes every other process's
-    fsync wait for them (the file system's journal commits them first): an appender's
-    durable commit would stall for seconds. So each slice is flushed (``fdatasync``) before
-    the next is copied, and the slice is sized so that a flush takes about
-    ``flush_seconds``: doubled while flushes are quicker, halved when slower (1 to 256 MB).
-    The kernel copies the bytes (``copy_file_range``), no user-space buffer.
-    ``on_bytes(done, size)`` is called after each slice.
-    """
-    with open(source, "rb") as src, open(target, "wb") as dst:
-        size = os.fstat(src.fileno()).st_size
-        done, slice_bytes = 0, MIN_SLICE * 8
-        while done < size:
-            step = min(slice_bytes, size - done)
-            try:
-                copied = os.copy_file_range(src.fileno(), dst.fileno(), step)
-            except OSError:  # a file system without it: plain reads and writes
-                copied = dst.write(src.read(step))
-            if copied == 0:  # the file shrank while it was copied (a log restarted): what is there is copied
-                break
-            done += copied
-            t0 = time.monotonic()
-            os.fdatasync(dst.fileno())
-            took = time.monotonic() - t0
-            if took < flush_seconds / 2:
-                slice_bytes = min(slice_bytes * 2, MAX_SLICE)
-            elif took > flush_seconds * 2:
-                slice_bytes = max(slice_bytes // 2, MIN_SLICE)
-            if on_bytes is not None:
-                on_bytes(done, size)
+
+def _copy_file_alone(ledger: Path, target: Path, checksum: bool,
+                     on_bytes: Callable[[int, int], None] | None) -> HashBehind | None:
+    """Copy the database file of a ledger whose log holds nothing, as a rollback-journal
+    database; with ``checksum`` the hashing that follows it (still finishing the last slice)."""
+    target.touch()  # the hashing thread opens it as the copy starts
+    hasher = HashBehind(target) if checksum else None
+    marked = False
+
+    def on_copied(fd: int, done: int) -> None:
+        nonlocal marked
+        if not marked and done >= FORMAT_VERSIONS_END:
+            os.pwrite(fd, ROLLBACK_JOURNAL_VERSIONS, FORMAT_VERSIONS_AT)
+            marked = True
+        if marked and hasher is not None:
+            hasher.upto(done)
+
+    try:
+        copy_file_steadily(ledger, target, on_copied=on_copied, on_bytes=on_bytes)
+        if not marked:
+            raise sqlite3.DatabaseError(f"{ledger.name} is too short to be an SQLite database")
+    except BaseException:
+        if hasher is not None:
+            hasher.close()
+        raise
+    return hasher
 
 
 def _copy_with_backup_api(src: sqlite3.Connection, target: Path) -> None:
@@ -280,7 +293,7 @@ def _copy_with_backup_api(src: sqlite3.Connection, target: Path) -> None:
         dst.execute("PRAGMA journal_mode = DELETE")
     finally:
         dst.close()
-    _fsync_path(target)
+    fsync_path(target)
 
 
 def last_committed_run_in(path: Path) -> str | None:
@@ -300,6 +313,7 @@ class SnapshotTaken:
     size: int
     removed: list[Path]
     seconds: float
+    folded: bool = False  # write-ahead-log frames were folded into the copy (then hashed after the copy)
 
 
 def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = None,
@@ -333,20 +347,24 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
     remove_leftovers(dest)
     taken_at = (clock or (lambda: datetime.now(timezone.utc)))()
     partial = dest / f".{ledger.stem}-backup{PARTIAL}{os.getpid()}{SUFFIX}"
-    side = None
+    side, copied = None, None
     try:
         partial.unlink(missing_ok=True)
         try:
-            copy_online(ledger, partial, on_bytes=_tenths(progress))
+            copied = copy_online(ledger, partial, on_bytes=_tenths(progress))
         except sqlite3.Error as exc:
             raise BackupError(f"cannot copy {ledger}: {exc}") from exc
         checkpoint("backup:copied")
         if progress is not None:
             progress("checking integrity and checksumming")
-        with ThreadPoolExecutor(max_workers=1) as pool:  # hashing and checking read the copy side by side
-            hashing = pool.submit(sha256_of, partial)
+        if copied.hashing is not None:  # hashed as it was written: the check runs while the hashing catches up
             problems = integrity_problems(partial) if check else []
-            digest = hashing.result()
+            digest = copied.hashing.finish()
+        else:
+            with ThreadPoolExecutor(max_workers=1) as pool:  # hashing and checking read the copy side by side
+                hashing = pool.submit(sha256_of, partial)
+                problems = integrity_problems(partial) if check else []
+                digest = hashing.result()
         if problems:
             raise BackupError(f"the copy of {ledger} failed PRAGMA integrity_check: {'; '.join(problems[:3])}")
         last_run = last_committed_run_in(partial)
@@ -356,8 +374,10 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         size = partial.stat().st_size
         checkpoint("backup:before-rename")
         os.replace(partial, final)
-        _fsync_path(dest)
+        fsync_path(dest)
     except BaseException:
+        if copied is not None:
+            copied.close()
         for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
             leftover.unlink(missing_ok=True)
         if side is not None and not side.with_name(side.name[:-len(CHECKSUM_SUFFIX)]).exists():
@@ -365,7 +385,7 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         raise
     snap = Snapshot(final, taken_at, last_run)
     removed = prune_snapshots(dest, ledger, keep) if keep is not None else []
-    return SnapshotTaken(snap, digest, size, removed, time.perf_counter() - t0)
+    return SnapshotTaken(snap, digest, size, removed, time.perf_counter() - t0, copied.folded)
 
 
 def _tenths(progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:

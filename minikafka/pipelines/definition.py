@@ -10,6 +10,12 @@ master = "local[2]"                    # default master URL (override with --mas
 "spark.driver.memory" = "1g"
 staging = "file:///mnt/shared/mk"      # staging URI every node sees (needed on a non-local master)
 
+[engine]                               # the warm engine (all optional; see docs/how-to/engines.md)
+remote = "sc://127.0.0.1:15002"        # use this engine (minikafka serve elsewhere) instead of starting one
+port = 15002                           # where minikafka serve listens
+idle_timeout = "10m"                   # an engine run starts stops after this long unused
+max_parallel = 2                       # independent stages run at once on the engine
+
 [topics."rss.items"]
 model = "schemas.homelab:RssItem"      # module:Class
 dedup = ["url"]
@@ -52,7 +58,9 @@ inputs. Every error names the file, the stage and the key.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +133,39 @@ class StageDefinition:
     freshness: float | None = None  # seconds: a successful run within (health)
     max_lag: int | None = None  # rows pending for its consumer on its inputs (health)
     max_quarantined_per_run: int | None = None  # rows its latest run quarantined (health)
+    pending_suites: Callable[[], list] | None = field(default=None, repr=False, compare=False)
+
+    def load_suites(self) -> list:
+        """The stage's suites, loaded (and checked by great-expectations) now if the pipeline
+        was loaded with ``suites=False``."""
+        if self.pending_suites is not None:
+            self.suites, self.pending_suites = self.pending_suites(), None
+        return self.suites
 
     def job_module(self):
         return importlib.import_module(self.job)
 
     def job_file(self) -> Path:
         return Path(self.job_module().__file__).resolve()
+
+
+DEFAULT_IDLE_TIMEOUT_S = 600.0  # see docs/how-to/engines.md: why ten minutes
+
+
+@dataclass
+class EngineSettings:
+    """``[engine]``: the warm engine the pipeline's commands use (all optional).
+
+    ``remote``: an engine already running (``sc://host:port``), used as is; ``host``/``port``:
+    where ``minikafka serve`` listens; ``idle_timeout``: seconds an engine that ``run`` started
+    itself stays up after its last use; ``max_parallel``: stages run at once on the engine.
+    """
+
+    remote: str | None = None
+    host: str | None = None
+    port: int | None = None
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
+    max_parallel: int | None = None
 
 
 @dataclass
@@ -145,12 +180,22 @@ class PipelineDefinition:
     staging: str | None = None  # [spark] staging: a URI every node sees
     queues: dict[str, QueueRules] = field(default_factory=dict)
     health: HealthSettings = field(default_factory=HealthSettings)
+    engine: EngineSettings = field(default_factory=lambda: EngineSettings())
 
     def stage(self, name: str) -> StageDefinition:
         for s in self.stages:
             if s.name == name:
                 return s
         raise PipelineDefinitionError(f"{self.path}: no stage named {name!r} (stages: {[s.name for s in self.stages]})")
+
+    def load_suites(self) -> None:
+        """Load every stage's suites now (after ``load_pipeline(..., suites=False)``).
+
+        Raises:
+            PipelineDefinitionError: a suite file is malformed (named with its stage).
+        """
+        for s in self.stages:
+            s.load_suites()
 
     def downstream_of(self, name: str) -> list[str]:
         """``name`` and every stage that (transitively) reads what it writes, in DAG order."""
@@ -225,6 +270,10 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
     The file's shape is checked first against the schema in ``pipelines.schema``
     (every problem reported at once, each naming its key path, e.g.
     ``stages.summarize.expectations``); then what the values mean.
+
+    ``suites=False`` leaves the expectation suites unread until ``load_suites`` (checking
+    them imports great-expectations, about 1.5 s): ``run`` reads them only once a stage has
+    rows to process, so a night with nothing new costs no great-expectations import.
 
     Raises:
         PipelineDefinitionError: unreadable TOML, a key of the wrong type, an unknown
@@ -316,10 +365,13 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
             _check_job(path, where, stage)
         if stage.expectations and suites:
             stage.suites = _load_suites(path, where, stage, topics)
+        elif stage.expectations:
+            stage.pending_suites = partial(_load_suites, path, where, stage, topics)
         stages.append(stage)
     if not stages:
         raise _fail(path, "stages", "no stages defined (add [[stages]] tables)")
     _check_deliveries(path, raw.get("deliveries"))
+    engine = _engine(path, raw.get("engine") or {})
 
     by_name = {s.name: s for s in stages}
     edges = [(a.name, b.name) for a in stages for b in stages if set(a.outputs) & set(b.inputs)]
@@ -328,7 +380,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
     except PipelineCycleError as exc:
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
-                              staging, _queues(path, raw.get("queues") or {}), _health(path, raw.get("health") or {}))
+                              staging, _queues(path, raw.get("queues") or {}), _health(path, raw.get("health") or {}),
+                              engine)
 
 
 def _limits(path: Path, where: str, spec: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -408,6 +461,26 @@ def _trigger(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any]:
         if spec["fixed"] and "every" not in spec:
             raise _fail(path, where, "fixed = true needs every = \"<duration>\"")
         out["fixed"] = spec["fixed"]
+    return out
+
+
+def _engine(path: Path, spec: dict[str, Any]) -> EngineSettings:
+    """``[engine]``, checked: an sc:// URL, a port, a duration, a positive max_parallel."""
+    from ..util.duration import parse_duration
+
+    out = EngineSettings(remote=spec.get("remote"), host=spec.get("host"), port=spec.get("port"),
+                         max_parallel=spec.get("max_parallel"))
+    if out.remote is not None and not out.remote.startswith("sc://"):
+        raise _fail(path, "engine.remote", f"must be a Spark Connect URL like \"sc://127.0.0.1:15002\", got {out.remote!r}")
+    if out.port is not None and not 0 <= out.port <= 65535:
+        raise _fail(path, "engine.port", f"must be a port from 0 to 65535, got {out.port!r}")
+    if out.max_parallel is not None and out.max_parallel < 1:
+        raise _fail(path, "engine.max_parallel", f"must be an integer >= 1, got {out.max_parallel!r}")
+    if "idle_timeout" in spec:
+        try:
+            out.idle_timeout = parse_duration(spec["idle_timeout"], what="idle_timeout", zero=True)
+        except ValueError as exc:
+            raise _fail(path, "engine.idle_timeout", str(exc)) from exc
     return out
 
 

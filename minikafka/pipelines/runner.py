@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -16,6 +17,7 @@ from ..api.source import Source
 from ..errors import MinikafkaError
 from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write_run_in_current_transaction
 from ..util.clock import utc_now
+from ..util.procs import child_env as submit_env  # noqa: F401  (the stages' environment)
 from ..util.progress import heartbeat
 from ..util.redact import redact_url
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
@@ -229,14 +231,17 @@ def select_stages(defn: PipelineDefinition, *, stage: str | None = None, start: 
     return list(defn.stages)
 
 
-def build_stage(defn: PipelineDefinition, sd: StageDefinition):
+def build_stage(defn: PipelineDefinition, sd: StageDefinition, *, suites: bool = True):
+    """The stage to run (``suites=False``: without its expectation suites, for a run with no rows)."""
     from ..spark.stages.stage import Stage
 
     module = sd.job_module()
+    if suites:
+        sd.load_suites()
     return Stage(sd.name, sd.inputs, sd.outputs, transform=getattr(module, "transform", None),
                  row_fn=getattr(module, "row_fn", None), consumer=sd.consumer, strategy=sd.strategy,
                  max_attempts=sd.max_attempts, partitions=sd.partitions, topic_partitions=sd.topic_partitions,
-                 suites=[copy.copy(suite) for suite in sd.suites], start=sd.start)
+                 suites=[copy.copy(suite) for suite in sd.suites] if suites else [], start=sd.start)
 
 
 def spark_submit() -> str:
@@ -300,26 +305,29 @@ def code_zip(defn: PipelineDefinition, directory: str | Path) -> Path:
     return target
 
 
-def submit_env() -> dict[str, str]:
-    """The runner's environment, with its import path, so jobs resolve the same modules."""
-    env = dict(os.environ)
-    # the working directory (schemas/, jobs/) after the installed packages, as the CLI has it
-    entries = [p for p in sys.path if p]
-    cwd = str(Path.cwd())
-    env["PYTHONPATH"] = os.pathsep.join(entries + ([] if cwd in entries else [cwd]))
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    return env
+ENGINES = ("auto", "submit", "connect")
 
 
 def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strategy: str = "strict",
                  stage: str | None = None, start: str | None = None, dry_run: bool = False,
                  in_process: bool = False, staging: str | None = None, echo=print,
-                 running=None, backup_before: str | None = None) -> PipelineRun:
+                 running=None, engine: str = "submit", remote: str | None = None,
+                 max_parallel: int | None = None, idle_timeout: float | None = None,
+                 backup_before: str | None = None) -> PipelineRun:
     """Run the selected stages in DAG order.
 
-    strict: after a failure no further stage runs. best_effort: every stage not
-    downstream of a failure runs; failures are reported at the end.
+    strict: after a failure no further stage starts (stages already running finish).
+    best_effort: every stage not downstream of a failure runs; failures are reported at the end.
+
+    Where stages run: ``in_process``: all in this process, one Spark application.
+    Otherwise each stage is its own process with its own run row and exit status:
+    ``engine="submit"``: one spark-submit per stage; ``"connect"``: a client of the warm
+    engine at ``remote`` (default: the pipeline's ``[engine] remote``, else the engine
+    ``minikafka serve`` recorded for this pipeline); ``"auto"``: as connect, and when no
+    engine runs, one is started that stops after ``idle_timeout`` seconds unused (default:
+    ``[engine] idle_timeout``). Stages that do not depend on each other run side by side,
+    at most ``max_parallel`` at once (default: 2 on an engine, 1 under spark-submit); the
+    ledger serializes their commits. A DAG with nothing new starts no JVM and no engine.
 
     ``staging``: a URI every node sees (default: the pipeline's ``[spark] staging``);
     needed on a non-local master, see ``minikafka.spark.staging``. On such a master the
@@ -331,20 +339,22 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     ``running(label)``: a context manager shown while a stage runs (the CLI's live spinner);
     default: a "still running" line through ``echo`` after 15 s, 30 s, 1 min, ...
 
-    Ctrl-C (KeyboardInterrupt) stops the run: the stage in flight is recorded as
-    'interrupted' in the run log (nothing of it is committed), and the interrupt goes on up.
+    Ctrl-C (KeyboardInterrupt) stops the run: the stages in flight are recorded as
+    'interrupted' in the run log (nothing of them is committed), and the interrupt goes on up.
 
     Raises:
         LedgerNotFoundError: the pipeline's ledger does not exist (a run never creates it).
+        EngineError: no engine answers at ``remote``, or the one to start did not start.
     """
     import tempfile
-
-    from ..spark.session import MasterUnreachableError, check_master
-    from ..spark.staging import is_local_master
 
     require_ledger(defn)
     if strategy not in STRATEGIES:
         raise PipelineDefinitionError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
+    if engine not in ENGINES:
+        raise PipelineDefinitionError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if max_parallel is not None and max_parallel < 1:
+        raise PipelineDefinitionError(f"max_parallel must be >= 1, got {max_parallel!r}")
     master = master or defn.master
     staging = staging or defn.staging
     chosen = select_stages(defn, stage=stage, start=start)
@@ -363,6 +373,21 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
             echo(line)
         for line in retired_messages(defn, source.ledger.conn):
             echo(line)
+        # nothing new anywhere: every stage records its empty run, no JVM, no engine
+        idle = not any(_pending_in(source, defn, sd) for sd in chosen)
+    if backup_before and not dry_run:
+        from ..ledger.backups import backup
+
+        echo(backup(defn.source, backup_before).summary())
+    if idle:
+        for sd in chosen:
+            echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
+            result.outcomes.append(_run_in_process(None, defn, sd, dry_run))
+        result.seconds = time.perf_counter() - t0
+        return result
+    from ..spark.session import MasterUnreachableError, check_master
+    from ..spark.staging import is_local_master
+
     try:
         check_master(master)  # seconds, before any JVM: an unreachable master is named, not 68 s of INFO lines
     except MasterUnreachableError as exc:
@@ -372,47 +397,183 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                                        "stages": [s.name for s in chosen],
                                        "phase": "master check"})
         raise
-    if backup_before and not dry_run:
-        from ..ledger.backups import backup
+    try:
+        if in_process:  # one application: this process's own, or one client session of the engine named
+            from .engine import named_engine
 
-        echo(backup(defn.source, backup_before).summary())
+            url, started = (named_engine(defn, remote) if (remote or defn.engine.remote) else None), False
+        else:
+            url, started = _engine_url(defn, engine, remote, master, idle_timeout, echo)
+    except MinikafkaError as exc:  # EngineError: nothing answers, or the engine did not start
+        if not dry_run:
+            record_failed_run(defn, new_run_id("pipeline"), str(exc),
+                              details={"pipeline": defn.name, "remote": remote or defn.engine.remote,
+                                       "stages": [s.name for s in chosen], "phase": "engine"})
+        raise
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
-    py_files = None if is_local_master(master) else str(code_zip(defn, scratch.name))
+    try:
+        py_files = None if (is_local_master(master) and url is None) else str(code_zip(defn, scratch.name))
+        if in_process:
+            _run_sequentially(defn, chosen, result, strategy, master, py_files, dry_run, staging, echo, running, url)
+        else:
+            width = max_parallel or (defn.engine.max_parallel if url else None) or (2 if url else 1)
+
+            def launch(sd: StageDefinition, procs: _Children) -> StageOutcome:
+                if not _has_pending(defn, sd):  # nothing new: record the empty run without a JVM
+                    return _run_in_process(None, defn, sd, dry_run)
+                if url is not None:
+                    cmd = client_command(defn, sd, url, run_id := new_run_id(sd.name), dry_run=dry_run,
+                                         staging=staging, py_files=py_files)
+                else:
+                    cmd = submit_command(defn, sd, master=master, run_id=(run_id := new_run_id(sd.name)),
+                                         dry_run=dry_run, staging=staging, py_files=py_files)
+                if width == 1:
+                    with running(sd.name):
+                        return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
+                return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
+
+            lease = None
+            if url is not None:
+                from .engine import EngineLease
+
+                lease = EngineLease(defn)
+            with lease or _nothing():
+                _run_scheduled(defn, chosen, result, strategy, width, launch, dry_run, echo)
+    finally:
+        scratch.cleanup()
+        if started and (defn.engine.idle_timeout if idle_timeout is None else idle_timeout) == 0:
+            from .engine import stop_engine
+
+            stop_engine(defn)
+        result.seconds = time.perf_counter() - t0
+    return result
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield
+
+
+def _engine_url(defn: PipelineDefinition, engine: str, remote: str | None, master: str,
+                idle_timeout: float | None, echo) -> tuple[str | None, bool]:
+    """(the engine's URL, started by this run); (None, False): one spark-submit per stage."""
+    if engine == "submit":
+        return None, False
+    from .engine import ensure_engine, find_engine
+
+    url = remote or defn.engine.remote
+    if url:
+        from ..errors import EngineError
+        from ..spark.engine import answers, parse_remote
+
+        if not answers(*parse_remote(url), timeout=3.0):
+            raise EngineError(f"no engine answers at {url}: start one with 'minikafka serve', or run with "
+                              "--engine submit; nothing was run")
+        return url, False
+    found = find_engine(defn)
+    if found is not None:
+        return found.url, False
+    if engine == "connect":
+        from ..errors import EngineError
+
+        raise EngineError(f"no engine runs for pipeline {defn.name}: start one with 'minikafka serve --pipeline "
+                          f"{defn.path}', give --remote sc://HOST:PORT, or run with --engine auto")
+    return ensure_engine(defn, master=master, idle_timeout=idle_timeout, echo=echo)
+
+
+def _run_sequentially(defn: PipelineDefinition, chosen: list[StageDefinition], result: PipelineRun, strategy: str,
+                      master: str, py_files: str | None, dry_run: bool, staging: str | None, echo, running,
+                      url: str | None = None) -> None:
+    """``--in-process``: every stage in this process, in DAG order, in one Spark application
+    (or one client session of the engine at ``url``)."""
     spark = None
     blocked: set[str] = set()
+    for sd in chosen:
+        if blocked & set(sd.inputs) or (strategy == "strict" and result.failed):
+            result.outcomes.append(StageOutcome(sd.name, "skipped", error="upstream stage failed"))
+            blocked.update(sd.outputs)
+            continue
+        since = utc_now()
+        try:
+            echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
+            if not _has_pending(defn, sd):
+                # nothing new: record the empty run without starting a JVM
+                outcome = _run_in_process(None, defn, sd, dry_run)
+            else:
+                with running(sd.name):
+                    if spark is None:
+                        spark, outcome = _start_session(defn, sd, master, py_files, dry_run, url)
+                    if spark is not None:
+                        outcome = _run_in_process(spark, defn, sd, dry_run, staging)
+        except KeyboardInterrupt:
+            if not dry_run:
+                _record_interrupted(defn, sd, since)
+            raise
+        _note_quarantine(defn, outcome)
+        result.outcomes.append(outcome)
+        if outcome.status == "failed":
+            blocked.update(sd.outputs)
+
+
+def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], result: PipelineRun, strategy: str,
+                   width: int, launch, dry_run: bool, echo) -> None:
+    """Start each stage once every selected stage that writes one of its inputs has ended,
+    at most ``width`` at once; one line per stage as it ends; outcomes in DAG order."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    writers = {sd.name: {o.name for o in chosen if o is not sd and set(o.outputs) & set(sd.inputs)} for sd in chosen}
+    outcomes: dict[str, StageOutcome] = {}
+    waiting = list(chosen)
+    in_flight: dict = {}  # future -> (stage, since)
+    procs = _Children()  # the stages' running processes (for Ctrl-C)
+    started: dict[str, tuple] = {}  # stage -> (stage, since): started, not yet ended
+    blocked: set[str] = set()
+    pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="minikafka-stage")
     try:
-        for sd in chosen:
-            if blocked & set(sd.inputs) or (strategy == "strict" and result.failed):
-                result.outcomes.append(StageOutcome(sd.name, "skipped", error="upstream stage failed"))
-                blocked.update(sd.outputs)
-                continue
-            since = utc_now()
-            try:
+        while waiting or in_flight:
+            for sd in list(waiting):
+                stop = strategy == "strict" and any(o.status == "failed" for o in outcomes.values())
+                if stop or blocked & set(sd.inputs):
+                    waiting.remove(sd)
+                    outcomes[sd.name] = StageOutcome(sd.name, "skipped", error="upstream stage failed")
+                    blocked.update(sd.outputs)
+                    echo(f"   {sd.name}: skipped (upstream stage failed)")
+                    continue
+                if len(in_flight) >= width or not writers[sd.name] <= set(outcomes):
+                    continue
+                waiting.remove(sd)
+                started[sd.name] = (sd, utc_now())  # from here on, Ctrl-C leaves it a row
                 echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
-                if not _has_pending(defn, sd):
-                    # nothing new: record the empty run without starting a JVM
-                    outcome = _run_in_process(None, defn, sd, dry_run)
-                elif in_process:
-                    with running(sd.name):
-                        if spark is None:
-                            spark, outcome = _start_session(defn, sd, master, py_files, dry_run)
-                        if spark is not None:
-                            outcome = _run_in_process(spark, defn, sd, dry_run, staging)
-                else:
-                    with running(sd.name):
-                        outcome = _run_submitted(defn, sd, master, dry_run, echo, staging, py_files)
-            except KeyboardInterrupt:
-                if not dry_run:
-                    _record_interrupted(defn, sd, since)
-                raise
-            _note_quarantine(defn, outcome)
-            result.outcomes.append(outcome)
-            if outcome.status == "failed":
-                blocked.update(sd.outputs)
+                in_flight[pool.submit(launch, sd, procs)] = started[sd.name]
+            if not in_flight:
+                break
+            done, _ = wait(list(in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                sd, _since = in_flight.pop(future)
+                outcome = future.result()
+                started.pop(sd.name, None)
+                _note_quarantine(defn, outcome)
+                outcomes[sd.name] = outcome
+                if outcome.status == "failed":
+                    blocked.update(sd.outputs)
+                if len(chosen) > 1:
+                    r = outcome.run or {}
+                    echo(f"   {sd.name}: {outcome.status} in {outcome.seconds:.1f}s "
+                         f"(in {r.get('rows_in', 0) or 0}, out {r.get('rows_out', 0) or 0})")
+    except KeyboardInterrupt:
+        from ..util.procs import kill_group
+
+        procs.interrupted.set()  # each stage in flight records itself 'interrupted' (_run_child)
+        for proc in list(procs.running.values()):
+            kill_group(proc)
+        pool.shutdown(wait=True, cancel_futures=True)
+        if not dry_run:  # a stage stopped before its process started
+            for sd, since in started.values():
+                _record_interrupted(defn, sd, since)
+        raise
     finally:
-        result.seconds = time.perf_counter() - t0
-        scratch.cleanup()
-    return result
+        pool.shutdown(wait=True, cancel_futures=True)
+    result.outcomes = [outcomes[sd.name] for sd in chosen if sd.name in outcomes]
 
 
 def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome) -> None:
@@ -426,12 +587,17 @@ def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome) -> None:
 
 
 def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, py_files: str | None,
-                   dry_run: bool):
-    """(SparkSession, None), or (None, the failed outcome, recorded) when the JVM does not start."""
+                   dry_run: bool, url: str | None = None):
+    """(SparkSession, None), or (None, the failed outcome, recorded) when the JVM does not start
+    (``url``: a client session of that engine, the code shipped to it)."""
     from ..spark.session import build_session
 
     t0 = time.perf_counter()
     try:
+        if url is not None:
+            from .engine import engine_session
+
+            return engine_session(defn, url, py_files), None
         spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
     except MinikafkaError as exc:  # SparkSetupError: no Java, no JDBC jar, the JVM did not start
         error = f"the Spark application did not start: {exc}"
@@ -439,7 +605,7 @@ def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, p
                                                      details={"phase": "session"})
         return None, StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, error)
     if py_files:
-        spark.sparkContext.addPyFile(py_files)
+        spark.addArtifacts(py_files, pyfile=True)
     return spark, None
 
 
@@ -479,17 +645,22 @@ def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, since: st
 
 
 def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
+    with Source(str(defn.source)) as source:
+        return _pending_in(source, defn, sd)
+
+
+def _pending_in(source: Source, defn: PipelineDefinition, sd: StageDefinition) -> bool:
+    """The stage has rows to read now (a consumer not registered yet: at its stage's start)."""
     from ..ledger.acks import consumer_names, lag
 
-    with Source(str(defn.source)) as source:
-        for name in sd.inputs:
-            t = source.topic(name, defn.topics[name].model, dedup=defn.topics[name].dedup or None)
-            if sd.consumer in consumer_names(source.ledger.conn, name):
-                if t.count("new", consumer=sd.consumer):
-                    return True
-            # a consumer not registered yet (a dry run registers none) would start at its stage's start
-            elif any(lag(source.ledger.conn, name, None, start=sd.start).values()):
+    for name in sd.inputs:
+        t = source.topic(name, defn.topics[name].model, dedup=defn.topics[name].dedup or None)
+        if sd.consumer in consumer_names(source.ledger.conn, name):
+            if t.count("new", consumer=sd.consumer):
                 return True
+        # a consumer not registered yet (a dry run registers none) would start at its stage's start
+        elif any(lag(source.ledger.conn, name, None, start=sd.start).values()):
+            return True
     return False
 
 
@@ -510,7 +681,8 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
                 row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
                                                   dry_run=dry_run, upto=upto, staging=staging))
                 return StageOutcome(sd.name, row["status"], time.perf_counter() - t0, row)
-            run = run_stage(spark, source, build_stage(defn, sd), dry_run=dry_run, upto=upto, staging=staging)
+            run = run_stage(spark, source, build_stage(defn, sd, suites=spark is not None), dry_run=dry_run,
+                            upto=upto, staging=staging)
         except StageFailed as exc:
             return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
         except (StageRunningError, StagingError) as exc:
@@ -521,17 +693,44 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
     return StageOutcome(sd.name, run.status, time.perf_counter() - t0, row)
 
 
-def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, dry_run: bool, echo,
-                   staging: str | None = None, py_files: str | None = None) -> StageOutcome:
-    from ..spark.session import SparkSetupError, check_java
-    from ..util.procs import run_tied
+def client_command(defn: PipelineDefinition, sd: StageDefinition, url: str, run_id: str, *,
+                   dry_run: bool = False, staging: str | None = None, py_files: str | None = None) -> list[str]:
+    """The command of one stage as a client of the engine at ``url``: the same job file, run
+    by this Python (no spark-submit, no JVM of its own)."""
+    cmd = [sys.executable, str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id,
+           "--source", str(defn.source), "--remote", url]
+    if py_files:
+        cmd += ["--py-files", py_files]
+    if staging:
+        cmd += ["--staging", staging]
+    if dry_run:
+        cmd.append("--dry-run")
+    return cmd
 
-    run_id = new_run_id(sd.name)
-    cmd = submit_command(defn, sd, master=master, run_id=run_id, dry_run=dry_run, staging=staging,
-                         py_files=py_files)
+
+class _Children:
+    """The running stage processes of a run, and whether Ctrl-C stopped it."""
+
+    def __init__(self):
+        import threading
+
+        self.running: dict[str, object] = {}
+        self.interrupted = threading.Event()
+
+
+def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run_id: str, dry_run: bool, echo,
+               procs: _Children, needs_java: bool = True) -> StageOutcome:
+    """Run one stage's process (spark-submit, or a client of the engine); read back its run row."""
+    import subprocess
+
+    from ..spark.session import SparkSetupError, check_java
+    from ..util.procs import popen_tied
+
     t0 = time.perf_counter()
+    launcher = "spark-submit" if needs_java else "the stage's client"
     try:
-        check_java()  # spark-submit itself would only say "JAVA_HOME is not set"
+        if needs_java:
+            check_java()  # spark-submit itself would only say "JAVA_HOME is not set"
     except SparkSetupError as exc:
         row = None if dry_run else record_failed_run(defn, run_id, str(exc), sd, details={"phase": "launch"})
         return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, str(exc))
@@ -541,39 +740,47 @@ def _run_submitted(defn: PipelineDefinition, sd: StageDefinition, master: str, d
         log.debug("stage %s: %s", sd.name, shlex.join(cmd))
     # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
     try:
-        proc = run_tied(cmd, env=submit_env())
-    except KeyboardInterrupt:  # run_tied killed the job: record it, unless it committed first
-        if not dry_run:
-            with Source(str(defn.source)) as source:
-                done = _run_row(source, run_id)
-            if done is None:
-                record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": "spark-submit"},
-                                  status="interrupted")
-        raise
+        proc = popen_tied(cmd, env=submit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as exc:
-        error = f"spark-submit did not launch ({cmd[0]}): {exc.strerror or exc}"
+        error = f"{launcher} did not launch ({cmd[0]}): {exc.strerror or exc}"
         row = None if dry_run else record_failed_run(defn, run_id, error, sd, details={"phase": "launch"})
         return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, error)
+    procs.running[sd.name] = proc
+    if procs.interrupted.is_set():  # Ctrl-C came while it started
+        from ..util.procs import kill_group
+
+        kill_group(proc)
+    try:
+        stdout, stderr = proc.communicate()
+    finally:
+        procs.running.pop(sd.name, None)
     seconds = time.perf_counter() - t0
-    if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show spark-submit's own output
-        echo(proc.stderr.rstrip())
+    if procs.interrupted.is_set():  # killed by Ctrl-C: record it, unless it committed first
+        with Source(str(defn.source)) as source:
+            row = _run_row(source, run_id)
+        if row is None and not dry_run:
+            row = record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": launcher},
+                                    status="interrupted")
+        return StageOutcome(sd.name, (row or {}).get("status", "interrupted"), seconds, row, INTERRUPTED)
+    if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show the stage's own output
+        echo(stderr.rstrip())
     with Source(str(defn.source)) as source:
         row = _run_row(source, run_id)
-    summary = _last_json(proc.stdout)
+    summary = _last_json(stdout)
     details = (summary or {}).get("details")
     if summary and (row is None or (isinstance(details, dict) and details.get("chunks"))):
         row = summary  # a chunked stage prints the sum of its chunks
     if proc.returncode != 0:
-        error = (row or {}).get("error") or _cause(proc.stderr, proc.returncode)
+        error = (row or {}).get("error") or _cause(stderr, proc.returncode, launcher)
         if row is None and not dry_run:  # it failed before the stage wrote its run: record it here
-            row = record_failed_run(defn, run_id, error, sd, details={"phase": "spark-submit",
+            row = record_failed_run(defn, run_id, error, sd, details={"phase": launcher,
                                                                       "exit_code": proc.returncode})
         return StageOutcome(sd.name, "failed", seconds, row, error)
     if row is None:
         error = (f"{sd.job_file()} exited without running the stage: does it end with "
                  "'raise SystemExit(minikafka.job.main())'?")
         if not dry_run:
-            row = record_failed_run(defn, run_id, error, sd, details={"phase": "spark-submit", "exit_code": 0})
+            row = record_failed_run(defn, run_id, error, sd, details={"phase": launcher, "exit_code": 0})
         return StageOutcome(sd.name, "failed", seconds, row, error)
     return StageOutcome(sd.name, (row or {}).get("status", "succeeded"), seconds, row)
 
@@ -596,8 +803,8 @@ def _last_json(text: str) -> dict | None:
 LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN) ")
 
 
-def _cause(stderr: str, code: int, lines: int = 15) -> str:
-    """What made spark-submit fail: the job's own ``minikafka:`` message, else the last
+def _cause(stderr: str, code: int, launcher: str = "spark-submit", lines: int = 15) -> str:
+    """What made spark-submit (or a stage's client) fail: the job's own ``minikafka:`` message, else the last
     lines that are not Spark's INFO/WARN log lines or stack frames."""
     text = stderr.strip().splitlines()
     ours = [line for line in text if line.startswith("minikafka: ")]
@@ -605,5 +812,5 @@ def _cause(stderr: str, code: int, lines: int = 15) -> str:
         return "\n".join(line[len("minikafka: "):] for line in ours[-lines:])
     keep = [line for line in text if line.strip() and not LOG_LINE.match(line) and not line.startswith("\tat ")]
     if not keep:
-        return f"spark-submit exited with code {code} (run with --verbose to see its output)"
+        return f"{launcher} exited with code {code} (run with --verbose to see its output)"
     return "\n".join(keep[-lines:])

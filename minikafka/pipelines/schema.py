@@ -85,9 +85,18 @@ class HealthSpec(_Table):
     backup_freshness: Duration | None = None
 
 
+class EngineSpec(_Table):
+    remote: StrictStr | None = None
+    host: StrictStr | None = None
+    port: StrictInt | None = None
+    idle_timeout: Duration | None = None
+    max_parallel: StrictInt | None = None
+
+
 class PipelineFile(_Table):
     pipeline: PipelineHead
     spark: dict[str, Scalar] | None = None
+    engine: EngineSpec | None = None
     topics: dict[str, TopicSpec] | None = None
     stages: list[StageSpec] | None = None
     deliveries: list[dict[str, Any]] | None = None  # each checked by connectors.delivery.parse_delivery
@@ -98,6 +107,7 @@ class PipelineFile(_Table):
 STAGE_KEYS = set(StageSpec.model_fields)
 TOPIC_KEYS = set(TopicSpec.model_fields)
 TOP_KEYS = set(PipelineFile.model_fields)
+ENGINE_KEYS = set(EngineSpec.model_fields)
 TRIGGER_KEYS = set(TriggerSpec.model_fields)
 WINDOW_KEYS = set(WindowSpec.model_fields)
 QUEUE_KEYS = set(QueueSpec.model_fields)
@@ -110,6 +120,12 @@ EXPECTED = {
     ("", "topics"): 'a table of topics: [topics."rss.items"] with model and dedup',
     ("", "stages"): "an array of tables: [[stages]] with name, job, inputs and outputs",
     ("", "deliveries"): "an array of tables: [[deliveries]] with name, topic and endpoint",
+    ("", "engine"): 'a table: [engine] with remote = "sc://host:15002" or idle_timeout = "10m"',
+    ("engine", "remote"): 'an engine URL as a string, e.g. "sc://127.0.0.1:15002"',
+    ("engine", "host"): 'the address minikafka serve listens on, e.g. "127.0.0.1"',
+    ("engine", "port"): "the port minikafka serve listens on (an integer)",
+    ("engine", "idle_timeout"): 'a duration such as "10m" (or seconds); 0 stops the engine after the run',
+    ("engine", "max_parallel"): "how many independent stages run at once (an integer >= 1)",
     ("", "queues"): 'a table of queues: [queues."jobs:workers"] with max_dead and max_pending_age',
     ("", "health"): 'a table: [health] with backups = "../backups" and backup_freshness = "26h"',
     ("pipeline", "name"): "a name (a string)",
@@ -203,9 +219,10 @@ class _Walk:
         key = top
         step(top)
         parts.append(str(top))
-        if len(loc) == 1 or top not in ("pipeline", "spark", "health", "topics", "queues", "stages", "deliveries"):
+        if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "health", "topics", "queues", "stages",
+                                        "deliveries"):
             return parts, "", key, value, depth
-        if top in ("pipeline", "spark", "health"):
+        if top in ("pipeline", "spark", "engine", "health"):
             sub = loc[1]
             step(sub)
             parts.append(_quote(str(sub)))
@@ -237,7 +254,7 @@ class _Walk:
 
 def _table_keys(kind: str) -> set[str]:
     return {"": TOP_KEYS, "pipeline": set(PipelineHead.model_fields), "topic": TOPIC_KEYS, "stage": STAGE_KEYS,
-            "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS, "queue": QUEUE_KEYS,
+            "engine": ENGINE_KEYS, "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS, "queue": QUEUE_KEYS,
             "health": HEALTH_KEYS}.get(kind, set())
 
 
@@ -246,7 +263,7 @@ def _kind_of(loc: tuple) -> str:
     inner = loc[:-1]
     if not inner:
         return ""
-    if inner in (("pipeline",), ("health",)):
+    if inner in (("pipeline",), ("health",), ("engine",)):
         return inner[0]
     if inner[0] == "topics" and len(inner) == 2:
         return "topic"

@@ -90,6 +90,8 @@ class Watch:
         defn: the loaded pipeline.
         spark: a SparkSession to use (default: built on the first run that needs one).
         master: Spark master URL (default: the pipeline's).
+        remote: run the stages as a client of the engine at this URL (default: the pipeline's
+            ``[engine] remote``, else a Spark application of its own).
         until_idle: return once no stage has work its trigger accepts.
         poll: seconds between looks at the ledger when nothing ran.
         echo: where status lines go.
@@ -97,8 +99,9 @@ class Watch:
 
     def __init__(self, defn: PipelineDefinition, *, spark: Any = None, master: str | None = None,
                  until_idle: bool = False, poll: float = 0.1, echo: Callable[[str], Any] = print,
-                 backoff: tuple[float, float] = (5.0, 300.0)):
+                 backoff: tuple[float, float] = (5.0, 300.0), remote: str | None = None):
         self.defn = defn
+        self.remote = remote or defn.engine.remote
         self.spark = spark
         self.master = master or defn.master
         self.until_idle = until_idle
@@ -241,6 +244,15 @@ class Watch:
         return outcome
 
     def _session(self):
+        if self.spark is None and self.remote:
+            import tempfile
+
+            from .engine import engine_session, named_engine
+            from .runner import code_zip
+
+            with tempfile.TemporaryDirectory(prefix="minikafka-watch-") as scratch:
+                self.spark = engine_session(self.defn, named_engine(self.defn, self.remote),
+                                            str(code_zip(self.defn, scratch)))
         if self.spark is None:
             from ..spark.session import build_session, check_master
 

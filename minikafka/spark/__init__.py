@@ -4,7 +4,8 @@
   transform, conform, per-row functions, the staged output followed into the commit.
 - ``loading/``: backfill: dumps read, cut and checked on the executors, committed in slices.
 - here, shared by both: ``session`` (the SparkSession), ``staging`` (where data crosses between
-  driver and executors, run locks), ``types`` (Spark types of ledger columns).
+  driver and executors, run locks), ``types`` (Spark types of ledger columns), ``engine`` (the
+  warm engine's server process, and what differs between a classic and a Connect session).
 
 The rule: a wing imports the shared modules and the layers below, never the other wing; the
 shared modules import neither wing (tests/test_layers.py).

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
@@ -69,3 +70,16 @@ def run_tied(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
         kill_group(proc)
         raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment with its import path, so a child (a stage's job, an engine's
+    Python workers) resolves the same modules."""
+    env = dict(os.environ)
+    # the working directory (schemas/, jobs/) after the installed packages, as the CLI has it
+    entries = [p for p in sys.path if p]
+    cwd = str(Path.cwd())
+    env["PYTHONPATH"] = os.pathsep.join(entries + ([] if cwd in entries else [cwd]))
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env

@@ -25,8 +25,8 @@ from minikafka.cli import main
 
 from ..docs.runner import Session
 
-SPARK_COMMANDS = {"run", "check", "watch", "backfill"}
-LONG_RUNNING = {"watch"}  # runs until SIGTERM: stopped once it printed its first line
+SPARK_COMMANDS = {"run", "check", "watch", "backfill", "serve"}
+LONG_RUNNING = {"watch", "serve"}  # run until SIGTERM: stopped once they printed their first line
 SERVERS = {"ui"}  # serve until SIGTERM: stopped once they printed their address
 RECEIVER = ("127.0.0.1", 18080)  # examples/deliveries.toml's endpoint
 
@@ -134,12 +134,13 @@ def test_spark_help_example_runs_on_the_shipped_example(name, ran_example):
 
 
 @pytest.mark.spark
-def test_watch_help_example_runs_until_sigterm_and_exits_0(ran_example):
-    proc = subprocess.Popen(["bash", "-c", f"exec {EXAMPLES['watch']}"], cwd=ran_example.dir, env=_env(ran_example),
+@pytest.mark.parametrize("name", sorted(LONG_RUNNING))
+def test_long_running_help_example_runs_until_sigterm_and_exits_0(name, ran_example):
+    proc = subprocess.Popen(["bash", "-c", f"exec {EXAMPLES[name]}"], cwd=ran_example.dir, env=_env(ran_example),
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         first = proc.stdout.readline()
-        assert first.strip(), "watch printed nothing before it was stopped"
+        assert first.strip(), f"{name} printed nothing before it was stopped"
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=300)
     finally:

@@ -245,6 +245,39 @@ def test_restore_then_rerun_gives_the_ledger_a_run_from_that_point_gives(tmp_pat
     assert rerun() == first
 
 
+def test_a_ledger_whose_log_holds_no_frames_is_hashed_while_it_is_copied_and_reads_in_rollback_journal_mode(
+        tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger), src_rows=500)  # its last connection closed: the log was folded in and removed
+    made = snapshots.take_snapshot(ledger, tmp_path / "b")
+    snap = made.snapshot.path
+    assert not made.folded
+    snapshots.verify_checksum(snap)
+    assert snapshots.sha256_of(snap) == made.sha256
+    assert snap.read_bytes()[18:20] == b"\x01\x01" and ledger.read_bytes()[18:20] == b"\x02\x02"
+    assert _one(snap, "PRAGMA journal_mode")[0] == "delete"
+    assert snapshots.integrity_problems(snap) == []
+    assert _one(snap, "SELECT count(*) FROM src")[0] == 500
+    assert sorted(p.name for p in snap.parent.iterdir()) == [snap.name, snap.name + ".sha256"]
+
+
+def test_commits_still_in_the_log_are_folded_into_the_snapshot_and_its_checksum_is_the_final_files(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    with Source(str(ledger)) as source:  # open: its commits stay in the log (too few for a checkpoint)
+        events = source.topic("events", Event, dedup=("seq",))
+        for seq in range(50):
+            events.append({"seq": seq})
+        assert Path(f"{ledger}-wal").stat().st_size > 32
+        made = snapshots.take_snapshot(ledger, tmp_path / "b")
+    snap = made.snapshot.path
+    assert made.folded
+    assert _one(snap, "SELECT count(*) FROM events")[0] == 50
+    snapshots.verify_checksum(snap)
+    assert _one(snap, "PRAGMA journal_mode")[0] == "delete"
+    assert sorted(p.name for p in snap.parent.iterdir()) == [snap.name, snap.name + ".sha256"]
+
+
 def test_a_ledger_outside_wal_mode_is_copied_through_the_backup_api(tmp_path):
     ledger = tmp_path / "ledger.sqlite"
     make_ledger(str(ledger), src_rows=50)

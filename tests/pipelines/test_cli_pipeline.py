@@ -37,9 +37,11 @@ def test_run_stage_with_spark_submit_then_plan_plot_export(tmp_path):
         assert src.runs(stage="split_youtube")[0]["status"] == "succeeded"
 
     plan = mk("plan", pipeline, "--from", "transcribe", "--master", "spark://127.0.0.1:7077")
-    lines = plan.stdout.strip().splitlines()
-    assert len(lines) == 2 and "spark-submit --master spark://127.0.0.1:7077" in lines[0]
+    lines = [line for line in plan.stdout.strip().splitlines() if not line.startswith("#")]
+    assert len(lines) == 4 and "spark-submit --master spark://127.0.0.1:7077" in lines[0]
     assert "jobs/transcribe.py --pipeline" in lines[0] and "jobs/score.py" in lines[1]
+    assert "jobs/transcribe.py --pipeline" in lines[2] and "--remote sc://HOST:PORT --py-files" in lines[2]
+    assert "spark-submit" not in lines[3] and "jobs/score.py" in lines[3]
 
     plot = mk("plot", pipeline, "--counts")
     assert 'rss_youtube["rss.youtube<br/>new: ' in plot.stdout and "rss_items -->|split_youtube| rss_youtube" in plot.stdout

@@ -4,13 +4,14 @@ The worker runs in its own mount namespace with a tmpfs over the directory holdi
 ledger and the pipeline's files, as if it ran on another host; only the staging
 directory is visible to both sides. First the test shows it can fail (staging turned
 off: the executors cannot read the ledger and nothing is committed); then the pipeline
-runs per stage (spark-submit) and in-process through staging, and both ledgers end
-identical to a local-mode run on the same data.
+runs per stage (spark-submit), in-process, and on a warm engine whose master is the cluster,
+all through staging, and every ledger ends identical to a local-mode run on the same data.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -77,6 +78,7 @@ def test_example_on_an_isolated_worker_matches_local_mode_and_fails_without_stag
     failing = prepared(hidden / "failing", dump)
     submitted = prepared(hidden / "submitted", dump)
     in_process = prepared(hidden / "in_process", dump)
+    on_engine = prepared(hidden / "on_engine", dump)
     before = snapshot(hidden / "failing" / "homelab.sqlite")
     with standalone_cluster(port=None, log_dir=tmp_path / "spark", hide=[hidden]) as url:
         # staging turned off: executors on the worker try to open the ledger and cannot
@@ -89,6 +91,20 @@ def test_example_on_an_isolated_worker_matches_local_mode_and_fails_without_stag
         assert run.returncode == 0, run.stdout + run.stderr
         run = mk("run", in_process, "--in-process", "--master", url, "--staging", str(shared))
         assert run.returncode == 0, run.stdout + run.stderr
+        # last (an application holds the worker's cores while it lives): a warm engine on this
+        # host with the cluster as its master, each stage a client of it
+        engine = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "serve", "--pipeline", str(on_engine),
+                                   "--master", url, "--port", "0"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+        try:
+            ready = engine.stdout.readline()
+            assert ready.startswith("engine ready at sc://"), ready + engine.stderr.read()
+            run = mk("run", on_engine, "--remote", ready.split()[3], "--staging", f"file://{shared}")
+            assert run.returncode == 0, run.stdout + run.stderr
+        finally:
+            engine.send_signal(signal.SIGTERM)
+            assert engine.wait(timeout=120) == 0
     assert snapshot(hidden / "submitted" / "homelab.sqlite") == expected
     assert snapshot(hidden / "in_process" / "homelab.sqlite") == expected
+    assert snapshot(hidden / "on_engine" / "homelab.sqlite") == expected
     assert list(shared.iterdir()) == [] or all(not any(p.iterdir()) for p in shared.iterdir())

@@ -83,7 +83,8 @@ def test_warn_policy_commits_and_records(spark, ledger, tmp_path):
     assert ledger.runs()[0]["quality"]["suites"][0]["policy"] == "warn"
 
 
-def test_quarantine_policy_sets_failing_rows_aside_and_commits_the_rest(spark, ledger, tmp_path):
+def test_quarantine_policy_sets_failing_rows_aside_and_commits_the_rest(any_spark, ledger, tmp_path):
+    spark = any_spark
     result = run_stage(spark, ledger, stage(ledger.path, suite_file(tmp_path, "quarantine")))
     assert (result.rows_out, result.rows_quarantined) == (2, 2)
     out = ledger.topic("out", Out, dedup=("url",))

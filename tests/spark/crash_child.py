@@ -1,4 +1,5 @@
-"""A stage run in its own process, for the SIGKILL tests (see test_crash.py)."""
+"""A stage run in its own process, for the SIGKILL tests (see test_crash.py); with a second
+argument (``sc://HOST:PORT``) the process is a client of that engine."""
 
 from __future__ import annotations
 
@@ -32,7 +33,12 @@ def open_topics(src: Source) -> None:
 
 
 if __name__ == "__main__":
-    spark = build_session(master="local[1]", testing=True)
+    if len(sys.argv) > 2:  # a client of the engine at sys.argv[2]
+        from minikafka.spark.engine import connect
+
+        spark = connect(sys.argv[2], conf={"spark.sql.shuffle.partitions": "2"})
+    else:
+        spark = build_session(master="local[1]", testing=True)
     with Source(sys.argv[1]) as src:
         open_topics(src)
         print(run_stage(spark, src, stage()).status, flush=True)

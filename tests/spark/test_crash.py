@@ -14,7 +14,7 @@ import pytest
 
 from minikafka import Source
 from minikafka.spark import run_stage
-from minikafka.util.faults import ENV
+from minikafka.util.faults import ENV, MODE_ENV
 from tests.spark.crash_child import Doubled, Item, open_topics, stage
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -80,4 +80,63 @@ def test_sigkill_then_rerun_gives_the_clean_result(spark, tmp_path, clean_result
         run_stage(spark, src, stage())  # and once more: nothing left to do
     assert after_kill == (N if point == "commit:after-commit" else 0)
     assert clean_result["doubled"] == [(f"u{i}", 2 * i) for i in sorted(range(N), key=lambda i: f"u{i}")]
+    assert snapshot(path) == clean_result
+
+
+def start_child(path: str, point: str, remote: str, mode: str = "sleep") -> subprocess.Popen:
+    env = {**os.environ, ENV: point, MODE_ENV: mode, "PYTHONPATH": str(ROOT)}
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.spark.crash_child", path, remote], cwd=ROOT, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.startswith(f"FROZEN {point}"):
+            return proc
+    proc.wait()
+    pytest.fail(f"the stage's client ended before reaching {point} (exit {proc.returncode})")
+
+
+@pytest.mark.parametrize("point", ["stage:staged", "commit:outputs-inserted", "commit:before-commit"])
+def test_a_client_of_the_engine_killed_mid_stage_or_mid_commit_leaves_the_ledger_exact(
+        spark, engine_url, tmp_path, clean_result, point):
+    path = str(tmp_path / "ledger.sqlite")
+    seed(path)
+    proc = start_child(path, point, engine_url)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Source(path) as src:
+        open_topics(src)
+        assert src.topic("doubled", Doubled, dedup=None).count() == 0
+        run_stage(spark, src, stage())  # the next run, here on the classic session
+    assert snapshot(path) == clean_result
+
+
+def test_an_engine_killed_mid_stage_fails_the_stage_cleanly_and_the_next_run_recovers(spark, tmp_path,
+                                                                                       clean_result):
+    from minikafka.spark.engine import EngineProcess, free_port, remote_url, server_command
+    from minikafka.spark.session import jdbc_jar, session_conf
+    from minikafka.util.procs import child_env
+
+    path = str(tmp_path / "ledger.sqlite")
+    seed(path)
+    port = free_port()
+    engine = EngineProcess(server_command(master="local[1]", host="127.0.0.1", port=port, name="minikafka-crash-engine",
+                                          settings=session_conf(jar=jdbc_jar(), testing=True)),
+                           tmp_path / "engine.log", env=child_env())
+    try:
+        engine.wait_ready("127.0.0.1", port)
+        proc = start_child(path, "stage:read", remote_url("127.0.0.1", port), mode="stop")
+        os.kill(engine.pid, signal.SIGKILL)  # the engine dies while the stage has only planned its read
+        engine.proc.wait()
+        os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        engine.stop()
+    assert proc.returncode != 0 or out.strip().endswith("failed"), out + err
+    with Source(path) as src:
+        open_topics(src)
+        assert src.topic("doubled", Doubled, dedup=None).count() == 0
+        assert src.topic("items", Item, dedup=("url",)).count("new") == N
+        runs = src.runs(stage="double", limit=5)
+        assert [r["status"] for r in runs] == ["failed"] and runs[0]["error"]
+        run_stage(spark, src, stage())  # the next run recovers (here on the classic session)
     assert snapshot(path) == clean_result

@@ -65,7 +65,8 @@ def ledger(tmp_path):
         yield src
 
 
-def test_every_type_round_trips_through_jdbc(spark, ledger):
+def test_every_type_round_trips_through_jdbc(any_spark, ledger):
+    spark = any_spark
     topic = ledger.topic("all_types", AllTypes, dedup=None)
     topic.extend(EDGE_ROWS)
     df = read_topic(spark, ledger, "all_types", which="all")

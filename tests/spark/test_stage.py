@@ -44,7 +44,8 @@ def add(ledger, rows):
         [{"url": u, "title": t, "n": i} for i, (u, t) in enumerate(rows)])
 
 
-def test_stage_writes_outputs_acks_inputs_and_logs_the_run(spark, ledger):
+def test_stage_writes_outputs_acks_inputs_and_logs_the_run(any_spark, ledger):
+    spark = any_spark
     add(ledger, [("u1", "a b c"), ("u2", "d")])
     result = run_stage(spark, ledger, Stage("summarise", ["items"], ["summaries"], transform=summarise))
     assert (result.status, result.rows_in, result.rows_out, result.rows_duplicate) == ("succeeded", 2, 2, 0)
@@ -158,7 +159,8 @@ def test_per_row_function_strict_commits_nothing_on_a_failing_row(spark, ledger)
     assert ledger.topic("summaries", Summary, dedup=("url",)).count() == 0
 
 
-def test_per_row_best_effort_retries_then_quarantines_after_max_attempts(spark, ledger):
+def test_per_row_best_effort_retries_then_quarantines_after_max_attempts(any_spark, ledger):
+    spark = any_spark
     add(ledger, [("u1", "a"), ("boom", "b")])
 
     def llm(item: Item):

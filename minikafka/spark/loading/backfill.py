@@ -30,6 +30,7 @@ from ...util import dumpfiles
 from ...util.clock import utc_now
 from ...util.redact import redact_url
 from ...util.results import Result
+from ..engine import master_of, parallelism
 from ..types import storage_arrow_fields
 from . import dumpsplit
 from .loadcommit import arrow_slices, commit_slices, row_file_slices
@@ -297,7 +298,7 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     run = RunResult(new_run_id(f"backfill-{topic}"), "backfill", stage=f"backfill:{topic}", outputs=[topic],
                     inputs=[str(p) for p in found], details={"as_handled": as_handled})
     result = BackfillResult(run, [])
-    master = spark.sparkContext.master if spark is not None else "local[*]"
+    master = master_of(spark) if spark is not None else "local[*]"
     staging_uri = None
     aliases = None
     files: list[DumpFile] = []
@@ -450,7 +451,7 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
             if not chunks:
                 return
             jobs = ChunkJobs(spark, model, layout, dump.path.name, uri,
-                             yield_cpu=is_local_master(spark.sparkContext.master), already=already)
+                             yield_cpu=is_local_master(master_of(spark)), already=already)
             for chunk in chunks:
                 jobs.submit(chunk)
         jobs.on_wait = source.ledger.checkpoint  # the WAL is checkpointed while Spark validates
@@ -482,7 +483,7 @@ def _stage_file(spark, dump: DumpFile, model, layout: TopicLayout, uri: str, *, 
     # one partition per file keeps rows in file order, so line numbers are exact
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(1 << 40))
     try:
-        parallel = max(2, spark.sparkContext.defaultParallelism)
+        parallel = max(2, parallelism(spark))
         df = _read(spark, dump, delimiter=delimiter, quote=quote, header=header)
         csv_opts = None
         if dump.format == "csv":

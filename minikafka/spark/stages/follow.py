@@ -45,7 +45,7 @@ class _Abandoned(Exception):
 
 
 class FollowedWrite:
-    """Start ``write(uri)`` (returns the rows it wrote) in a thread under a Spark job group;
+    """Start ``write(uri)`` (returns the rows it wrote) in a thread under a Spark operation tag;
     iterate the staged rows as Arrow batches while it runs.
 
     Args:
@@ -70,12 +70,12 @@ class FollowedWrite:
         self.written: int | None = None
         self.waited = 0.0  # seconds the reader waited for parts while the job ran
         self._future: Future = Future()
-        self._thread = _thread(self._run, write)
+        self._thread = _thread(self._run, write, spark)
         self._thread.start()
 
     def _run(self, write: Callable[[str], int]) -> None:
         try:
-            self.spark.sparkContext.setJobGroup(self.group, f"stage write {self.uri}", interruptOnCancel=True)
+            self.spark.addTag(self.group)  # classic and Connect: close() interrupts what carries it
             rows = write(self.uri)
         except BaseException as exc:  # noqa: BLE001 - handed to the reader
             self.ended = time.perf_counter()
@@ -164,17 +164,18 @@ class FollowedWrite:
         """
         while self._thread.is_alive():
             if not self._future.done():
-                self.spark.sparkContext.cancelJobGroup(self.group)
+                self.spark.interruptTag(self.group)
             self._thread.join(0.5)
 
 
-def _thread(target, write) -> threading.Thread:
-    """The write's thread: Spark's ``InheritableThread`` (the caller's job description and
-    scheduler pool go with it) when PySpark is there, else a plain one (tests)."""
+def _thread(target, write, spark) -> threading.Thread:
+    """The write's thread: Spark's ``InheritableThread`` (the caller's tags, and on a classic
+    session its job description and scheduler pool, go with it) when PySpark is there, else a
+    plain one (tests)."""
     try:
         from pyspark import InheritableThread
     except ImportError:  # pragma: no cover - the stage needs PySpark anyway
         return threading.Thread(target=target, args=(write,), name="minikafka-stage-write", daemon=True)
-    thread = InheritableThread(target=target, args=(write,), name="minikafka-stage-write")
+    thread = InheritableThread(target, args=(write,), name="minikafka-stage-write", session=spark)
     thread.daemon = True
     return thread

@@ -10,6 +10,7 @@ from ...ledger import acks
 from ...ledger.identifiers import quote_identifier
 from ...ledger.layout import META_SELECT, TopicLayout
 from ...ledger.table import ReadBounds, TopicTable
+from ..engine import parallelism
 from ..types import custom_schema, to_model_columns
 
 ROWS_PER_PARTITION = 100_000
@@ -67,7 +68,7 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
     if by_partition:  # partition-parallel: one Spark partition per topic partition
         df = reader.jdbc(jdbc_url(source.path), query, predicates=[f'"_partition" = {int(p)}' for p in parts])
         return to_model_columns(df.drop("_partition"), layout)
-    cores = spark.sparkContext.defaultParallelism
+    cores = parallelism(spark)
     n = partitions or min(2 * cores, max(1, bounds.rows // ROWS_PER_PARTITION + 1))
     if n > 1 and bounds.rows > 1:
         reader = (reader.option("partitionColumn", "_id").option("lowerBound", str(bounds.lowest))

@@ -21,6 +21,7 @@ from ...ledger.identifiers import validate_consumer_name, validate_topic_name
 from ...ledger.layout import TopicLayout
 from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ...util.faults import checkpoint
+from ..engine import master_of
 from ..staging import lock_path
 from ..types import quote_back, storage_sql_type
 from .conform import conform, refused_rows
@@ -239,7 +240,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
 
     area = None
     if spark is not None:
-        area = stg.choose_staging(spark.sparkContext.master, staging, source.path)
+        area = stg.choose_staging(master_of(spark), staging, source.path)
         stg.check_area(area)
         run.details["staging"] = "exchange" if area.exchange else "jdbc"
     marker = lock_path(source, stage.name).with_suffix(".staging")
@@ -322,6 +323,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     report_dir = retention.report_dir(source.path)
     if run.rows_in:
         frames = _read_inputs(spark, source, stage, in_layouts, bounds, area, run_uri, run)
+        checkpoint("stage:read")  # the inputs are planned, Spark has run nothing yet
         if stage.row_fn is not None:
             (src,), (dst,) = stage.inputs, stage.outputs
             out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage, "input"),

@@ -1,0 +1,340 @@
+"""The warm engine of a pipeline: serve one, find it, start one for a run, stop it.
+
+An engine is a Spark Connect server with the pipeline's ``[spark]`` settings, on the
+ledger's host. ``serve`` runs one in the foreground (systemd, a terminal) until SIGTERM,
+Ctrl-C or, when given, an idle timeout. While it runs, a state file beside the ledger
+(``.minikafka-engine/<pipeline>.json``) names its URL and process, so ``run`` and
+``serve --stop`` find it. ``ensure_engine`` gives ``run`` an engine: the one recorded if it
+answers, else a new ``serve`` started in the background with an idle timeout, which stops
+by itself once no run has used it for that long (the runner marks it used while stages run).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import EngineError
+from .definition import PipelineDefinition
+
+WARMUP_SQL = "SELECT k, count(*) AS n, max(s) AS s FROM (SELECT id % 7 AS k, CAST(id AS STRING) AS s FROM range(20000)) GROUP BY k"
+HEARTBEAT_S = 5.0  # how often a run marks its engine used while stages run
+
+
+def engine_dir(defn: PipelineDefinition | None) -> Path:
+    """Where engines of this pipeline leave their state: beside the ledger (else here)."""
+    base = Path(defn.source).resolve().parent if defn is not None else Path.cwd()
+    return base / ".minikafka-engine"
+
+
+def state_path(defn: PipelineDefinition | None) -> Path:
+    return engine_dir(defn) / f"{defn.name if defn is not None else 'default'}.json"
+
+
+def lease_path(defn: PipelineDefinition | None) -> Path:
+    """The file whose modification time says when the engine was last used."""
+    return state_path(defn).with_suffix(".used")
+
+
+def server_settings(defn: PipelineDefinition | None) -> dict[str, str]:
+    """minikafka's Spark settings (JDBC jar, UTC, ...) with the pipeline's ``[spark]`` table over them.
+
+    Raises:
+        SparkSetupError: no Java, or no SQLite JDBC jar.
+    """
+    from ..spark.session import check_java, jdbc_jar, session_conf
+
+    check_java()
+    settings = session_conf(jar=jdbc_jar())
+    settings.update(defn.spark if defn is not None else {})
+    return settings
+
+
+def find_engine(defn: PipelineDefinition | None):
+    """The recorded engine of this pipeline if it answers, else None (a stale record is removed)."""
+    from ..spark.engine import EngineState
+
+    path = state_path(defn)
+    state = EngineState.read(path)
+    if state is None:
+        return None
+    if state.alive():
+        return state
+    try:
+        os.kill(state.pid, 0)
+    except ProcessLookupError:
+        path.unlink(missing_ok=True)  # its process is gone: the record is stale
+    except PermissionError:
+        pass
+    return None
+
+
+def serve(defn: PipelineDefinition | None, *, master: str | None = None, host: str | None = None,
+          port: int | None = None, idle_timeout: float | None = None, echo=print, warm_up: bool = True) -> str:
+    """Run an engine in the foreground until SIGTERM, SIGINT or ``idle_timeout`` seconds unused.
+
+    Prints ``engine ready at sc://HOST:PORT (...)`` once clients can use it and a last line
+    when it stopped. Returns why it stopped ("signal", "idle", or "exited").
+
+    Raises:
+        EngineError: the port is taken, another engine of this pipeline runs, or the JVM
+            exited before it was ready.
+        SparkSetupError: no Java, or no SQLite JDBC jar.
+    """
+    from ..spark import engine as eng
+
+    settings = server_settings(defn)
+    master = master or (defn.master if defn is not None else "local[*]")
+    host = host or (defn.engine.host if defn is not None else None) or eng.DEFAULT_HOST
+    if port is None:
+        port = (defn.engine.port if defn is not None else None) or eng.DEFAULT_PORT
+    if port == 0:
+        port = eng.free_port(host)
+    with _serving(defn):
+        return _serve(defn, settings, master, host, port, idle_timeout, echo, warm_up)
+
+
+@contextmanager
+def _serving(defn: PipelineDefinition | None):
+    """Held while one engine of this pipeline starts and runs: a second one is refused."""
+    import fcntl
+
+    path = state_path(defn).with_suffix(".serve.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            running = find_engine(defn)
+            where = f" at {running.url} (pid {running.pid})" if running else " (starting)"
+            raise EngineError(f"an engine of pipeline {defn.name if defn else 'default'} already runs{where}: "
+                              "stop it with 'minikafka serve --stop'") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: str, host: str, port: int,
+           idle_timeout: float | None, echo, warm_up: bool) -> str:
+    from ..spark import engine as eng
+
+    problem = eng.port_problem(host, port)
+    if problem:
+        raise EngineError(f"port {port} on {host} is taken ({problem}): give another with --port N")
+    stop = threading.Event()
+    reason = {"why": "exited"}
+
+    def on_signal(signum, _frame):
+        reason["why"] = "signal"
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    path, lease = state_path(defn), lease_path(defn)
+    log_path = path.with_suffix(".log") if os.environ.get("MINIKAFKA_ENGINE_LOG") != "-" else Path(os.devnull)
+    name = f"minikafka engine:{defn.name if defn else 'default'}"
+    jvm = eng.EngineProcess(eng.server_command(master=master, host=host, port=port, settings=settings, name=name),
+                            log_path, env=_server_env())
+    url = eng.remote_url("127.0.0.1" if host in ("0.0.0.0", "::") else host, port)
+    try:
+        t0 = time.perf_counter()
+        if not jvm.wait_ready(host, port, cancelled=stop.is_set):  # a signal stops the wait too
+            return reason["why"]
+        if warm_up and not stop.is_set():
+            _warm_up(url)
+        started = time.time()
+        eng.touch(lease)
+        eng.EngineState(url, os.getpid(), jvm.pid, master, defn.name if defn else "default", started,
+                        idle_timeout, str(log_path)).write(path)
+        idle = f", stops after {idle_timeout:g} s unused" if idle_timeout else ""
+        echo(f"engine ready at {url} (master {master}, pid {os.getpid()}, started in "
+             f"{time.perf_counter() - t0:.1f} s{idle}); stop it with Ctrl-C or 'minikafka serve --stop'")
+        while not stop.wait(0.5):
+            if not jvm.running():
+                reason["why"] = "exited"
+                break
+            if idle_timeout is not None and eng.idle_seconds(lease, started) > idle_timeout:
+                reason["why"] = "idle"
+                break
+    finally:
+        code = jvm.stop()
+        state = eng.EngineState.read(path)
+        if state is not None and state.pid == os.getpid():
+            path.unlink(missing_ok=True)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    why = {"signal": "on request", "idle": f"after {idle_timeout or 0:g} s unused",
+           "exited": f"(its JVM exited with code {code})"}
+    echo(f"engine at {url} stopped {why[reason['why']]}")
+    return reason["why"]
+
+
+def _server_env() -> dict[str, str]:
+    """The server's environment: its Python workers import what this process imports."""
+    from ..util.procs import child_env
+
+    return child_env()
+
+
+def _warm_up(url: str) -> None:
+    """One small stage's Spark work through a client (a JDBC read of a scratch ledger, the
+    staged Parquet write), so the first real stage does not pay the JIT's first pass over it
+    (measured: the first keep_articles on a new engine 6.3 s of Spark, the next 1.3 s)."""
+    import tempfile
+
+    from pydantic import BaseModel
+
+    from ..api.source import Source
+    from ..spark.engine import connect
+    from ..spark.stages.read import read_topic
+    from ..spark.staging import write_counted
+
+    class Warm(BaseModel):
+        url: str
+        n: int
+
+    try:
+        spark = connect(url)
+        try:
+            spark.sql(WARMUP_SQL).collect()
+            with tempfile.TemporaryDirectory(prefix="minikafka-warm-up-") as tmp, \
+                    Source(f"{tmp}/warm.sqlite") as source:
+                source.topic("warm", Warm, dedup=("url",)).extend([{"url": f"u{i}", "n": i} for i in range(2000)])
+                frame = read_topic(spark, source, "warm", which="all")
+                write_counted(frame.where("n % 2 = 0"), f"file://{tmp}/staged", row_group_bytes=8 << 20)
+        finally:
+            spark.stop()
+    except Exception:  # noqa: BLE001 - a warm-up that fails only leaves the engine cold
+        pass
+
+
+def stop_engine(defn: PipelineDefinition | None) -> str | None:
+    """Stop the recorded engine of this pipeline; return its URL, or None when none runs."""
+    from ..spark.engine import EngineState, stop_pid
+
+    path = state_path(defn)
+    state = EngineState.read(path)
+    if state is None:
+        return None
+    stopped = stop_pid(state.pid)
+    path.unlink(missing_ok=True)
+    return state.url if stopped else None
+
+
+@contextmanager
+def _start_lock(defn: PipelineDefinition):
+    import fcntl
+
+    path = state_path(defn).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_timeout: float | None = None,
+                  echo=print) -> tuple[str, bool]:
+    """(URL, started now) of an engine for ``defn``: the recorded one, else a new background
+    ``minikafka serve`` that stops after ``idle_timeout`` seconds unused (default: the
+    pipeline's ``[engine] idle_timeout``).
+
+    Raises:
+        EngineError: the new engine did not start (the last lines of its log say why).
+    """
+    from ..spark.engine import READY_TIMEOUT_S, EngineState
+
+    with _start_lock(defn):
+        found = find_engine(defn)
+        if found is not None:
+            if master and found.master != master:
+                raise EngineError(f"the engine at {found.url} runs master {found.master}, not {master}: stop it "
+                                  "with 'minikafka serve --stop' or run with --engine submit")
+            return found.url, False
+        timeout = defn.engine.idle_timeout if idle_timeout is None else idle_timeout
+        path = state_path(defn)
+        log = path.with_suffix(".serve.log")
+        # 0: the run stops it at its end; the engine's own timeout is only the fallback
+        cmd = [sys.executable, "-m", "minikafka.cli", "serve", "--pipeline", str(defn.path), "--source",
+               str(defn.source), "--port", "0", "--idle-timeout", f"{timeout or 60:g}"]
+        if master:
+            cmd += ["--master", master]
+        echo(f"starting an engine for {defn.name} " + (f"(stops after {timeout:g} s unused)" if timeout
+                                                        else "(stops at the end of this run)"))
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=_server_env())
+        deadline = time.monotonic() + READY_TIMEOUT_S + 10
+        while time.monotonic() < deadline:
+            state = EngineState.read(path)
+            if state is not None and state.pid == proc.pid:
+                return state.url, True
+            if proc.poll() is not None:
+                lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+                raise EngineError("the engine did not start: " + (lines[-1] if lines else f"exit code {proc.returncode}"))
+            time.sleep(0.1)
+        proc.terminate()
+        raise EngineError(f"the engine did not start within {READY_TIMEOUT_S + 10:.0f} s; log: {log}")
+
+
+class EngineLease:
+    """Marks an engine used while a run's stages use it (its idle timeout counts from the last mark)."""
+
+    def __init__(self, defn: PipelineDefinition):
+        self.path = lease_path(defn)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="minikafka-engine-lease", daemon=True)
+
+    def _beat(self) -> None:
+        from ..spark.engine import touch
+
+        touch(self.path)
+        while not self._stop.wait(HEARTBEAT_S):
+            touch(self.path)
+        touch(self.path)
+
+    def __enter__(self) -> EngineLease:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def named_engine(defn: PipelineDefinition, remote: str | None = None) -> str | None:
+    """The engine a command uses when one is named: ``remote``, the pipeline's ``[engine]
+    remote``, or (when neither names one) the engine running for this pipeline; else None.
+
+    Raises:
+        EngineError: a named engine does not answer.
+    """
+    from ..spark.engine import answers, parse_remote
+
+    url = remote or defn.engine.remote
+    if url:
+        if not answers(*parse_remote(url), timeout=3.0):
+            raise EngineError(f"no engine answers at {url}: start one with 'minikafka serve', or leave out "
+                              "--remote; nothing was run")
+        return url
+    found = find_engine(defn)
+    return found.url if found is not None else None
+
+
+def engine_session(defn: PipelineDefinition, url: str, code_zip: str | None = None):
+    """A client session of the engine at ``url`` with the pipeline's SQL settings; ``code_zip``
+    (the jobs' and models' code) is shipped so the engine's Python workers import it."""
+    from ..spark.engine import connect
+
+    spark = connect(url, conf=defn.spark)
+    if code_zip:
+        spark.addArtifacts(code_zip, pyfile=True)
+    return spark

@@ -1,0 +1,142 @@
+"""The warm engine through the real `minikafka` command: serve, run on an engine, nothing new."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from minikafka import Source
+from minikafka.spark.engine import EngineState
+from tests.pipelines.helpers import ROOT, generate, homelab_copy
+from tests.util.ports import unused_port
+
+ENV = {**os.environ, "MINIKAFKA_ENGINE": "auto"}
+
+
+def mk(*args, env=ENV, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minikafka.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def ingested(tmp_path, items: int = 60):
+    pipeline = homelab_copy(tmp_path)
+    done = mk("ingest", pipeline, "rss.items", generate(tmp_path, items))
+    assert done.returncode == 0, done.stderr
+    return pipeline
+
+
+def java_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "SparkConnectServer"], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def test_serve_refuses_a_port_that_is_taken_in_one_line(tmp_path):
+    pipeline = homelab_copy(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        before = java_pids()
+        out = mk("serve", "--pipeline", pipeline, "--port", port)
+    assert out.returncode == 1
+    assert out.stderr.strip() == f"Error: port {port} on 127.0.0.1 is taken (Address already in use): give another with --port N"
+    assert java_pids() <= before  # no JVM was started
+
+
+def test_serve_stop_without_an_engine_says_so(tmp_path):
+    out = mk("serve", "--stop", "--pipeline", homelab_copy(tmp_path))
+    assert out.returncode == 0 and "no engine runs for pipeline homelab" in out.stderr
+
+
+def test_an_engine_that_does_not_answer_is_one_line_and_nothing_is_committed(tmp_path):
+    pipeline = ingested(tmp_path, 20)
+    url = f"sc://127.0.0.1:{unused_port()}"
+    out = mk("run", pipeline, "--remote", url)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"Error: no engine answers at {url}" in out.stderr
+    with Source(str(tmp_path / "homelab.sqlite")) as src:
+        assert src.runs(stage="split_youtube") == []
+
+
+def test_nothing_new_returns_at_once_without_an_engine_or_a_jvm(tmp_path):
+    pipeline = homelab_copy(tmp_path)
+    assert mk("ingest", pipeline, "rss.items", tmp_path / "missing.jsonl").returncode != 0  # no ledger yet
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    mk("ingest", pipeline, "rss.items", empty)
+    before = java_pids()
+    out = mk("run", pipeline, "--engine", "connect", "--json")  # connect: it would fail if it needed an engine
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["nothing_to_do"] and [s["status"] for s in result["stages"]] == ["succeeded"] * 5
+    assert java_pids() <= before
+    assert not (tmp_path / ".minikafka-engine" / "homelab.json").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_dag_on_the_shared_engine_side_by_side_equals_one_application(tmp_path, engine_url, spark):
+    from minikafka.pipelines import load_pipeline
+    from minikafka.pipelines.runner import run_pipeline
+    from tests.pipelines.test_cluster import snapshot
+
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "reference").mkdir()
+    on_engine = ingested(tmp_path / "engine", 120)
+    reference = homelab_copy(tmp_path / "reference")
+    (tmp_path / "reference" / "homelab.sqlite").write_bytes((tmp_path / "engine" / "homelab.sqlite").read_bytes())
+    out = mk("run", on_engine, "--remote", engine_url, "--max-parallel", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    ends = [line.split(":")[0].strip() for line in out.stderr.splitlines() if line.startswith("   ")]
+    assert sorted(ends) == ["keep_articles", "llm_summary", "score", "split_youtube", "transcribe"]
+    assert "total" in out.stdout and "ok" in out.stdout.splitlines()[-1]
+    assert run_pipeline(load_pipeline(reference), in_process=True, echo=lambda m: None).ok
+    assert snapshot(tmp_path / "engine" / "homelab.sqlite") == snapshot(tmp_path / "reference" / "homelab.sqlite")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_serve_is_ready_then_stops_by_itself_once_idle_and_leaves_no_jvm(tmp_path):
+    pipeline = homelab_copy(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "serve", "--pipeline", str(pipeline), "--port", "0",
+                             "--idle-timeout", "3"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+    try:
+        ready = proc.stdout.readline()
+        assert ready.startswith("engine ready at sc://127.0.0.1:"), ready + proc.stderr.read()
+        state = EngineState.read(tmp_path / ".minikafka-engine" / "homelab.json")
+        assert state is not None and state.pid == proc.pid and state.url in ready and state.alive()
+        again = mk("serve", "--pipeline", pipeline, "--port", "0")
+        assert again.returncode == 1 and "already runs at " + state.url in again.stderr
+        assert proc.wait(timeout=120) == 0
+        assert "stopped after 3 s unused" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    assert not (tmp_path / ".minikafka-engine" / "homelab.json").exists()
+    deadline = time.time() + 10
+    while state.jvm_pid in java_pids() and time.time() < deadline:
+        time.sleep(0.2)
+    assert state.jvm_pid not in java_pids()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_starts_its_own_engine_and_with_idle_timeout_zero_stops_it_at_the_end(tmp_path):
+    pipeline = ingested(tmp_path, 40)
+    out = mk("run", pipeline, "--stage", "keep_articles", "--idle-timeout", "0")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "starting an engine for homelab (stops at the end of this run)" in out.stderr
+    assert "keep_articles          succeeded" in out.stdout
+    assert not (tmp_path / ".minikafka-engine" / "homelab.json").exists()
+    with Source(str(tmp_path / "homelab.sqlite")) as src:
+        (run,) = src.runs(stage="keep_articles")
+        assert run["status"] == "succeeded" and run["rows_out"] > 0

@@ -1,0 +1,75 @@
+"""The scheduler of a run: independent stages side by side, strict and best_effort, outcomes in DAG order."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from minikafka.pipelines import load_pipeline
+from minikafka.pipelines.runner import PipelineRun, StageOutcome, _run_scheduled
+from tests.pipelines.helpers import homelab_copy
+
+
+class Launcher:
+    """Stands in for a stage's process: records which stages overlap, fails the ones named."""
+
+    def __init__(self, fail=(), seconds: float = 0.2):
+        self.fail, self.seconds = set(fail), seconds
+        self.lock = threading.Lock()
+        self.running: set[str] = set()
+        self.overlaps: set[frozenset] = set()
+        self.started: list[str] = []
+
+    def __call__(self, sd, procs) -> StageOutcome:  # procs: the run's _Children
+        with self.lock:
+            self.started.append(sd.name)
+            for other in self.running:
+                self.overlaps.add(frozenset((sd.name, other)))
+            self.running.add(sd.name)
+        time.sleep(self.seconds)
+        with self.lock:
+            self.running.discard(sd.name)
+        status = "failed" if sd.name in self.fail else "succeeded"
+        return StageOutcome(sd.name, status, self.seconds, {"rows_in": 1, "rows_out": 1}, "boom" if status == "failed" else None)
+
+
+def schedule(tmp_path, width: int, strategy: str = "strict", fail=()):
+    defn = load_pipeline(homelab_copy(tmp_path), suites=False)
+    launch, lines, result = Launcher(fail), [], PipelineRun(defn.name)
+    _run_scheduled(defn, list(defn.stages), result, strategy, width, launch, False, lines.append)
+    return launch, lines, result
+
+
+def test_independent_stages_run_side_by_side_and_readers_wait_for_every_writer(tmp_path):
+    launch, lines, result = schedule(tmp_path, width=2)
+    assert frozenset(("split_youtube", "keep_articles")) in launch.overlaps
+    assert frozenset(("transcribe", "llm_summary")) in launch.overlaps or \
+        frozenset(("transcribe", "keep_articles")) in launch.overlaps
+    assert not any("score" in pair for pair in launch.overlaps)  # it reads what both branches write
+    assert launch.started[-1] == "score"
+    assert [o.name for o in result.outcomes] == ["split_youtube", "keep_articles", "transcribe", "llm_summary", "score"]
+    ended = [line.split(":")[0].strip() for line in lines if line.startswith("   ")]
+    assert sorted(ended) == sorted(o.name for o in result.outcomes) and ended[-1] == "score"
+
+
+def test_max_parallel_one_runs_one_stage_at_a_time_in_dag_order(tmp_path):
+    launch, _lines, result = schedule(tmp_path, width=1)
+    assert launch.overlaps == set()
+    assert launch.started == [o.name for o in result.outcomes]
+
+
+def test_strict_starts_nothing_after_a_failure(tmp_path):
+    launch, lines, result = schedule(tmp_path, width=1, fail={"split_youtube"})
+    assert launch.started == ["split_youtube"]
+    assert {o.name: o.status for o in result.outcomes} == {
+        "split_youtube": "failed", "keep_articles": "skipped", "transcribe": "skipped", "llm_summary": "skipped",
+        "score": "skipped"}
+    assert "   keep_articles: skipped (upstream stage failed)" in lines
+
+
+def test_best_effort_runs_every_branch_not_downstream_of_a_failure(tmp_path):
+    launch, _lines, result = schedule(tmp_path, width=2, strategy="best_effort", fail={"split_youtube"})
+    status = {o.name: o.status for o in result.outcomes}
+    assert status == {"split_youtube": "failed", "keep_articles": "succeeded", "transcribe": "skipped",
+                      "llm_summary": "succeeded", "score": "skipped"}
+    assert "transcribe" not in launch.started and "score" not in launch.started
