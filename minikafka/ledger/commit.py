@@ -27,7 +27,7 @@ from ..errors import ConcurrentRunError, InvalidRecordError
 from ..util.clock import utc_now
 from ..util.faults import checkpoint
 from ..util.gcpause import gc_paused
-from . import acks
+from . import acks, bulk
 from .catalog import read_layout
 from .connection import Ledger
 from .layout import TopicLayout
@@ -78,9 +78,10 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
     now = utc_now()
     counts = (run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed)
     try:
-        _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
-                               max_attempts=max_attempts, default_parent_topic=default_parent_topic,
-                               quarantine=quarantine)
+        with bulk.page_cache(ledger.conn, [o.layout.name for o in outputs]):  # the outputs' key indexes
+            _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
+                                   max_attempts=max_attempts, default_parent_topic=default_parent_topic,
+                                   quarantine=quarantine)
     except BaseException:  # rolled back: the run's counts say what is committed, which is nothing of this
         run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed = counts
         raise

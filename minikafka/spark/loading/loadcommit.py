@@ -17,11 +17,12 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
 
 from ...api.source import Source
-from ...ledger import acks, loads, rowfiles
+from ...ledger import acks, bulk, loads, rowfiles
 from ...ledger.layout import TopicLayout
 from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ...ledger.runlog import RunResult
@@ -100,6 +101,18 @@ def row_file_slices(source: Source, parts: Iterable[tuple[str, int]], layout: To
                 yield Slice(piece.rows_read, piece.last_line, piece.accepted, piece.refused, now, insert)
 
 
+@contextmanager
+def closing_slices(slices: Iterable[Slice]) -> Iterator[None]:
+    """Close ``slices`` after the block, on failure too: a row file is detached at once,
+    outside any transaction."""
+    try:
+        yield
+    finally:
+        close = getattr(slices, "close", None)
+        if close is not None:
+            close()
+
+
 def commit_slices(source: Source, layout: TopicLayout, file_name: str, sha256: str, slices: Iterable[Slice],
                   run: RunResult, result, *, as_handled: bool, progress) -> None:
     """Commit each slice in its own transaction, with its quarantined lines and the file's
@@ -107,7 +120,8 @@ def commit_slices(source: Source, layout: TopicLayout, file_name: str, sha256: s
     from ...util.faults import checkpoint
 
     t0 = time.perf_counter()
-    try:
+    rows = run.details.get("transaction_rows", 0)
+    with bulk.page_cache(source.ledger.conn, layout.name, extra_bytes=rows * 512), closing_slices(slices):
         for piece in slices:
             result.rows_read += piece.rows_read
             if piece.committed_before:
@@ -135,7 +149,3 @@ def commit_slices(source: Source, layout: TopicLayout, file_name: str, sha256: s
                 progress(f"  {file_name}: line {piece.last_line:,} — loaded {run.rows_out:,}, duplicates "
                          f"{run.rows_duplicate:,}, quarantined {run.rows_quarantined:,} "
                          f"({time.perf_counter() - t0:.1f} s)")
-    finally:
-        close = getattr(slices, "close", None)
-        if close is not None:  # on failure too: a row file is detached now, outside any transaction
-            close()
