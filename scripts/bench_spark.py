@@ -44,24 +44,35 @@ def make_topics(src: Source):
     return src.topic("items", Item, dedup=("url",)), src.topic("scored", Scored, dedup=("url",))
 
 
-def fill(src: Source, table: str, start: int, count: int, status: str) -> None:
-    """Bulk rows straight in SQL (benchmark set-up only)."""
+# item i's URL: numbered (keys reach the unique index nearly in order), or with a
+# permutation of i in its path (keys in random order, as real URLs arrive; i * a mod a prime
+# is one-to-one for i below the prime)
+URL_SQL = {"sorted": "'https://example.com/' || i",
+           "random": "'https://example.com/posts/' || printf('%08x', (i * 2654435761) % 4294967291) || '/item'"}
+
+
+def fill(src: Source, table: str, start: int, count: int, status: str, keys: str = "sorted",
+         key_order: bool = False) -> None:
+    """Bulk rows straight in SQL (benchmark set-up only). ``key_order``: insert the rows in
+    the order of their keys (a large history set up fast; ids then do not follow ``i``)."""
     from minikafka.ledger import acks
 
     conn = src.ledger.conn
+    url = URL_SQL[keys]
+    order = " ORDER BY 1" if key_order else ""
     with src.ledger.atomic():
         before = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {table}').fetchone()[0]
         if table == "items":
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
                 "INSERT INTO items (url, title, n, _created_at) "
-                "SELECT 'https://example.com/' || i, 'title ' || i, i, ? FROM c",
+                f"SELECT {url}, 'title ' || i, i, ? FROM c{order}",
                 (start, start + count - 1, utc_now()))
         else:
             conn.execute(
                 "WITH RECURSIVE c(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
                 "INSERT INTO scored (url, score, _created_at) "
-                "SELECT 'https://example.com/' || i, i, ? FROM c",
+                f"SELECT {url}, i, ? FROM c{order}",
                 (start, start + count - 1, utc_now()))
         if status == "handled":  # history: handled for every consumer (a position, no per-row write)
             acks.mark_appended_handled_in_current_transaction(conn, table, before, utc_now())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..util.redact import redact_url
 from .app import main
 from .common import load_with_source, pipeline_source_option, verbose_option
 from .output import note
@@ -57,7 +58,7 @@ def serve(pipeline: str | None, master: str | None, host: str | None, port: int 
         if url is None:
             note(f"no engine runs for {'pipeline ' + defn.name if defn else 'this directory'}")
         else:
-            click.echo(f"stopped the engine at {url}")
+            click.echo(f"stopped the engine at {redact_url(url)}")
         return
     serve_engine(defn, master=master, host=host, port=port, idle_timeout=_duration(idle_timeout) or None,
                  echo=click.echo)

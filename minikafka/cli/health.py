@@ -67,7 +67,8 @@ def health(source_path: str | None, pipeline: str | None, notify_urls: tuple[str
     delivered; the URL's secrets never appear in output or in the ledger.
 
     --json prints {run_id, state, ok, checks: [{name, state, reason, numbers}], changed,
-    notified: [{url, delivered, attempts, error}], seconds}.
+    notified, seconds}; each notified entry holds the redacted address, delivered,
+    attempts and error.
 
     Example: minikafka health --pipeline conf/homelab.toml
     """

@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..errors import MinikafkaError
+from ..util.redact import redact_url
 from .app import main
 from .common import (
     DefinitionProblem,
@@ -201,7 +202,7 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
             click.echo(shlex.join(submit_command(defn, sd, master=master or defn.master, run_id=f"<{sd.name}-run-id>")))
         running = find_engine(defn)
         url = defn.engine.remote or (running.url if running else "sc://HOST:PORT")
-        click.echo(f"# each stage a client of the warm engine at {url} (run; the project's code zipped as --py-files)")
+        click.echo(f"# each stage a client of the warm engine at {redact_url(url)} (run; the project's code zipped as --py-files)")
         for sd in chosen:
             click.echo(shlex.join(client_command(defn, sd, url, f"<{sd.name}-run-id>", py_files="<code.zip>")))
     except MinikafkaError as exc:

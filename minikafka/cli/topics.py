@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..api.source import Source
-from ..ledger import acks, catalog
+from ..ledger import acks, catalog, counts
 from ..ledger import quarantine as qstore
 from ..ledger.filters import InvalidFilterError, where_clause
 from ..ledger.layout import TopicLayout
@@ -23,8 +23,8 @@ def topic_summary(source: Source, name: str) -> dict:
     consumers, quarantined, partitions, groups: [{name, partitions: [{partition, committed, lag}]}])."""
     conn = source.ledger.conn
     layout = source.layout(name)
-    where, params = acks.pending_filter(None, name)  # rows committed by offset count as handled
-    new, total, high = TopicTable(conn, layout).summary(where, params)
+    tally = counts.topic_counts(conn, name)  # rows committed by offset count as handled
+    new, total, high = tally.new, tally.total, tally.high_watermark
     groups = []
     for consumer in acks.consumer_names(conn, name):
         cid = acks.find_consumer(conn, name, consumer)

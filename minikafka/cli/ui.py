@@ -6,6 +6,7 @@ import click
 from click.core import ParameterSource
 
 from ..errors import MinikafkaError
+from ..util.redact import redact_url
 from .app import main
 from .common import (
     SOURCE_HINT,
@@ -67,7 +68,7 @@ def ui(source_path: str | None, pipelines: tuple[str, ...], host: str, port: int
 
     def ready(url: str) -> None:
         mode = "actions allowed" if allow_actions else "read-only"
-        click.echo(f"minikafka console on {url} ({mode}; Ctrl-C stops)")
+        click.echo(f"minikafka console on {redact_url(url)} ({mode}; Ctrl-C stops)")
 
     serve(path, host=host, port=port, pipelines=defns, allow_actions=allow_actions, allow_remote=allow_remote,
           auth_token=auth_token, on_ready=ready)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import InvalidSettingError
 from ..util.redact import redact_text, redact_url, url_secrets
 from .http import Backoff, HttpPoster, check_endpoint, to_json_bytes
 
@@ -71,13 +72,14 @@ def notify(url: str, document: Any, text: str, *, fmt: str = "json", attempts: i
         sleep: waits between attempts (tests pass a recorder instead of sleeping).
 
     Raises:
-        ValueError: not an http(s) URL, an unknown ``fmt`` or ``attempts`` < 1 (nothing sent).
+        InvalidSettingError: (a ValueError) not an http(s) URL, an unknown ``fmt`` or ``attempts`` < 1
+            (nothing sent).
     """
     check_notify_url(url)
     if fmt not in FORMATS:
-        raise ValueError(f"notify format must be one of {FORMATS}, got {fmt!r}")
+        raise InvalidSettingError(f"notify format must be one of {FORMATS}, got {fmt!r}")
     if attempts < 1:
-        raise ValueError(f"attempts must be at least 1, got {attempts}")
+        raise InvalidSettingError(f"attempts must be at least 1, got {attempts}")
     shown = redact_url(url)
     secrets = url_secrets(url)
     body = to_json_bytes(document) if fmt == "json" else text.encode("utf-8")

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import ConsumerNotFoundError, InvalidSettingError
-from . import status
+from . import counts, status
 from .identifiers import quote_identifier, validate_consumer_name
 
 MAX_ID = 2**63 - 1
@@ -490,13 +490,9 @@ def _has_acks_above(conn: sqlite3.Connection, consumer_id: int, row_id: int) -> 
 
 def count_pending(conn: sqlite3.Connection, topic: str, consumer_id: int, upto: int,
                   partitions: Iterable[int] | None = None) -> int:
-    """Rows of ``topic`` pending for the consumer with ids up to ``upto`` (positions as of now).
-
-    Costs an id-range count when no row above the positions is marked or acked out of order.
-    """
-    where = pending_sql(conn, topic, consumer_id, partitions)
-    return conn.execute(f'SELECT count(*) FROM {quote_identifier(topic)} WHERE {where} AND "_id" <= ?',
-                        (int(upto),)).fetchone()[0]
+    """Rows of ``topic`` pending for the consumer with ids up to ``upto`` (positions as of
+    now), from positions and row marks (counts.py): the cost does not grow with them."""
+    return sum(counts.pending_counts(conn, topic, consumer_id, int(upto), partitions).values())
 
 
 def pending_sql_for_new(conn: sqlite3.Connection, topic: str, start: str,
@@ -713,29 +709,14 @@ def seek_in_current_transaction(
 
 
 def lag(conn: sqlite3.Connection, topic: str, consumer_id: int | None, *, start: str = "earliest") -> dict[int, int]:
-    """{partition: rows pending for the consumer}; cost grows with the lag.
+    """{partition: rows pending for the consumer}, from positions and row marks (counts.py):
+    the cost does not grow with the lag.
 
     ``consumer_id`` None: for a consumer not registered yet, which would start at ``start``.
     """
-    table = quote_identifier(topic)
-    out = {}
     if consumer_id is None:
-        offsets = start_offsets(conn, topic, start)
-        for partition, offset in offsets.items():
-            out[partition] = conn.execute(
-                f"SELECT count(*) FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND NOT {_MARKED}",
-                (partition, offset, topic)).fetchone()[0]
-        return out
-    offsets = committed_offsets(conn, consumer_id)
-    handled = handled_positions(conn, topic)
-    for partition in range(partition_count(conn, topic)):
-        low = max(offsets.get(partition, 0), handled.get(partition, 0))
-        out[partition] = conn.execute(
-            f"SELECT count(*) FROM {table} WHERE \"_partition\" = ? AND \"_id\" > ? AND NOT {_ACKED} "
-            f"AND NOT {_MARKED}",
-            (partition, low, consumer_id, topic),
-        ).fetchone()[0]
-    return out
+        return counts.pending_counts_from(conn, topic, start_offsets(conn, topic, start))
+    return counts.pending_counts(conn, topic, consumer_id)
 
 
 # -- replay and drop -------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from . import acks
+from . import acks, counts
 from .layout import TopicLayout
 from .table import TopicTable
 
@@ -40,58 +40,21 @@ class RowPage:
         return self.rows[-1]["_id"] if self.rows else None
 
 
-def _count(table: TopicTable, where: str, cache: dict | None = None) -> int:
-    """Rows matching ``where`` (parameter-free: positions inlined), counted once per condition within
-    one read (``cache``): the topic's 'new' count and its slowest consumer's lag are often the same
-    id-range count."""
-    if cache is not None and where in cache:
-        return cache[where]
-    n = table.count(where)
-    if cache is not None:
-        cache[where] = n
-    return n
-
-
 def topic_counts(conn: sqlite3.Connection, layout: TopicLayout, cache: dict | None = None) -> dict[str, int]:
-    """``{"new", "handled", "total", "high_watermark"}`` of a topic, as ``minikafka topics`` counts them.
-
-    'new' costs an id-range count when no row above the consumers' positions was acked out of
-    order (the usual case); otherwise every row above them is checked. The row count and the
-    high watermark are asked apart: count(*) alone reads the smallest index, max("_id") one row.
-    """
-    table = TopicTable(conn, layout)
-    total, high = table.count(), table.high_watermark()
-    new = _new_count(conn, table, cache)
-    return {"new": new, "handled": total - new, "total": total, "high_watermark": high}
-
-
-def _new_count(conn: sqlite3.Connection, table: TopicTable, cache: dict | None) -> int:
-    topic = table.layout.name
-    handled = acks.handled_positions(conn, topic)
-    cids = acks.consumer_ids(conn, topic)
-    # a row is new unless every consumer is past it: above the lowest position of the consumers
-    lows = dict(handled)
-    if cids:
-        offsets = [acks.committed_offsets(conn, cid) for cid in cids]
-        lows = {p: min(max(o.get(p, 0), h) for o in offsets) for p, h in handled.items()}
-    lowest = min(lows.values(), default=0)
-    # rows acked out of order above it: only the row-by-row definition counts them right
-    if acks._has_marks_above(conn, topic, lowest) or any(acks._has_acks_above(conn, c, lowest) for c in cids):
-        return table.count(*acks.pending_filter(None, topic))
-    return _count(table, acks._positions_sql(lows, ">", lows) if lows else "0", cache)
+    """``{"new", "handled", "total", "high_watermark"}`` of a topic, as ``minikafka topics`` counts them:
+    from positions and row marks (``counts.topic_counts``), whatever the topic's size. (``cache``
+    is accepted for callers that share one per read; nothing here needs it.)"""
+    del cache
+    tally = counts.topic_counts(conn, layout.name)
+    return {"new": tally.new, "handled": tally.handled, "total": tally.total, "high_watermark": tally.high_watermark}
 
 
 def consumer_lag(conn: sqlite3.Connection, topic: str, consumer_id: int, cache: dict | None = None,
                  layout: TopicLayout | None = None) -> dict[int, int]:
-    """{partition: rows pending for the consumer}, as ``acks.lag``; an id-range count per partition
-    when nothing above the consumer's position was acked out of order."""
-    from .catalog import read_layout
-
-    table = TopicTable(conn, layout or read_layout(conn, topic))
-    n = acks.partition_count(conn, topic)
-    if n == 1:  # the whole topic: no partition term, so a plain id range
-        return {0: _count(table, acks.pending_sql(conn, topic, consumer_id), cache)}
-    return {p: _count(table, acks.pending_sql(conn, topic, consumer_id, [p]), cache) for p in range(n)}
+    """{partition: rows pending for the consumer}, as ``acks.lag``: from positions and row marks
+    (``counts.pending_counts``). (``cache`` and ``layout`` are accepted and not needed.)"""
+    del cache, layout
+    return counts.pending_counts(conn, topic, consumer_id)
 
 
 def row_page(conn: sqlite3.Connection, layout: TopicLayout, *, after: int | None = None, before: int | None = None,

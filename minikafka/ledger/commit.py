@@ -35,7 +35,7 @@ from ..errors import ConcurrentRunError, InvalidRecordError
 from ..util.clock import utc_now
 from ..util.faults import checkpoint
 from ..util.gcpause import gc_paused
-from . import acks, loads
+from . import acks, bulk, loads
 from .catalog import read_layout
 from .connection import Ledger
 from .layout import TopicLayout
@@ -86,9 +86,10 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
     now = utc_now()
     counts = (run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed)
     try:
-        _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
-                               max_attempts=max_attempts, default_parent_topic=default_parent_topic,
-                               quarantine=quarantine)
+        with bulk.page_cache(ledger.conn, [o.layout.name for o in outputs]):  # the outputs' key indexes
+            _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
+                                   max_attempts=max_attempts, default_parent_topic=default_parent_topic,
+                                   quarantine=quarantine)
     except BaseException:  # rolled back: the run's counts say what is committed, which is nothing of this
         run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed = counts
         raise
@@ -205,38 +206,46 @@ def commit_slices(ledger: Ledger, layout: TopicLayout, file_name: str, sha256: s
     """Commit each slice in its own transaction, with its quarantined lines and the file's
     progress; count into ``run`` and ``result`` (``rows_read``)."""
     t0 = time.perf_counter()
+    rows = run.details.get("transaction_rows", 0)
     try:
-        for piece in slices:
-            result.rows_read += piece.rows_read
-            if piece.committed_before:
-                continue
-            t1 = time.perf_counter()
-            now = piece.now
-            with gc_paused(), ledger.atomic() as conn:
-                top = TopicTable(conn, layout).high_watermark()
-                inserted = piece.insert(conn, top) if piece.accepted else 0
-                if as_handled and inserted:
-                    acks.mark_appended_handled_in_current_transaction(conn, layout.name, top, now)
-                quarantine_in_current_transaction(conn, (
-                    Quarantined(layout.name, payload, error, f"{file_name}:{line}", now, run_id=run.run_id)
-                    for line, error, payload in piece.refused))
-                loads.record_progress_in_current_transaction(conn, layout.name, sha256, file_name, piece.last_line,
-                                                             run.run_id, now)
-            run.details["commit_seconds"] = round(run.details.get("commit_seconds", 0) + time.perf_counter() - t1,
-                                                  2)
-            checkpoint("backfill:batch-committed")
-            run.rows_out += inserted
-            run.rows_duplicate += piece.accepted - inserted
-            run.rows_quarantined += len(piece.refused)
-            run.rows_in += piece.accepted + len(piece.refused)
-            if progress:
-                progress(f"  {file_name}: line {piece.last_line:,} — loaded {run.rows_out:,}, duplicates "
-                         f"{run.rows_duplicate:,}, quarantined {run.rows_quarantined:,} "
-                         f"({time.perf_counter() - t0:.1f} s)")
+        with bulk.page_cache(ledger.conn, layout.name, extra_bytes=rows * 512):  # the key index in cache
+            _commit_each(ledger, layout, file_name, sha256, slices, run, result, as_handled, progress, t0)
     finally:
         close = getattr(slices, "close", None)
         if close is not None:  # on failure too: a row file is detached now, outside any transaction
             close()
+
+
+def _commit_each(ledger: Ledger, layout: TopicLayout, file_name: str, sha256: str, slices: Iterable[LoadSlice],
+                 run: RunResult, result, as_handled: bool, progress, t0: float) -> None:
+    """Each slice in its own transaction (see ``commit_slices``)."""
+    for piece in slices:
+        result.rows_read += piece.rows_read
+        if piece.committed_before:
+            continue
+        t1 = time.perf_counter()
+        now = piece.now
+        with gc_paused(), ledger.atomic() as conn:
+            top = TopicTable(conn, layout).high_watermark()
+            inserted = piece.insert(conn, top) if piece.accepted else 0
+            if as_handled and inserted:
+                acks.mark_appended_handled_in_current_transaction(conn, layout.name, top, now)
+            quarantine_in_current_transaction(conn, (
+                Quarantined(layout.name, payload, error, f"{file_name}:{line}", now, run_id=run.run_id)
+                for line, error, payload in piece.refused))
+            loads.record_progress_in_current_transaction(conn, layout.name, sha256, file_name, piece.last_line,
+                                                         run.run_id, now)
+        run.details["commit_seconds"] = round(run.details.get("commit_seconds", 0) + time.perf_counter() - t1,
+                                              2)
+        checkpoint("backfill:batch-committed")
+        run.rows_out += inserted
+        run.rows_duplicate += piece.accepted - inserted
+        run.rows_quarantined += len(piece.refused)
+        run.rows_in += piece.accepted + len(piece.refused)
+        if progress:
+            progress(f"  {file_name}: line {piece.last_line:,} — loaded {run.rows_out:,}, duplicates "
+                     f"{run.rows_duplicate:,}, quarantined {run.rows_quarantined:,} "
+                     f"({time.perf_counter() - t0:.1f} s)")
 
 
 def failed_rows_since(conn: sqlite3.Connection, topic: str, consumer: str, since: str) -> list[tuple[int, str]]:

@@ -35,7 +35,7 @@ from ..errors import (
     WrongThreadError,
 )
 from ..util.clock import utc_now
-from . import filecheck, upgrade
+from . import filecheck, keys, upgrade
 from .events import Event, Observer, deliverer, notify
 from .schema import LEDGER_FORMAT, MIN_SQLITE, missing_objects, schema_statements, temp_table_statement
 
@@ -109,6 +109,7 @@ def connect(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Connection:
         # up to 64 MiB of pages (allocated only as used): a large commit inserting into a
         # unique index in key-random order then rereads few pages (measured: 1M rows 2x faster)
         conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        keys.register(conn)
     return conn
 
 
@@ -148,6 +149,7 @@ def connect_read_only(path: str, *, busy_timeout: float = 30.0) -> sqlite3.Conne
         except BaseException:
             conn.close()
             raise
+        keys.register(conn)  # lookups by dedup key compute its hash
         return conn
 
     try:

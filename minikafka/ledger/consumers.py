@@ -5,8 +5,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import asdict, dataclass
 
-from . import acks
-from .identifiers import quote_identifier
+from . import counts
 
 
 @dataclass
@@ -39,10 +38,7 @@ def consumer_info(conn: sqlite3.Connection, topic: str | None = None, *, with_la
     ).fetchall()
     out = []
     for cid, t, name, created in rows:
-        table = quote_identifier(t)
-        # an id-range count unless rows above its position were acked out of order
-        lag = conn.execute(f"SELECT count(*) FROM {table} WHERE {acks.pending_sql(conn, t, cid)}").fetchone()[0] \
-            if with_lag else 0
+        lag = sum(counts.pending_counts(conn, t, cid).values()) if with_lag else 0
         times = [conn.execute("SELECT max(acked_at) FROM _minikafka_acks WHERE consumer_id = ?", (cid,)).fetchone()[0],
                  # offsets moved after registration (in-order acks and commits move the offset, no ack row)
                  conn.execute("SELECT max(updated_at) FROM _minikafka_offsets WHERE consumer_id = ? AND updated_at > ?",

@@ -22,6 +22,8 @@ from ..errors import (
 from . import status
 from .columns import META_COLUMNS, ColumnSpec, check_int_range, column_from_description, columns_for_model
 from .identifiers import quote_identifier, validate_topic_name
+from .keys import FUNCTION as KEY_FUNCTION
+from .keys import KEY
 
 N_META = len(META_COLUMNS)
 # Rows keep their shape (META_COLUMNS, the fields, then "_partition") although a topic table
@@ -154,13 +156,13 @@ class TopicLayout:
             '"_parent_id" INTEGER',
             '"_parent_topic" TEXT',
             '"_run_id" TEXT',
-        ] + [c.ddl() for c in self.columns] + [PARTITION_COLUMN_DDL]
+        ] + [c.ddl() for c in self.columns] + [PARTITION_COLUMN_DDL] + ([KEY_COLUMN_DDL] if self.dedup else [])
         statements = [f"CREATE TABLE {t} (\n  " + ",\n  ".join(cols) + "\n) STRICT"]
         if self.partitions > 1:  # a one-partition topic reads by id alone: an index would only cost inserts
             statements.append(partition_index_ddl(base))
         statements.append(self.append_only_ddl(base))
         if self.dedup:
-            statements.append(self.dedup_index_ddl(base))
+            statements.extend(self.dedup_index_ddl(base))
         statements.extend(status.view_ddl(self.name, base))
         return statements
 
@@ -177,7 +179,13 @@ class TopicLayout:
             f"BEGIN SELECT RAISE(ABORT, 'topic {base} is append-only: rows cannot be deleted'); END"
         )
 
-    def dedup_index_ddl(self, base: str) -> str:
+    def dedup_index_ddl(self, base: str) -> list[str]:
+        """The unique index on the dedup hash ``"_key"`` and the partial unique index on the
+        dedup fields of rows whose hash collided (``"_key"`` NULL; see keys.py)."""
+        return [f"CREATE UNIQUE INDEX {quote_identifier(base + '__key')} ON {quote_identifier(base)} (\"{KEY}\")",
+                self.dedup_fields_index_ddl(base, where=f'"{KEY}" IS NULL')]
+
+    def dedup_fields_index_ddl(self, base: str, *, where: str | None = None) -> str:
         # NULL is a value for dedup (as in minikafka's hash): map it to a blob no field holds
         parts = []
         for name in self.dedup:
@@ -185,17 +193,36 @@ class TopicLayout:
             parts.append(f"ifnull({q}, x'00')" if self.column(name).nullable else q)
         return (
             f"CREATE UNIQUE INDEX {quote_identifier(base + '__dedup')} ON {quote_identifier(base)} "
-            f"({', '.join(parts)})"
+            f"({', '.join(parts)})" + (f" WHERE {where}" if where else "")
         )
 
-    def insert_sql(self, *, lineage: bool = False, ignore_duplicates: bool = False) -> str:
-        key = (lineage, ignore_duplicates)
+    def key_sql(self, values: list[str]) -> str:
+        """The dedup hash of the rows' dedup values as SQL: ``values`` are SQL expressions of
+        every field's value in field order (parameters, a row file's columns), each cast to
+        its column's type so the hash is that of the value the table stores."""
+        args = []
+        for name in self.dedup:
+            i = self.field_names.index(name)
+            sql_type = self.columns[i].sql_type
+            args.append(values[i] if sql_type == "BLOB" else f"CAST({values[i]} AS {sql_type})")
+        return f"{KEY_FUNCTION}({', '.join(args)})"
+
+    def upsert_sql(self) -> str:
+        """The conflict clause of inserts that skip duplicates: a row whose hash is taken by
+        other dedup values "updates" that row to itself, which tells a collision apart
+        (keys.py); one whose hash is taken by its own values is skipped."""
+        differs = " OR ".join(f"excluded.{quote_identifier(n)} IS NOT {quote_identifier(n)}" for n in self.dedup)
+        return (f' ON CONFLICT ("{KEY}") DO UPDATE SET "{KEY}" = excluded."{KEY}" WHERE {differs} '
+                "ON CONFLICT DO NOTHING")
+
+    def insert_sql(self, *, lineage: bool = False, ignore_duplicates: bool = False, unhashed: bool = False) -> str:
+        key = (lineage, ignore_duplicates, unhashed)
         cache = self.__dict__.setdefault("_insert_cache", {})
         if key not in cache:
-            cache[key] = self._build_insert_sql(lineage, ignore_duplicates)
+            cache[key] = self._build_insert_sql(lineage, ignore_duplicates, unhashed)
         return cache[key]
 
-    def _build_insert_sql(self, lineage: bool, ignore_duplicates: bool) -> str:
+    def _build_insert_sql(self, lineage: bool, ignore_duplicates: bool, unhashed: bool) -> str:
         """Parameters: the fields, ``_created_at``, [lineage: ``_parent_id``, ``_parent_topic``,
         ``_run_id``], [``_partition`` when partitioned]; built by ``table.TopicTable`` alone.
         A row's state is not a column (positions and acks): rows appended as handled are
@@ -205,9 +232,15 @@ class TopicLayout:
             names += ["_parent_id", "_parent_topic", "_run_id"]
         if self.partitions > 1:
             names.append(PARTITION)  # see with_partitions()
-        cols = ", ".join(quote_identifier(name) for name in names)
+        values = [f"?{i}" for i in range(1, len(names) + 1)]
         tail = " ON CONFLICT DO NOTHING" if ignore_duplicates else ""
-        return f"INSERT INTO {self.table} ({cols}) VALUES ({', '.join('?' for _ in names)}){tail}"
+        if self.dedup:  # the dedup hash, computed from the field parameters (keys.py)
+            names.append(KEY)
+            values.append("NULL" if unhashed else self.key_sql(values[:len(self.columns)]))
+            if ignore_duplicates and not unhashed:
+                tail = self.upsert_sql()
+        cols = ", ".join(quote_identifier(name) for name in names)
+        return f"INSERT INTO {self.table} ({cols}) VALUES ({', '.join(values)}){tail}"
 
     def select_sql(self) -> str:
         """SELECT of the metadata columns, the fields, then ``_partition`` (index ``partition_index``).
@@ -393,20 +426,41 @@ class TopicLayout:
                 return r, dict(zip(self.dedup, key)), True
             seen.add(key)
         if conn is not None:
-            sql = self.key_exists_sql()
-            limit = (2**63 - 1) if upto is None else upto
             for r, values in enumerate(rows):
                 key = tuple(values[i] for i in idx)
-                if conn.execute(sql, (*key, limit)).fetchone():
+                if self.stored_key(conn, key, upto) is not None:
                     return r, dict(zip(self.dedup, key)), False
         return None
 
-    def key_exists_sql(self) -> str:
-        conds = " AND ".join(f"{quote_identifier(n)} IS ?" for n in self.dedup)
-        return f"SELECT \"_id\" FROM {self.table} WHERE {conds} AND \"_id\" <= ? LIMIT 1"
+    def stored_key(self, conn: sqlite3.Connection, key: tuple, upto: int | None = None) -> int | None:
+        """The id of the row holding dedup values ``key`` (in ``dedup`` order), at or below
+        ``upto``; None when no row holds them. Two index lookups: by hash, then among the
+        rows whose hash collided."""
+        limit = (2**63 - 1) if upto is None else upto
+        for sql in self.key_lookup_sql():
+            row = conn.execute(sql, (*key, limit)).fetchone()
+            if row is not None:
+                return row[0]
+        return None
+
+    def key_lookup_sql(self) -> tuple[str, str]:
+        """Parameters: the dedup values (``dedup`` order), then the highest id to look at."""
+        cache = self.__dict__.setdefault("_select_cache", {})
+        if "key_lookup" not in cache:
+            n = len(self.dedup)
+            conds = " AND ".join(f"{quote_identifier(name)} IS ?{i + 1}" for i, name in enumerate(self.dedup))
+            by_field = ["NULL"] * len(self.columns)
+            for i, name in enumerate(self.dedup):
+                by_field[self.field_names.index(name)] = f"?{i + 1}"
+            cache["key_lookup"] = (
+                f'SELECT "_id" FROM {self.table} WHERE "{KEY}" = {self.key_sql(by_field)} AND {conds} '
+                f'AND "_id" <= ?{n + 1}',
+                f'SELECT "_id" FROM {self.table} WHERE "{KEY}" IS NULL AND {conds} AND "_id" <= ?{n + 1} LIMIT 1')
+        return cache["key_lookup"]
 
 
 PARTITION_COLUMN_DDL = f'"{PARTITION}" INTEGER NOT NULL DEFAULT 0'
+KEY_COLUMN_DDL = f'"{KEY}" INTEGER'  # the dedup hash (keys.py); NULL for a row whose hash collided
 
 
 def stored_meta(row: tuple) -> tuple:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from . import acks
+from . import acks, counts
 from .identifiers import quote_identifier
 from .layout import TopicLayout
 
@@ -34,15 +34,18 @@ def delete_expired_in_current_transaction(conn: sqlite3.Connection, layout: Topi
 
     Never a row still pending for anyone, and never the newest row (SQLite would hand
     its id out again; offsets are never reused). The append-only trigger is lifted for
-    this one statement, inside the transaction.
+    this one statement, inside the transaction. The topic's row marks from the first
+    deleted row up are counted again (counts.py).
     """
     done, params = acks.done_filter(None, layout.name)
     table = quote_identifier(layout.name)
+    expired = f"{done} AND \"_created_at\" < ? AND \"_id\" < (SELECT max(\"_id\") FROM {table})"
+    first = conn.execute(f"SELECT min(\"_id\") FROM {table} WHERE {expired}", (*params, older_than)).fetchone()[0]
+    if first is None:
+        return 0
     conn.execute(f"DROP TRIGGER IF EXISTS {quote_identifier(layout.name + '__append_only')}")
-    deleted = conn.execute(
-        f"DELETE FROM {table} WHERE {done} AND \"_created_at\" < ? "
-        f"AND \"_id\" < (SELECT max(\"_id\") FROM {table})",
-        (*params, older_than),
-    ).rowcount
+    deleted = conn.execute(f"DELETE FROM {table} WHERE \"_id\" >= ? AND {expired}", (first, *params, older_than)).rowcount
     conn.execute(layout.append_only_ddl(layout.name))
+    counts.forget_from_in_current_transaction(conn, layout.name, first)
+    counts.note_appended_in_current_transaction(conn, layout.name, partitions=layout.partitions)
     return deleted

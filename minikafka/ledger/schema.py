@@ -16,9 +16,9 @@ import sqlite3
 # partition on acks), committed offsets. 3: positions and acks are the only ack state (no
 # "_status"/"_handled_at" columns; rows handled for everyone in _minikafka_handled), and
 # each topic has its status views (status.py). 4: run status 'interrupted' (Ctrl-C). 5: only
-# topics with several partitions index "_partition". Older files are upgraded on open
-# (upgrade.py).
-LEDGER_FORMAT = 5
+# topics with several partitions index "_partition". 6: row marks (counts.py) so counts
+# do not scan. Older files are upgraded on open (upgrade.py).
+LEDGER_FORMAT = 6
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
 
 CORE = """
@@ -343,7 +343,21 @@ CREATE TABLE IF NOT EXISTS _minikafka_leases (
 ) STRICT, WITHOUT ROWID;
 """
 
-PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES, JOBS, SCHEDULES, LOADS]
+# Row marks (counts.py): partition ``partition`` of ``topic`` holds ``rows`` rows with
+# ids up to ``upto``. Written with the rows they count, at least every few thousand rows.
+ROW_COUNTS = """
+CREATE TABLE IF NOT EXISTS _minikafka_row_counts (
+    topic TEXT NOT NULL REFERENCES _minikafka_topics(name) ON DELETE CASCADE,
+    partition INTEGER NOT NULL,
+    upto INTEGER NOT NULL,
+    rows INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition, upto)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS _minikafka_row_counts_by_id ON _minikafka_row_counts (topic, upto);
+"""
+
+PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES, JOBS, SCHEDULES, LOADS, ROW_COUNTS]
 
 
 def schema_statements() -> list[str]:

@@ -26,7 +26,7 @@ from itertools import repeat
 from typing import Any
 
 from ..errors import InvalidSettingError
-from . import acks
+from . import acks, counts, keys
 from .identifiers import quote_identifier
 from .layout import META_SELECT, PARTITION, STORED_META, TopicLayout, stored_meta
 
@@ -104,14 +104,34 @@ class TopicTable:
             params += (partition,)
         else:
             partition = 0
+        top = self.high_watermark() if layout.dedup else 0
         try:
             cur = self.conn.execute(layout.insert_sql(lineage=lineage is not None,
                                                       ignore_duplicates=ignore_duplicates), params)
         except (sqlite3.IntegrityError, OverflowError) as exc:
-            raise self.explain(exc, [values]) from None
-        if cur.rowcount == 0:
+            if not self._collision(exc, [values], top):
+                raise self.explain(exc, [values]) from None
+            cur = None
+        if cur is not None and cur.rowcount == 0:
             return None, partition
-        return cur.lastrowid, partition
+        if layout.dedup:
+            row_id = self.high_watermark()
+            if row_id <= top:  # its hash belongs to other values (an upsert of that row, or refused)
+                if not keys.settle_in_current_transaction(self.conn, layout, [params], lineage=lineage is not None):
+                    return None, partition
+                row_id = self.high_watermark()
+        else:
+            row_id = cur.lastrowid
+        counts.note_appended_in_current_transaction(self.conn, layout.name, partitions=layout.partitions,
+                                                    top=row_id)
+        return row_id, partition
+
+    def _collision(self, exc: Exception, rows: list, top: int) -> bool:
+        """Whether ``exc``, raised by an insert of ``rows`` (field values first) that does not
+        skip duplicates, is a collision of dedup hashes rather than a duplicate (keys.py)."""
+        if not self.layout.dedup or getattr(exc, "sqlite_errorname", "") != "SQLITE_CONSTRAINT_UNIQUE":
+            return False
+        return self.layout._find_duplicate(rows, self.conn, top) is None
 
     def insert_params_in_current_transaction(self, params: list[tuple], *, lineage: bool,
                                              ignore_duplicates: bool = False, after: int | None = None,
@@ -126,16 +146,28 @@ class TopicTable:
                 (``row_offset``: rows of the same write before these); nothing of it is stored.
         """
         conn = self.conn
-        if self.layout.partitions > 1:
-            if after is None:
-                after = self.high_watermark()
-            params = self.layout.with_partitions(params, after + 1)
+        layout = self.layout
+        if after is None and (layout.partitions > 1 or layout.dedup):
+            after = self.high_watermark()
+        if layout.partitions > 1:
+            params = layout.with_partitions(params, after + 1)
         before = conn.total_changes
         try:
-            conn.executemany(self.layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
+            conn.executemany(layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
         except (sqlite3.IntegrityError, OverflowError) as exc:
-            raise self.explain(exc, params, existing_upto=after, row_offset=row_offset) from None
-        return conn.total_changes - before
+            if not self._collision(exc, params, after):
+                raise self.explain(exc, params, existing_upto=after, row_offset=row_offset) from None
+            keys.settle_in_current_transaction(conn, layout, params, lineage=lineage)
+        written = conn.total_changes - before
+        if layout.dedup:
+            top = self.high_watermark()
+            if keys.collided(conn, before, after, top):
+                keys.settle_in_current_transaction(conn, layout, params, lineage=lineage)
+                top = self.high_watermark()
+            written = top - after
+        if written:
+            counts.note_appended_in_current_transaction(conn, self.layout.name, partitions=self.layout.partitions)
+        return written
 
     def insert_rows_in_current_transaction(self, rows: list[tuple], now: str, *,
                                            lineage: Iterable[tuple] | tuple | None = None,
@@ -192,17 +224,32 @@ class TopicTable:
                                                            ignore_duplicates=bool(layout.dedup))
         if piece.last < piece.first:
             return 0
-        names = ", ".join(quote_identifier(n) for n in (*layout.field_names, "_created_at", "_run_id"))
+        extra = (keys.KEY,) if layout.dedup else ()
+        names = ", ".join(quote_identifier(n) for n in (*layout.field_names, "_created_at", "_run_id", *extra))
         cols = rows.value_columns
-        tail = " ON CONFLICT DO NOTHING" if layout.dedup else ""
+        select = cols + (", " if cols else "") + "?, ?"
+        if layout.dedup:
+            select += ", " + layout.key_sql(cols.split(", "))
+        tail = layout.upsert_sql() if layout.dedup else ""
         before = self.conn.total_changes
+        top = self.high_watermark() if layout.dedup else 0
         try:
             self.conn.execute(
-                f"INSERT INTO {layout.table} ({names}) SELECT {cols}{', ' if cols else ''}?, ? FROM {rows.table} "
+                f"INSERT INTO {layout.table} ({names}) SELECT {select} FROM {rows.table} "
                 f"WHERE seq BETWEEN ? AND ? ORDER BY seq{tail}", (now, run_id, piece.first, piece.last))
         except sqlite3.Error as exc:  # named by row and field, as an executemany would be
             raise self.explain(exc, rows.values(piece)) from None
-        return self.conn.total_changes - before
+        written = self.conn.total_changes - before
+        if layout.dedup:
+            after = self.high_watermark()
+            if keys.collided(self.conn, before, top, after):
+                params = insert_params(rows.values(piece), now, (None, None, run_id))
+                keys.settle_in_current_transaction(self.conn, layout, params, lineage=True)
+                after = self.high_watermark()
+            written = after - top
+        if written:
+            counts.note_appended_in_current_transaction(self.conn, layout.name, partitions=1)
+        return written
 
     def replace_in_current_transaction(self, new_layout: TopicLayout, convert: Callable[[tuple], tuple]) -> None:
         """Rewrite every row under ``new_layout`` (a migration): ids, times, lineage and
@@ -223,6 +270,8 @@ class TopicTable:
             conn.execute(statement)
         conn.execute(f"DROP TABLE {old.table}")  # drops its trigger and indexes too
         conn.execute(f"ALTER TABLE {tmp} RENAME TO {new_layout.table}")
+        if new_layout.dedup:  # the rows were copied without their dedup hash
+            keys.fill_in_current_transaction(conn, new_layout)
         for statement in new_layout.ddl()[1:]:
             conn.execute(statement)
 

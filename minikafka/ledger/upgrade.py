@@ -27,6 +27,12 @@ its rows copied into the new table after, the old one dropped. Every run keeps i
 Format 4 -> 5 (no partition index on one-partition topics): every row of such a topic is
 in partition 0, so reads go by id alone and the index on ``"_partition"`` only cost each
 insert (about a quarter of a bulk insert's time); it is dropped. Rows are untouched.
+
+Format 5 -> 6 (counts that do not scan, keys that stay in cache): ``_minikafka_row_counts``
+is created and each topic's rows are marked (counts.py); each topic with dedup fields gains
+the dedup hash ``"_key"`` with its unique index, and its index on the dedup fields keeps
+only the rows whose hash collided (keys.py). Cost: one pass over each topic's rows and a
+sort of its hashes, once.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..errors import LedgerError
-from . import status
+from . import counts, keys, status
 from .identifiers import quote_identifier
 from .layout import PARTITION, PARTITION_COLUMN_DDL
 
@@ -97,6 +103,14 @@ def after_schema(conn: sqlite3.Connection, found: int, now: str) -> None:
                 _drop_status_columns(conn, name)
             for statement in status.drop_view_ddl(name) + status.view_ddl(name):
                 conn.execute(statement)
+    if found < 6:
+        from .catalog import read_layout
+
+        for (name,) in conn.execute("SELECT name FROM _minikafka_topics").fetchall():
+            counts.note_appended_in_current_transaction(conn, name)
+            layout = read_layout(conn, name)
+            if layout.dedup and keys.KEY not in _columns(conn, name):
+                keys.add_key_in_current_transaction(conn, layout)
     if found < 4 and _table_sql(conn, RUNS_ASIDE):
         columns = ", ".join(quote_identifier(r[1]) for r in conn.execute(f"PRAGMA table_info({RUNS_ASIDE})"))
         conn.execute(f"INSERT INTO _minikafka_runs ({columns}) SELECT {columns} FROM {RUNS_ASIDE}")

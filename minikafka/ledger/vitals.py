@@ -3,8 +3,8 @@
 - stage runs: the latest run and the latest successful run of a stage (the run log's
   ``(stage, started_at)`` index);
 - topic freshness: when its newest row was appended (the last row by id);
-- lag: rows pending for a consumer, counted over the id range above its positions
-  (``acks.count_pending``), never a count over the whole topic;
+- lag: rows pending for a consumer, from its positions and the topic's row marks
+  (``counts.pending_counts``), never a count over the rows;
 - quarantine: rows in a topic's quarantine (its ``(topic, id)`` index);
 - queues: dead jobs, and when the oldest pending job's row was appended;
 - health runs: the check states the last notified health run recorded.
@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from . import acks, queues
+from . import acks, counts, queues
 from .catalog import catalog_row, read_layout
 from .layout import META_COLUMNS
 from .runlog import COLUMNS
@@ -65,13 +65,15 @@ def newest_row_time(conn: sqlite3.Connection, topic: str) -> str | None:
 def pending_for(conn: sqlite3.Connection, topic: str, consumer: str,
                 partitions: Iterable[int] | None = None) -> int | None:
     """Rows of ``topic`` pending for consumer ``consumer`` (in ``partitions`` only, when given;
-    None when the topic or the consumer is unknown), counted over the id range above the
-    consumer's positions (``acks.count_pending``)."""
+    None when the topic or the consumer is unknown), from its positions and the topic's row
+    marks (``counts.pending_counts``): the cost does not grow with the lag."""
     table = _table(conn, topic)
     consumer_id = acks.find_consumer(conn, topic, consumer) if table is not None else None
     if consumer_id is None:
         return None
-    return acks.count_pending(conn, topic, consumer_id, table.high_watermark(), partitions)
+    pending = counts.pending_counts(conn, topic, consumer_id)
+    wanted = pending if partitions is None else set(partitions)
+    return sum(n for p, n in pending.items() if p in wanted)
 
 
 def consumers_of(conn: sqlite3.Connection, topic: str) -> list[str]:

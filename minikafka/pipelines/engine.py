@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import EngineError
+from ..util.redact import redact_url
 from .definition import PipelineDefinition
 
 WARMUP_SQL = "SELECT k, count(*) AS n, max(s) AS s FROM (SELECT id % 7 AS k, CAST(id AS STRING) AS s FROM range(20000)) GROUP BY k"
@@ -153,7 +154,7 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
         eng.EngineState(url, os.getpid(), jvm.pid, master, defn.name if defn else "default", started,
                         idle_timeout, str(log_path)).write(path)
         idle = f", stops after {idle_timeout:g} s unused" if idle_timeout else ""
-        echo(f"engine ready at {url} (master {master}, pid {os.getpid()}, started in "
+        echo(f"engine ready at {redact_url(url)} (master {redact_url(master)}, pid {os.getpid()}, started in "
              f"{time.perf_counter() - t0:.1f} s{idle}); stop it with Ctrl-C or 'minikafka serve --stop'")
         while not stop.wait(0.5):
             if not jvm.running():
@@ -171,7 +172,7 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
             signal.signal(s, handler)
     why = {"signal": "on request", "idle": f"after {idle_timeout or 0:g} s unused",
            "exited": f"(its JVM exited with code {code})"}
-    echo(f"engine at {url} stopped {why[reason['why']]}")
+    echo(f"engine at {redact_url(url)} stopped {why[reason['why']]}")
     return reason["why"]
 
 
@@ -256,7 +257,8 @@ def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_t
         found = find_engine(defn)
         if found is not None:
             if master and found.master != master:
-                raise EngineError(f"the engine at {found.url} runs master {found.master}, not {master}: stop it "
+                raise EngineError(f"the engine at {redact_url(found.url)} runs master {redact_url(found.master)}, "
+                                  f"not {redact_url(master)}: stop it "
                                   "with 'minikafka serve --stop' or run with --engine submit")
             return found.url, False
         timeout = defn.engine.idle_timeout if idle_timeout is None else idle_timeout
@@ -322,7 +324,7 @@ def named_engine(defn: PipelineDefinition, remote: str | None = None) -> str | N
     url = remote or defn.engine.remote
     if url:
         if not answers(*parse_remote(url), timeout=3.0):
-            raise EngineError(f"no engine answers at {url}: start one with 'minikafka serve', or leave out "
+            raise EngineError(f"no engine answers at {redact_url(url)}: start one with 'minikafka serve', or leave out "
                               "--remote; nothing was run")
         return url
     found = find_engine(defn)

@@ -482,7 +482,7 @@ def _engine_url(defn: PipelineDefinition, engine: str, remote: str | None, maste
         from ..spark.engine import answers, parse_remote
 
         if not answers(*parse_remote(url), timeout=3.0):
-            raise EngineError(f"no engine answers at {url}: start one with 'minikafka serve', or run with "
+            raise EngineError(f"no engine answers at {redact_url(url)}: start one with 'minikafka serve', or run with "
                               "--engine submit; nothing was run")
         return url, False
     found = find_engine(defn)

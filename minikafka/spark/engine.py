@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import EngineError
+from ..util.redact import redact_url
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002  # Spark Connect's own default
@@ -44,14 +45,14 @@ def parse_remote(url: str) -> tuple[str, int]:
         EngineError: not an ``sc://`` URL, or a port that is not a number.
     """
     if not isinstance(url, str) or not url.startswith("sc://"):
-        raise EngineError(f"bad engine URL {url!r}: expected sc://HOST:PORT")
+        raise EngineError(f"bad engine URL {redact_url(url)!r}: expected sc://HOST:PORT")
     rest = url[len("sc://"):].split("/", 1)[0].split(";", 1)[0]
     host, sep, port = rest.rpartition(":")
     if not sep:
         host, port = port, str(DEFAULT_PORT)
     host = host.strip("[]")
     if not host or not port.isdigit():
-        raise EngineError(f"bad engine URL {url!r}: expected sc://HOST:PORT")
+        raise EngineError(f"bad engine URL {redact_url(url)!r}: expected sc://HOST:PORT")
     return host, int(port)
 
 
@@ -247,7 +248,7 @@ def connect(url: str, *, conf: dict[str, str] | None = None):
         require(module, "spark")
     host, port = parse_remote(url)
     if not answers(host, port, timeout=3.0):
-        raise EngineError(f"no engine answers at {url}: start one with 'minikafka serve', or run with "
+        raise EngineError(f"no engine answers at {redact_url(url)}: start one with 'minikafka serve', or run with "
                           "--engine submit")
     # pyspark's functions (F.col, ...) build Connect columns only in this mode
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"

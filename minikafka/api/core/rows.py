@@ -25,7 +25,7 @@ from ...errors import (
     SchemaMismatchError,
     UnknownStatusError,
 )
-from ...ledger import acks
+from ...ledger import acks, counts
 from ...ledger.columns import json_value_refusal
 from ...ledger.connection import Ledger
 from ...ledger.events import Event
@@ -339,8 +339,14 @@ class TopicRows(Generic[ModelT]):
             UnknownStatusError: status is not None, 'new' or 'handled'.
         """
         check_status(status)
-        where, params = self.status_filter(status, self.consumer_id(consumer))
-        return self.table.count(where, params)
+        consumer_id = self.consumer_id(consumer)
+        if status is None:
+            return counts.total_rows(self.conn, self.name)
+        if consumer_id is None:
+            tally = counts.topic_counts(self.conn, self.name)
+            return tally.new if status == "new" else tally.handled
+        pending = sum(counts.pending_counts(self.conn, self.name, consumer_id).values())
+        return pending if status == "new" else counts.total_rows(self.conn, self.name) - pending
 
     # -- acking ------------------------------------------------------------------------
     def set_handled(self, _id: int | None = None, *, record: Record | None = None, consumer: str | None = None) -> None:

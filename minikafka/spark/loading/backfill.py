@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from ...api.source import Source
 from ...errors import BackfillError, BackfillOptionError, InputFileError
-from ...ledger import catalog, loads
+from ...ledger import bulk, catalog, loads
 from ...ledger.commit import commit_slices
 from ...ledger.layout import TopicLayout
 from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
@@ -33,6 +33,7 @@ from ...util.redact import redact_url
 from ...util.results import Result
 from ..engine import master_of, parallelism
 from ..types import storage_arrow_fields
+from . import dumpsplit
 from .loadcommit import arrow_slices, row_file_slices
 from .rowcheck import CSV_EMPTY, RowChecker
 
@@ -149,9 +150,12 @@ def discover(paths: list[str | Path]) -> list[Path]:
     return found
 
 
+LINE_BYTES = 512  # a JSONL line of a dump, about: a chunk holds one transaction's rows
+
+
 def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
             loaded: frozenset[str] | set[str] = frozenset(), chunks_to: str | None = None,
-            on_chunk=None) -> DumpFile:
+            on_chunk=None, chunk_bytes: int | None = None) -> DumpFile:
     """Hash the file, check a gzip is complete, read a CSV header (``minikafka.util.dumpfiles``).
 
     Gzip is known by its magic bytes, not by the name. A gzip file is known by the hash of
@@ -161,7 +165,8 @@ def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
 
     ``chunks_to``: a JSONL file's content is also cut into line chunks under this URI in
     the same pass (``dumpsplit``), for Spark to read in parallel; ``on_chunk`` is called
-    with each chunk as soon as it is complete.
+    with each chunk as soon as it is complete; ``chunk_bytes``: their size (default
+    ``dumpsplit.CHUNK_BYTES``).
     """
     from .dumpsplit import ChunkWriter
 
@@ -173,7 +178,7 @@ def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
         if gz and raw_digest in loaded:
             return DumpFile(path, fmt, raw_digest, path.stat().st_size, False, raw_sha256=raw_digest, gzip=True)
         if chunks_to is not None and fmt == "jsonl":
-            writer = ChunkWriter(chunks_to, on_chunk=on_chunk)
+            writer = ChunkWriter(chunks_to, chunk_bytes, on_chunk=on_chunk)
         scanned = dumpfiles.scan(path, raw_sha256=raw_digest, sink=writer.feed if writer else None)
     except BaseException as exc:
         if writer is not None:
@@ -312,6 +317,12 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             marker.write_text(staging_uri)
             done = loads.load_states(source.ledger.conn, topic)
             finished = {sha for sha, (_rows, status) in done.items() if status == "done"}
+            # transactions (and the JSONL chunks that feed them) grow with the topic's key index
+            grown = bulk.transaction_rows(source.ledger.conn, topic, batch_rows)
+            # chunks grow with them once a transaction outgrows the usual chunk
+            chunk_bytes = grown * LINE_BYTES if grown > batch_rows and grown * LINE_BYTES > dumpsplit.CHUNK_BYTES \
+                else None
+            batch_rows = run.details["transaction_rows"] = grown
             t0 = time.perf_counter()
             # with no partly loaded file in the topic, no line is to be skipped: Spark
             # validates each chunk while the rest of the dump is still being cut
@@ -326,7 +337,7 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
                     started.append(jobs)
                 dump = inspect(p, fmt, delimiter=delimiter, header=header, loaded=finished,
                                chunks_to=stg.join(staging_uri, f"chunks-{i:05d}"),
-                               on_chunk=jobs.submit if jobs else None)
+                               on_chunk=jobs.submit if jobs else None, chunk_bytes=chunk_bytes)
                 dump.jobs = jobs
                 files.append(dump)
             result.files = files

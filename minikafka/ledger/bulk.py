@@ -1,0 +1,76 @@
+"""Bulk writes sized by the target's dedup index, so they cost the same at any history.
+
+Keys arrive in random order, so a write of N new rows lands on about min(N, leaves) leaves
+of the topic's ``"_key"`` index (keys.py), and every leaf it touched is written again at
+COMMIT (to the WAL, then by the checkpoint to the file). With a fixed number of rows per
+transaction that cost per row grows with the history; with transactions that grow with the
+index it stays flat:
+
+- :func:`transaction_rows`: rows per transaction of a bulk load, at least the caller's
+  batch and :data:`LEAF_ROWS` times the index's leaves (so each leaf is written once per
+  that many new rows), at most :data:`MAX_ROWS`;
+- :func:`page_cache`: for the block, a page cache that holds the index (plus room for the
+  pages being written), so no leaf is read twice or spilled mid-transaction; then the
+  connection's usual cache again.
+
+The index's size is estimated from the topic's rows (counts.py, no scan).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from . import counts
+
+ENTRY_BYTES = 24  # a "_key" index entry: 8-byte hash, rowid, cell overhead, leaves ~70% full
+PAGE_BYTES = 4096
+LEAF_ROWS = 8  # new rows per index leaf in one transaction: about 0.5 KB of index writes per row
+MAX_ROWS = 1_000_000  # rows per transaction at most (a crash redoes at most this many)
+CACHE_SHARE = 4  # the cache takes at most this share of the machine's memory (1/4)
+MAX_CACHE_BYTES = 2 << 30
+
+
+def key_index_bytes(conn: sqlite3.Connection, topic: str) -> int:
+    """Estimated size of ``topic``'s ``"_key"`` index (0 for a topic without dedup fields)."""
+    dedup = conn.execute("SELECT dedup FROM _minikafka_topics WHERE name = ?", (topic,)).fetchone()
+    if dedup is None or dedup[0] in ("[]", ""):
+        return 0
+    return counts.total_rows(conn, topic) * ENTRY_BYTES
+
+
+def transaction_rows(conn: sqlite3.Connection, topic: str, at_least: int) -> int:
+    """Rows per transaction for a bulk load into ``topic`` (see the module docstring)."""
+    leaves = key_index_bytes(conn, topic) // PAGE_BYTES
+    return max(at_least, min(MAX_ROWS, leaves * LEAF_ROWS))
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+@contextmanager
+def page_cache(conn: sqlite3.Connection, topics: str | list[str], *, extra_bytes: int = 0) -> Iterator[int]:
+    """A page cache for the block that holds the key indexes of ``topics`` and
+    ``extra_bytes`` (the rows of one transaction), never less than the connection's own and
+    at most a quarter of the machine's memory (2 GiB); yields its size in KiB. Pages are
+    allocated only as used."""
+    from .connection import CACHE_KIB
+
+    names = [topics] if isinstance(topics, str) else topics
+    wanted = int(sum(key_index_bytes(conn, t) for t in names) * 1.25) + extra_bytes
+    cap = min(MAX_CACHE_BYTES, _memory_bytes() // CACHE_SHARE)
+    kib = max(CACHE_KIB, min(wanted, cap) // 1024)
+    if kib == CACHE_KIB:
+        yield kib
+        return
+    conn.execute(f"PRAGMA cache_size = -{int(kib)}")
+    try:
+        yield kib
+    finally:
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")

@@ -1,0 +1,136 @@
+"""A topic's dedup key as one 64-bit integer: the index that keeps it stays small at any history.
+
+A topic with dedup fields stores, beside the fields, ``"_key"``: a 64-bit hash of the dedup
+fields' stored values, with a UNIQUE index on it (``"<topic>__key"``). An entry of that
+index is about 15 bytes whatever the key (a URL is 60-100), so the index of 20 million rows
+fits a page cache and each new key costs one small leaf, wherever it lands.
+
+The hash decides nothing alone; dedup stays exact:
+
+- a row whose hash is free is stored with it;
+- a row whose hash is taken by a row with the same dedup values is a duplicate;
+- a row whose hash is taken by a row with *other* dedup values (a collision: about one in
+  10^5 for a 20M-row topic) is stored with ``"_key"`` NULL. A partial UNIQUE index on the
+  dedup fields of such rows (``"<topic>__dedup" ... WHERE "_key" IS NULL``) keeps them
+  unique among themselves, and a later row with the same values finds them there.
+
+So a row is a duplicate exactly when a stored row has its dedup values, as before. The
+inserts compute the hash in SQL (:data:`FUNCTION`, registered on every connection of the
+ledger) from the values as the table stores them (each cast to its column's type), so every
+path (one row, ``executemany``, ``INSERT ... SELECT`` from a row file) computes the same
+number. The hash (blake2b, 8 bytes, of a typed encoding of the values) depends on nothing
+but the values: the same in every process, machine and version.
+
+A write that skipped rows as duplicates tells collisions apart with its upsert clause
+(:meth:`~minikafka.ledger.layout.TopicLayout.insert_sql`): a row whose hash is taken by
+other values "updates" that row to itself, which counts as a change but adds no id. When
+that happens (:func:`collided`) the write's rows are settled one by one
+(:func:`settle_in_current_transaction`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import struct
+
+KEY = "_key"
+FUNCTION = "minikafka_key"
+
+
+def dedup_hash(*values: object) -> int:
+    """The 64-bit signed hash of stored dedup values (None, int, float, str, bytes)."""
+    h = hashlib.blake2b(digest_size=8)
+    for v in values:
+        if v is None:
+            h.update(b"\x00")
+        elif isinstance(v, int):
+            h.update(b"\x01" + int(v).to_bytes(8, "big", signed=True))
+        elif isinstance(v, float):
+            h.update(b"\x02" + struct.pack(">d", v if v != 0 else 0.0))  # -0.0 and 0.0 compare equal
+        elif isinstance(v, str):
+            raw = v.encode("utf-8", "surrogatepass")
+            h.update(b"\x03" + len(raw).to_bytes(8, "big") + raw)
+        else:
+            raw = bytes(v)
+            h.update(b"\x04" + len(raw).to_bytes(8, "big") + raw)
+    return int.from_bytes(h.digest(), "big", signed=True)
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """Make :data:`FUNCTION` available on ``conn`` (every ledger connection gets it)."""
+    conn.create_function(FUNCTION, -1, dedup_hash, deterministic=True)
+
+
+def collided(conn: sqlite3.Connection, changes_before: int, top_before: int, top_after: int) -> bool:
+    """Whether a write since ``changes_before`` (``conn.total_changes``) met a collision:
+    more changes than ids it added (ids of one write are consecutive)."""
+    return conn.total_changes - changes_before > top_after - top_before
+
+
+def settle_in_current_transaction(conn: sqlite3.Connection, layout, params: list[tuple], *,
+                                  lineage: bool) -> int:
+    """Store, one by one, the rows of ``params`` (insert parameters, fields first) that are
+    not stored yet: with their hash when it is free, else with ``"_key"`` NULL. Rows whose
+    dedup values are stored already are skipped. Returns how many it stored."""
+    idx = [layout.field_names.index(n) for n in layout.dedup]
+    hashed = layout.insert_sql(lineage=lineage, ignore_duplicates=True)
+    unhashed = layout.insert_sql(lineage=lineage, ignore_duplicates=True, unhashed=True)
+    stored = 0
+    for row in params:
+        key = tuple(row[i] for i in idx)
+        if layout.stored_key(conn, key) is not None:
+            continue
+        before = conn.total_changes
+        top = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
+        conn.execute(hashed, row)
+        added = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0] - top
+        if not added and conn.total_changes > before:  # its hash belongs to other values
+            conn.execute(unhashed, row)
+            added = 1
+        stored += added
+    return stored
+
+
+def fill_in_current_transaction(conn: sqlite3.Connection, layout) -> int:
+    """Compute ``"_key"`` for every row of ``layout``'s table (its rows were stored without
+    it: an older ledger, a migration), before its key indexes exist. Where two rows' hashes
+    collide, the row with the lower id keeps it and the others keep NULL. Returns the
+    number of rows left NULL. Cost: one pass over the rows and one sort of their hashes.
+
+    Raises:
+        sqlite3.IntegrityError: two rows hold the same dedup values (as a unique index would).
+    """
+    from .identifiers import quote_identifier
+
+    table = layout.table
+    fields = [quote_identifier(n) for n in layout.field_names]
+    dedup = ", ".join(quote_identifier(n) for n in layout.dedup)
+    conn.execute(f'UPDATE {table} SET "{KEY}" = {layout.key_sql(fields)}')
+    shared = [r[0] for r in conn.execute(
+        f'SELECT "{KEY}" FROM {table} GROUP BY "{KEY}" HAVING count(*) > 1')]
+    left = 0
+    for h in shared:
+        rows = conn.execute(f'SELECT "_id", {dedup} FROM {table} WHERE "{KEY}" = ? ORDER BY "_id"', (h,)).fetchall()
+        seen = set()
+        for row_id, *values in rows:
+            if tuple(values) in seen:
+                raise sqlite3.IntegrityError(f"UNIQUE constraint failed: {layout.name} ({dedup})")
+            seen.add(tuple(values))
+            if len(seen) > 1:
+                conn.execute(f'UPDATE {table} SET "{KEY}" = NULL WHERE "_id" = ?', (row_id,))
+                left += 1
+    return left
+
+
+def add_key_in_current_transaction(conn: sqlite3.Connection, layout) -> None:
+    """Give an older topic table (a unique index on its dedup fields) the dedup hash: the
+    ``"_key"`` column, filled, its unique index, and the dedup fields' index narrowed to
+    the rows whose hash collided."""
+    from .identifiers import quote_identifier
+
+    conn.execute(f'ALTER TABLE {layout.table} ADD COLUMN "{KEY}" INTEGER')
+    conn.execute(f"DROP INDEX IF EXISTS {quote_identifier(layout.name + '__dedup')}")
+    fill_in_current_transaction(conn, layout)
+    for statement in layout.dedup_index_ddl(layout.name):
+        conn.execute(statement)

@@ -1,0 +1,35 @@
+"""Bulk writes sized by the key index (ledger/bulk.py): transactions and the page cache grow
+with the topic's rows, read from row marks, and the connection's cache comes back after."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from minikafka import Source
+from minikafka.ledger import bulk
+from minikafka.ledger.connection import CACHE_KIB
+
+
+class Item(BaseModel):
+    url: str
+
+
+def test_transactions_and_the_page_cache_grow_with_the_key_index_and_the_cache_comes_back(monkeypatch):
+    monkeypatch.setattr(bulk, "ENTRY_BYTES", 4096 * 1024)  # each row: 1,024 leaves of the key index
+    with Source(":memory:") as src:
+        t = src.topic("t", Item, dedup=("url",))
+        plain = src.topic("plain", Item, dedup=None)
+        conn = src.ledger.conn
+        assert bulk.transaction_rows(conn, "t", 50) == 50  # empty: the caller's batch
+        t.extend([{"url": f"u{i}"} for i in range(40)])
+        plain.extend([{"url": f"u{i}"} for i in range(40)])
+        assert bulk.transaction_rows(conn, "t", 50) == 40 * 1024 * bulk.LEAF_ROWS
+        assert bulk.transaction_rows(conn, "plain", 50) == 50  # no dedup: no key index
+        t.extend([{"url": f"v{i}"} for i in range(400)])
+        assert bulk.transaction_rows(conn, "t", 50) == bulk.MAX_ROWS
+        with bulk.page_cache(conn, ["t", "plain"]) as kib:
+            assert kib > CACHE_KIB
+            assert conn.execute("PRAGMA cache_size").fetchone()[0] == -kib
+        assert conn.execute("PRAGMA cache_size").fetchone()[0] == -CACHE_KIB
+        with bulk.page_cache(conn, "plain") as kib:
+            assert kib == CACHE_KIB
