@@ -15,22 +15,15 @@ from minikafka import (
     JobNotOursError,
     Source,
 )
+from tests.api.epoch_clock import EpochClock
 from tests.api.queue_child import Task
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()
 
 
-class Clock:
-    def __init__(self, now: float = T0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return EpochClock(T0)
 
 
 # -- cause 3: a cancelled job later read `done` -------------------------------------------

@@ -10,22 +10,15 @@ from pathlib import Path
 import pytest
 
 from minikafka import InvalidRecordError, JobCancelledError, JobFailedError, JobNotFoundError, Source
+from tests.api.epoch_clock import EpochClock
 from tests.api.queue_child import Task
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Clock:
-    def __init__(self, now: float = 1_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return EpochClock(1_000_000.0)
 
 
 @pytest.fixture

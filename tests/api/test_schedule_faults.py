@@ -24,6 +24,7 @@ from minikafka import (
 from minikafka.api.modes.queues import find_queue
 from minikafka.ledger import schedules as store
 from minikafka.util.clock import format_timestamp
+from tests.api.epoch_clock import EpochClock
 from tests.api.queue_child import Task
 from tests.api.schedule_child import Keyed
 
@@ -31,17 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, 12, 0, 30, tzinfo=timezone.utc).timestamp()
 
 
-class Clock:
-    def __init__(self, now: float = T0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return EpochClock(T0)
 
 
 def store_legacy_schedule(src: Source, name: str, topic: str, consumer: str, payload: str, every_ms: int,

@@ -13,23 +13,16 @@ from pathlib import Path
 import pytest
 
 from minikafka import ScheduleNotFoundError, Source
+from tests.api.epoch_clock import EpochClock
 from tests.api.queue_child import Task
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, 12, 0, 30, tzinfo=timezone.utc).timestamp()
 
 
-class Clock:
-    def __init__(self, now: float = T0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return EpochClock(T0)
 
 
 def test_an_every_schedule_fires_once_per_period_into_its_queue(file_source, clock):
