@@ -174,18 +174,11 @@ def find_runs(conn: sqlite3.Connection, *, stage: str | None = None, status: str
         since, until: ISO 8601 texts compared with ``started_at`` (``since`` inclusive, ``until`` exclusive).
     """
     where, params = ["1"], []
-    if stage:
-        where.append("coalesce(stage, kind) = ?")
-        params.append(stage)
-    if status:
-        where.append("status = ?")
-        params.append(status)
-    if since:
-        where.append("started_at >= ?")
-        params.append(since)
-    if until:
-        where.append("started_at < ?")
-        params.append(until)
+    for condition, value in (("coalesce(stage, kind) = ?", stage), ("status = ?", status),
+                             ("started_at >= ?", since), ("started_at < ?", until)):
+        if value:
+            where.append(condition)
+            params.append(value)
     ids = [r[0] for r in conn.execute(
         f"SELECT run_id FROM _minikafka_runs WHERE {' AND '.join(where)} ORDER BY started_at DESC, rowid DESC LIMIT ?",
         (*params, limit))]

@@ -81,11 +81,7 @@ def _stage_checks(conn, name: str, now: datetime, stage=None, pending=None) -> l
     if stage.freshness is not None:
         success = vitals.latest_success(conn, name)
         age = _age_s(success[1], now) if success else None
-        ok = age is not None and age <= stage.freshness
-        reason = (f"no successful run yet (limit {format_duration(stage.freshness)})" if age is None else
-                  f"last success {human_age(age)} ago (limit {format_duration(stage.freshness)})")
-        out.append(CheckResult(f"{subject} freshness", OK if ok else FAIL, reason,
-                               {"age_s": age, "limit_s": stage.freshness}))
+        out.append(_freshness(subject, age, stage.freshness, "no successful run yet", "last success {} ago"))
     if stage.max_lag is not None:
         counts = {t: pending(t, stage.consumer, stage.topic_partitions) for t in stage.inputs}
         known = {t: n for t, n in counts.items() if n is not None}
@@ -106,16 +102,21 @@ def _stage_checks(conn, name: str, now: datetime, stage=None, pending=None) -> l
     return out
 
 
+def _freshness(subject: str, age: float | None, limit: float, none_yet: str, seen: str) -> CheckResult:
+    """The freshness check of ``subject``: fail when nothing is there yet or ``age`` exceeds ``limit``;
+    ``seen`` is the reason's text with ``{}`` where the age goes."""
+    ok = age is not None and age <= limit
+    reason = (f"{none_yet} (limit {format_duration(limit)})" if age is None else
+              f"{seen.format(human_age(age))} (limit {format_duration(limit)})")
+    return CheckResult(f"{subject} freshness", OK if ok else FAIL, reason, {"age_s": age, "limit_s": limit})
+
+
 def _topic_checks(conn, topic, now: datetime, pending) -> list[CheckResult]:
     out = []
     subject = f"topic {topic.name}"
     if topic.freshness is not None:
         age = _age_s(vitals.newest_row_time(conn, topic.name), now)
-        ok = age is not None and age <= topic.freshness
-        reason = (f"no rows yet (limit {format_duration(topic.freshness)})" if age is None else
-                  f"newest row {human_age(age)} old (limit {format_duration(topic.freshness)})")
-        out.append(CheckResult(f"{subject} freshness", OK if ok else FAIL, reason,
-                               {"age_s": age, "limit_s": topic.freshness}))
+        out.append(_freshness(subject, age, topic.freshness, "no rows yet", "newest row {} old"))
     if topic.max_lag is not None:
         lags = {c: pending(topic.name, c) for c in vitals.consumers_of(conn, topic.name)}
         lags = {c: n for c, n in lags.items() if n is not None}
