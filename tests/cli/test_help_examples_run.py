@@ -12,6 +12,7 @@ print something. The four Spark commands run after the example pipeline ran once
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -57,7 +58,10 @@ class _Receiver(BaseHTTPRequestHandler):
 
 
 def _env(session: Session) -> dict[str, str]:
-    return {**session.env(), "MINIKAFKA_SOURCE": "data/homelab.sqlite", "ORDERS_TOKEN": "example-token"}
+    # run's help example under the suite's engine (one spark-submit per stage): with the default
+    # (auto) it would leave a warm engine up for its idle timeout, and serve's example would be refused
+    return {**session.env(), "MINIKAFKA_SOURCE": "data/homelab.sqlite", "ORDERS_TOKEN": "example-token",
+            "MINIKAFKA_ENGINE": os.environ.get("MINIKAFKA_ENGINE", "submit")}
 
 
 def _bash(session: Session, command: str, timeout: float = 300) -> subprocess.CompletedProcess:
