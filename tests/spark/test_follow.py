@@ -105,8 +105,26 @@ class _Context:
 
 
 class _Session:
+    """What the follower and Spark's InheritableThread use of a session: its tags."""
+
     def __init__(self):
         self.sparkContext = _Context()
+        self.tags: set[str] = set()
+
+    def getTags(self):  # noqa: N802 - Spark's names
+        return set(self.tags)
+
+    def addTag(self, tag):  # noqa: N802
+        self.tags.add(tag)
+
+    def removeTag(self, tag):  # noqa: N802
+        self.tags.discard(tag)
+
+    def clearTags(self):  # noqa: N802
+        self.tags.clear()
+
+    def interruptTag(self, tag):  # noqa: N802
+        self.sparkContext.cancelled.append(tag)
 
 
 def _part(directory, k: int, values: list[int]) -> None:
