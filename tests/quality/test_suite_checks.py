@@ -164,16 +164,27 @@ BAD_REGEX_SUITE = ('topic = "rss.youtube"\npolicy = "fail"\n' + GOOD
                    + expect("expect_column_values_to_match_regex", column="url", regex="^https?://(www"))
 
 
-@pytest.mark.parametrize("command", ["check", "run"])
-def test_check_and_run_stop_on_a_bad_suite_before_spark_starts(tmp_path, command):
+def test_check_stops_on_a_bad_suite_before_spark_starts(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text(BAD_REGEX_SUITE)
     pipeline = homelab_copy(tmp_path, replace={'expectations = ["quality/youtube.toml"]': f'expectations = ["{bad}"]'})
-    result = invoke(command, pipeline)
+    result = invoke("check", pipeline)
     assert result.exit_code == 2, result.output
     assert f"{bad}: expectation #2 (expect_column_values_to_match_regex): regex: invalid regex" in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "homelab.sqlite").exists()  # nothing started, no ledger written
+
+
+def test_run_with_a_bad_suite_and_no_ledger_stops_on_the_ledger_before_loading_suites(tmp_path):
+    # run loads a stage's suites only once that stage has rows (no great-expectations import
+    # for a night with nothing new), so without a ledger it stops there, writing nothing
+    bad = tmp_path / "bad.toml"
+    bad.write_text(BAD_REGEX_SUITE)
+    pipeline = homelab_copy(tmp_path, replace={'expectations = ["quality/youtube.toml"]': f'expectations = ["{bad}"]'})
+    result = invoke("run", pipeline)
+    assert result.exit_code == 1, result.output
+    assert "no ledger at" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "homelab.sqlite").exists()
 
 
 def test_check_names_a_suite_column_the_topic_lacks(tmp_path):
