@@ -584,7 +584,8 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
         pool.shutdown(wait=True, cancel_futures=True)
         if not dry_run:  # a stage stopped before its process started
             for sd, since in started.values():
-                _record_interrupted(defn, sd, since)
+                if sd.name not in procs.accounted:
+                    _record_interrupted(defn, sd, since)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -731,6 +732,7 @@ class _Children:
 
         self.running: dict[str, object] = {}
         self.interrupted = threading.Event()
+        self.accounted: set[str] = set()  # stages whose process ended and whose run row is known
 
 
 def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run_id: str, dry_run: bool, echo,
@@ -776,6 +778,7 @@ def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], ru
         if row is None and not dry_run:
             row = record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": launcher},
                                     status="interrupted")
+        procs.accounted.add(sd.name)  # its row is written: Ctrl-C's clean-up must not add another
         return StageOutcome(sd.name, (row or {}).get("status", "interrupted"), seconds, row, INTERRUPTED)
     if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show the stage's own output
         echo(stderr.rstrip())
