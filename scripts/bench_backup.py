@@ -35,6 +35,7 @@ from bench_common import exit_code, scratch_dir  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from minikafka import Source  # noqa: E402
+from minikafka.ledger.filecopy import fsync_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MINIKAFKA = str(Path(sys.executable).parent / "minikafka")
@@ -47,14 +48,6 @@ class Blob(BaseModel):
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
-
-
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def make_big_ledger(path: Path, size_mb: int) -> None:
@@ -99,7 +92,7 @@ def plain_copy_seconds(ledger: Path, dest: Path) -> tuple[float, float]:
     copy = dest / "plain-copy.sqlite"
     t0, c0 = time.perf_counter(), time.process_time()
     shutil.copyfile(ledger, copy)
-    fsync_file(copy)
+    fsync_path(copy)
     took, cpu = time.perf_counter() - t0, time.process_time() - c0
     copy.unlink()
     return took, cpu

@@ -164,10 +164,15 @@ BAD_REGEX_SUITE = ('topic = "rss.youtube"\npolicy = "fail"\n' + GOOD
                    + expect("expect_column_values_to_match_regex", column="url", regex="^https?://(www"))
 
 
-def test_check_stops_on_a_bad_suite_before_spark_starts(tmp_path):
+def _pipeline_with_bad_suite(tmp_path):
+    """The example pipeline whose youtube suite holds an invalid regex; (pipeline, suite path)."""
     bad = tmp_path / "bad.toml"
     bad.write_text(BAD_REGEX_SUITE)
-    pipeline = homelab_copy(tmp_path, replace={'expectations = ["quality/youtube.toml"]': f'expectations = ["{bad}"]'})
+    return homelab_copy(tmp_path, replace={'expectations = ["quality/youtube.toml"]': f'expectations = ["{bad}"]'}), bad
+
+
+def test_check_stops_on_a_bad_suite_before_spark_starts(tmp_path):
+    pipeline, bad = _pipeline_with_bad_suite(tmp_path)
     result = invoke("check", pipeline)
     assert result.exit_code == 2, result.output
     assert f"{bad}: expectation #2 (expect_column_values_to_match_regex): regex: invalid regex" in result.output
@@ -178,9 +183,7 @@ def test_check_stops_on_a_bad_suite_before_spark_starts(tmp_path):
 def test_run_with_a_bad_suite_and_no_ledger_stops_on_the_ledger_before_loading_suites(tmp_path):
     # run loads a stage's suites only once that stage has rows (no great-expectations import
     # for a night with nothing new), so without a ledger it stops there, writing nothing
-    bad = tmp_path / "bad.toml"
-    bad.write_text(BAD_REGEX_SUITE)
-    pipeline = homelab_copy(tmp_path, replace={'expectations = ["quality/youtube.toml"]': f'expectations = ["{bad}"]'})
+    pipeline, _ = _pipeline_with_bad_suite(tmp_path)
     result = invoke("run", pipeline)
     assert result.exit_code == 1, result.output
     assert "no ledger at" in result.output and "Traceback" not in result.output
