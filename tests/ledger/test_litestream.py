@@ -40,11 +40,14 @@ def _litestream() -> str:
 
 
 def content(db: Path) -> dict[str, str]:
-    """A digest of every table's rows, in rowid (or key) order."""
+    """A digest of every table's rows, in rowid (or key) order; Litestream's own bookkeeping
+    tables (``_litestream_seq``, ``_litestream_lock``) are left out: Litestream writes them on
+    the live file after the replica was taken, so they differ by design."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         tables = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+            if not r[0].startswith("_litestream_")]
         out = {}
         for table in tables:
             digest = hashlib.sha256()

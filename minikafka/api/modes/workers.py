@@ -314,9 +314,14 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
 
     def start(made: tuple[Any, Any, Any]) -> None:
         proc, reader, writer = made
-        # blocked around the fork: a child takes no signal before it has set its own handlers
+        # blocked around the fork: a child takes no signal before it has set its own handlers,
+        # and a stop that came while the worker was being made forks nothing (``forward`` has
+        # already run, so a worker forked now would never be told to stop)
         signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:
+            if stopping["now"]:
+                reader.close()
+                return
             proc.start()
             started_procs.append(proc)
             channels[reader] = proc
