@@ -101,6 +101,16 @@ def write_run_in_current_transaction(conn: sqlite3.Connection, result: RunResult
     conn.execute(f"INSERT OR REPLACE INTO _minikafka_runs ({cols}) VALUES ({marks})", tuple(row.values()))
 
 
+def insert_run_unless_present_in_current_transaction(conn: sqlite3.Connection, result: RunResult) -> bool:
+    """Insert the run's row unless a row with its run id exists (inside the caller's
+    transaction); True when it was inserted. A run id has one row, whoever comes first."""
+    row = result.as_row()
+    cols = ", ".join(COLUMNS)
+    marks = ", ".join("?" for _ in COLUMNS)
+    cur = conn.execute(f"INSERT OR IGNORE INTO _minikafka_runs ({cols}) VALUES ({marks})", tuple(row.values()))
+    return cur.rowcount == 1
+
+
 def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str | None = None,
               limit: int = 20, hide_kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Most recent runs first (or the one run ``run_id``), as dicts with JSON columns decoded;

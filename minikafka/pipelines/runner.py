@@ -15,8 +15,14 @@ from pathlib import Path
 
 from ..api.source import Source
 from ..errors import MinikafkaError
-from ..ledger.runlog import INTERRUPTED, RunResult, new_run_id, read_runs, write_run_in_current_transaction
-from ..util.clock import utc_now
+from ..ledger.runlog import (
+    INTERRUPTED,
+    RunResult,
+    insert_run_unless_present_in_current_transaction,
+    new_run_id,
+    read_runs,
+    write_run_in_current_transaction,
+)
 from ..util.procs import child_env as submit_env  # noqa: F401  (the stages' environment)
 from ..util.progress import heartbeat
 from ..util.redact import redact_url
@@ -433,15 +439,20 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         else:
             width = max_parallel or (defn.engine.max_parallel if url else None) or (2 if url else 1)
 
-            def launch(sd: StageDefinition, procs: _Children) -> StageOutcome:
+            def launch(sd: StageDefinition, run_id: str, procs: _Children) -> StageOutcome:
+                with procs.launching() as go:
+                    if not go:  # Ctrl-C came first: the scheduler records the run, nothing starts
+                        return StageOutcome(sd.name, "interrupted", error=INTERRUPTED)
+                    return start(sd, run_id, procs)
+
+            def start(sd: StageDefinition, run_id: str, procs: _Children) -> StageOutcome:
                 if not _has_pending(defn, sd):  # nothing new: record the empty run without a JVM
-                    return _run_in_process(None, defn, sd, dry_run)
+                    return _run_in_process(None, defn, sd, dry_run, run_id=run_id)
                 if url is not None:
-                    cmd = client_command(defn, sd, url, run_id := new_run_id(sd.name), dry_run=dry_run,
-                                         staging=staging, py_files=py_files)
+                    cmd = client_command(defn, sd, url, run_id, dry_run=dry_run, staging=staging, py_files=py_files)
                 else:
-                    cmd = submit_command(defn, sd, master=master, run_id=(run_id := new_run_id(sd.name)),
-                                         dry_run=dry_run, staging=staging, py_files=py_files)
+                    cmd = submit_command(defn, sd, master=master, run_id=run_id, dry_run=dry_run, staging=staging,
+                                         py_files=py_files)
                 if width == 1:
                     with running(sd.name):
                         return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
@@ -508,21 +519,21 @@ def _run_sequentially(defn: PipelineDefinition, chosen: list[StageDefinition], r
             result.outcomes.append(StageOutcome(sd.name, "skipped", error="upstream stage failed"))
             blocked.update(sd.outputs)
             continue
-        since = utc_now()
+        run_id = new_run_id(sd.name)  # the stage's one run row, whoever writes it
         try:
             echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
             if not _has_pending(defn, sd):
                 # nothing new: record the empty run without starting a JVM
-                outcome = _run_in_process(None, defn, sd, dry_run)
+                outcome = _run_in_process(None, defn, sd, dry_run, run_id=run_id)
             else:
                 with running(sd.name):
                     if spark is None:
-                        spark, outcome = _start_session(defn, sd, master, py_files, dry_run, url)
+                        spark, outcome = _start_session(defn, sd, master, py_files, dry_run, url, run_id)
                     if spark is not None:
-                        outcome = _run_in_process(spark, defn, sd, dry_run, staging)
+                        outcome = _run_in_process(spark, defn, sd, dry_run, staging, run_id=run_id)
         except KeyboardInterrupt:
             if not dry_run:
-                _record_interrupted(defn, sd, since)
+                _record_interrupted(defn, sd, run_id)
             raise
         _note_quarantine(defn, outcome)
         result.outcomes.append(outcome)
@@ -539,9 +550,9 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
     writers = {sd.name: {o.name for o in chosen if o is not sd and set(o.outputs) & set(sd.inputs)} for sd in chosen}
     outcomes: dict[str, StageOutcome] = {}
     waiting = list(chosen)
-    in_flight: dict = {}  # future -> (stage, since)
+    in_flight: dict = {}  # future -> (stage, run id)
     procs = _Children()  # the stages' running processes (for Ctrl-C)
-    started: dict[str, tuple] = {}  # stage -> (stage, since): started, not yet ended
+    started: dict[str, tuple] = {}  # stage -> (stage, run id): started, not yet ended
     blocked: set[str] = set()
     pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="minikafka-stage")
     try:
@@ -557,14 +568,14 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
                 if len(in_flight) >= width or not writers[sd.name] <= set(outcomes):
                     continue
                 waiting.remove(sd)
-                started[sd.name] = (sd, utc_now())  # from here on, Ctrl-C leaves it a row
+                started[sd.name] = (sd, new_run_id(sd.name))  # from here on, Ctrl-C leaves that run a row
                 echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
-                in_flight[pool.submit(launch, sd, procs)] = started[sd.name]
+                in_flight[pool.submit(launch, *started[sd.name], procs)] = started[sd.name]
             if not in_flight:
                 break
             done, _ = wait(list(in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
             for future in done:
-                sd, _since = in_flight.pop(future)
+                sd, _run_id = in_flight.pop(future)
                 outcome = future.result()
                 started.pop(sd.name, None)
                 _note_quarantine(defn, outcome)
@@ -578,14 +589,14 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
     except KeyboardInterrupt:
         from ..util.procs import kill_group
 
-        procs.interrupted.set()  # each stage in flight records itself 'interrupted' (_run_child)
+        procs.interrupted.set()  # no stage process starts from now on; those running are killed
         for proc in list(procs.running.values()):
             kill_group(proc)
         pool.shutdown(wait=True, cancel_futures=True)
-        if not dry_run:  # a stage stopped before its process started
-            for sd, since in started.values():
-                if sd.name not in procs.accounted:
-                    _record_interrupted(defn, sd, since)
+        procs.wait_idle()  # a launch the interrupt caught inside submit() is not joined by the pool
+        if not dry_run:  # every stage started gets its run's row: the one its process wrote, or this
+            for sd, run_id in started.values():
+                _record_interrupted(defn, sd, run_id, procs.phases.get(sd.name, "start"))
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -603,7 +614,7 @@ def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome) -> None:
 
 
 def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, py_files: str | None,
-                   dry_run: bool, url: str | None = None):
+                   dry_run: bool, url: str | None = None, run_id: str | None = None):
     """(SparkSession, None), or (None, the failed outcome, recorded) when the JVM does not start
     (``url``: a client session of that engine, the code shipped to it)."""
     from ..spark.session import build_session
@@ -617,7 +628,7 @@ def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, p
         spark = build_session(f"minikafka:{defn.name}", master, conf=defn.spark)
     except MinikafkaError as exc:  # SparkSetupError: no Java, no JDBC jar, the JVM did not start
         error = f"the Spark application did not start: {exc}"
-        row = None if dry_run else record_failed_run(defn, new_run_id(sd.name), error, sd,
+        row = None if dry_run else record_failed_run(defn, run_id or new_run_id(sd.name), error, sd,
                                                      details={"phase": "session"})
         return None, StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, error)
     if py_files:
@@ -626,12 +637,13 @@ def _start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, p
 
 
 def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: StageDefinition | None = None,
-                      details: dict | None = None, status: str = "failed") -> dict | None:
+                      details: dict | None = None, status: str = "failed", keep: bool = False) -> dict | None:
     """Write a failed (or ``status`` 'interrupted') run that never reached the stage's own
     commit (master unreachable, spark-submit did not launch, the job failed before running
     the stage, Ctrl-C); return its row.
 
-    Without ``sd`` the row is the pipeline's (kind 'pipeline'). A ledger that cannot take
+    Without ``sd`` the row is the pipeline's (kind 'pipeline'). ``keep``: a row the run
+    already has (written by the stage itself) stays as it is. A ledger that cannot take
     the row does not hide the failure itself: None comes back.
     """
     run = RunResult(run_id, "stage" if sd else "pipeline", stage=sd.name if sd else None,
@@ -641,23 +653,21 @@ def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: Sta
     try:
         with Source(str(defn.source)) as source:
             with source.ledger.atomic() as conn:
-                write_run_in_current_transaction(conn, run)
+                if keep:
+                    insert_run_unless_present_in_current_transaction(conn, run)
+                else:
+                    write_run_in_current_transaction(conn, run)
             return _run_row(source, run_id)
     except Exception:  # noqa: BLE001 - the original failure matters more than its log row
         return None
 
 
-def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, since: str) -> None:
-    """After Ctrl-C: an 'interrupted' row for the stage, unless its run (started at or after
-    ``since``) already wrote one (the stage's own handler, or its commit just before)."""
-    try:
-        with Source(str(defn.source)) as source:
-            latest = read_runs(source.ledger.conn, stage=sd.name, limit=1)
-    except Exception:  # noqa: BLE001 - the interrupt matters more than its log row
-        return
-    if latest and latest[0]["started_at"] >= since:
-        return
-    record_failed_run(defn, new_run_id(sd.name), INTERRUPTED, sd, details={"phase": "start"}, status="interrupted")
+def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, run_id: str, phase: str = "start") -> None:
+    """After Ctrl-C, once no process of the run can write any more: an 'interrupted' row for
+    the stage's run ``run_id``, unless that run wrote its own (the stage's handler, its
+    commit just before, its failure). Keyed by the run id, in one transaction: the only
+    writer of a run's 'interrupted' row in a pipeline run."""
+    record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": phase}, status="interrupted", keep=True)
 
 
 def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
@@ -681,7 +691,8 @@ def _pending_in(source: Source, defn: PipelineDefinition, sd: StageDefinition) -
 
 
 def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
-                    staging: str | None = None, upto: dict[str, int] | None = None) -> StageOutcome:
+                    staging: str | None = None, upto: dict[str, int] | None = None,
+                    run_id: str | None = None) -> StageOutcome:
     from ..errors import StageRunningError, StagingError
     from ..spark.stages.stage import StageFailed, run_stage
 
@@ -695,14 +706,14 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
                 from ..spark.stages.chunks import combine, run_stage_in_chunks
 
                 row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
-                                                  dry_run=dry_run, upto=upto, staging=staging))
+                                                  run_id=run_id, dry_run=dry_run, upto=upto, staging=staging))
                 return StageOutcome(sd.name, row["status"], time.perf_counter() - t0, row)
             run = run_stage(spark, source, build_stage(defn, sd, suites=spark is not None), dry_run=dry_run,
-                            upto=upto, staging=staging)
+                            upto=upto, staging=staging, run_id=run_id)
         except StageFailed as exc:
             return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
         except (StageRunningError, StagingError) as exc:
-            row = None if dry_run else record_failed_run(defn, new_run_id(sd.name), str(exc), sd,
+            row = None if dry_run else record_failed_run(defn, run_id or new_run_id(sd.name), str(exc), sd,
                                                          details={"phase": "start"})
             return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, str(exc))
         row = _run_row(source, run.run_id) or run.as_row()
@@ -725,14 +736,34 @@ def client_command(defn: PipelineDefinition, sd: StageDefinition, url: str, run_
 
 
 class _Children:
-    """The running stage processes of a run, and whether Ctrl-C stopped it."""
+    """The running stage processes of a run, whether Ctrl-C stopped it, and the launches in
+    flight (so Ctrl-C's clean-up waits until no process of the run can still start)."""
 
     def __init__(self):
         import threading
 
         self.running: dict[str, object] = {}
+        self.phases: dict[str, str] = {}  # stage -> what ran it ('spark-submit', ...), once launched
         self.interrupted = threading.Event()
-        self.accounted: set[str] = set()  # stages whose process ended and whose run row is known
+        self._active = 0
+        self._idle = threading.Condition()
+
+    @contextlib.contextmanager
+    def launching(self):
+        """Around one stage's launch: yields False when Ctrl-C came first (start nothing)."""
+        with self._idle:
+            self._active += 1
+        try:
+            yield not self.interrupted.is_set()
+        finally:
+            with self._idle:
+                self._active -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self) -> None:
+        """Until no launch is in flight (after ``interrupted`` is set, none begins)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._active == 0)
 
 
 def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run_id: str, dry_run: bool, echo,
@@ -762,7 +793,7 @@ def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], ru
         error = f"{launcher} did not launch ({cmd[0]}): {exc.strerror or exc}"
         row = None if dry_run else record_failed_run(defn, run_id, error, sd, details={"phase": "launch"})
         return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, error)
-    procs.running[sd.name] = proc
+    procs.running[sd.name], procs.phases[sd.name] = proc, launcher
     if procs.interrupted.is_set():  # Ctrl-C came while it started
         from ..util.procs import kill_group
 
@@ -772,14 +803,8 @@ def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], ru
     finally:
         procs.running.pop(sd.name, None)
     seconds = time.perf_counter() - t0
-    if procs.interrupted.is_set():  # killed by Ctrl-C: record it, unless it committed first
-        with Source(str(defn.source)) as source:
-            row = _run_row(source, run_id)
-        if row is None and not dry_run:
-            row = record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": launcher},
-                                    status="interrupted")
-        procs.accounted.add(sd.name)  # its row is written: Ctrl-C's clean-up must not add another
-        return StageOutcome(sd.name, (row or {}).get("status", "interrupted"), seconds, row, INTERRUPTED)
+    if procs.interrupted.is_set():  # killed by Ctrl-C: its run's row is the clean-up's to write
+        return StageOutcome(sd.name, "interrupted", seconds, None, INTERRUPTED)
     if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show the stage's own output
         echo(stderr.rstrip())
     with Source(str(defn.source)) as source:
