@@ -11,10 +11,12 @@ A job file is small::
         raise SystemExit(main())
 
 ``main`` reads ``--pipeline FILE --stage NAME [--run-id ID] [--source FILE] [--staging URI] [--dry-run]
-[--remote sc://HOST:PORT [--py-files ZIP]]``, builds the SparkSession spark-submit started (or,
-with ``--remote``, a client session of that warm engine, shipping ``ZIP`` so its Python workers
-import the job and its models), runs the stage with the ledger, prints the run record as one
-JSON line, and exits 0 (succeeded/partial) or 1 (failed). The same file runs on both engines.
+[--remote sc://HOST:PORT [--py-files ZIP]] [--consumer-id TOPIC=ID ...]``, builds the SparkSession
+spark-submit started (or, with ``--remote``, a client session of that warm engine, shipping ``ZIP``
+so its Python workers import the job and its models), runs the stage with the ledger, prints the
+run record as one JSON line, and exits 0 (succeeded/partial) or 1 (failed). The same file runs on
+both engines. ``--consumer-id``: the runner that starts the job registered the stage's consumer
+and checked every topic, so the job does neither and opens only the stage's own topics.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--staging", help="staging URI every node sees (see minikafka.spark.staging)")
     parser.add_argument("--remote", help="run on the warm engine at sc://HOST:PORT instead of this process's own JVM")
     parser.add_argument("--py-files", help="a zip of the job's code for the engine's Python workers (with --remote)")
+    parser.add_argument("--consumer-id", action="append", default=[], metavar="TOPIC=ID",
+                        help="the stage's consumer id on an input, registered by the runner that started this job "
+                             "(which created and checked every topic): the job registers nothing and opens only "
+                             "the stage's topics")
     args = parser.parse_args(argv)
+    given = _consumer_ids(parser, args.consumer_id)
 
     import os
 
@@ -71,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
         registered: dict[tuple[str, str], int] = {}  # the stage's consumer, registered once with every other
-        with open_source(defn, create=False, register=not args.dry_run,  # a dry run registers nothing
-                         registered=registered) as source:
-            ids = {name: registered[(sd.name, name)] for name in sd.inputs if (sd.name, name) in registered}
+        with open_source(defn, create=False, register=not (args.dry_run or given),  # a dry run registers nothing
+                         registered=registered, topics=[*sd.inputs, *sd.outputs] if given else None) as source:
+            ids = given or {name: registered[(sd.name, name)] for name in sd.inputs if (sd.name, name) in registered}
             if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
                 from .spark.stages.chunks import combine, run_stage_in_chunks
 
@@ -100,3 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def _consumer_ids(parser: argparse.ArgumentParser, values: list[str]) -> dict[str, int]:
+    """{topic: id} from ``--consumer-id TOPIC=ID`` arguments (a bad one is a usage error, exit 2)."""
+    out = {}
+    for value in values:
+        topic, _, cid = value.rpartition("=")
+        if not topic or not cid.isdigit():
+            parser.error(f"--consumer-id takes TOPIC=ID, got {value!r}")
+        out[topic] = int(cid)
+    return out

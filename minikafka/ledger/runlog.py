@@ -127,14 +127,16 @@ def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str
         f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
         (*params, limit),
     )
-    out = []
-    for values in cur.fetchall():
-        row = dict(zip(COLUMNS, values))
-        for key in ("inputs", "outputs", "watermarks", "quality", "details"):
-            if row[key] is not None:
-                row[key] = json.loads(row[key])
-        out.append(row)
-    return out
+    return [decoded(dict(zip(COLUMNS, values))) for values in cur.fetchall()]
+
+
+def decoded(row: dict[str, Any]) -> dict[str, Any]:
+    """A run row with its JSON columns as values (as ``read_runs`` gives it; ``RunResult.as_row``
+    holds them as text)."""
+    for key in ("inputs", "outputs", "watermarks", "quality", "details"):
+        if isinstance(row.get(key), str):
+            row[key] = json.loads(row[key])
+    return row
 
 
 def failed_run_ids(conn: sqlite3.Connection, *, stage: str | None = None, limit: int = 20) -> list[str]:

@@ -18,6 +18,7 @@ from ..errors import MinikafkaError
 from ..ledger.runlog import (
     INTERRUPTED,
     RunResult,
+    decoded,
     insert_run_unless_present_in_current_transaction,
     new_run_id,
     read_runs,
@@ -173,7 +174,8 @@ class PipelineRun(Result):
 
 
 def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool = True,
-                notes: list[str] | None = None, registered: dict[tuple[str, str], int] | None = None) -> Source:
+                notes: list[str] | None = None, registered: dict[tuple[str, str], int] | None = None,
+                topics: list[str] | None = None) -> Source:
     """Open the pipeline's ledger with every topic created/checked and every consumer registered.
 
     Consumers are registered before any stage runs, each new one at its stage's ``start``
@@ -183,12 +185,14 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
     a run that commits nothing leaves no consumer behind. ``notes`` receives a line for
     each consumer registered now that starts past rows that exist (``start_notes``);
     ``registered`` receives each consumer's id by (stage, input topic), so a stage run later
-    needs not register or look it up again.
+    needs not register or look it up again. ``topics``: only these topics are opened (a
+    stage's process that the runner started: the runner created and checked them all).
     """
     source = Source(str(defn.source), create=create)
     try:
         for t in defn.topics.values():
-            source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key)
+            if topics is None or t.name in topics:
+                source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key)
         if register:
             lines = register_stage_consumers(source, defn, registered=registered)
             if notes is not None:
@@ -272,17 +276,22 @@ def spark_submit() -> str:
 
 
 def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str, run_id: str,
-                   dry_run: bool = False, staging: str | None = None, py_files: str | None = None) -> list[str]:
+                   dry_run: bool = False, staging: str | None = None, py_files: str | None = None,
+                   consumer_ids: dict[str, int] | None = None, java_options: str | None = None) -> list[str]:
     """The exact spark-submit command for one stage.
 
     ``py_files``: a zip of the project's code for executors on other hosts
-    (``code_zip``); ``staging``: the staging URI handed to the job.
+    (``code_zip``); ``staging``: the staging URI handed to the job; ``consumer_ids``:
+    {input: id} of the stage's consumer, which the runner registered (the job then
+    registers nothing and opens only the stage's topics); ``java_options``: the driver's
+    (``spark.driver.extraJavaOptions``, see ``spark.driver_jvm``; the pipeline's own wins).
     """
     from ..spark.session import jdbc_jar
 
     jar = jdbc_jar()
     settings = {"spark.executor.extraClassPath": jar, "spark.sql.session.timeZone": "UTC",
-                "spark.ui.showConsoleProgress": "false", **defn.spark, **sd.spark}
+                "spark.ui.showConsoleProgress": "false",
+                **({"spark.driver.extraJavaOptions": java_options} if java_options else {}), **defn.spark, **sd.spark}
     cmd = [spark_submit(), "--master", master, "--name", f"minikafka:{defn.name}:{sd.name}",
            "--jars", jar, "--driver-class-path", jar]
     if py_files:
@@ -293,9 +302,14 @@ def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str
             "--source", str(defn.source)]
     if staging:
         cmd += ["--staging", staging]
+    cmd += _consumer_args(consumer_ids)
     if dry_run:
         cmd.append("--dry-run")
     return cmd
+
+
+def _consumer_args(consumer_ids: dict[str, int] | None) -> list[str]:
+    return [arg for name, cid in sorted((consumer_ids or {}).items()) for arg in ("--consumer-id", f"{name}={cid}")]
 
 
 def code_packages(defn: PipelineDefinition) -> list[str]:
@@ -367,8 +381,6 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         LedgerNotFoundError: the pipeline's ledger does not exist (a run never creates it).
         EngineError: no engine answers at ``remote``, or the one to start did not start.
     """
-    import tempfile
-
     require_ledger(defn)
     if strategy not in STRATEGIES:
         raise PipelineDefinitionError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
@@ -384,26 +396,48 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         def running(label):
             return heartbeat(echo, label, HEARTBEAT_S)
     t0 = time.perf_counter()
+    notes: list[str] = []
+    registered: dict[tuple[str, str], int] = {}  # (stage, input) -> its consumer's id, registered once here
+    # this process's one connection to the ledger (stages in this process run on it too)
+    with open_source(defn, register=not dry_run, notes=notes, registered=registered) as source:
+        result = _run_pipeline_on(source, defn, chosen, result, registered, master=master, strategy=strategy,
+                                  dry_run=dry_run, in_process=in_process, staging=staging, echo=echo,
+                                  running=running, engine=engine, remote=remote, max_parallel=max_parallel,
+                                  idle_timeout=idle_timeout, backup_before=backup_before, notes=notes, t0=t0)
+    return result
+
+
+def _stage_ids(registered: dict[tuple[str, str], int], sd: StageDefinition) -> dict[str, int]:
+    """{input: the stage's consumer id} of the consumers ``open_source`` registered."""
+    return {name: registered[(sd.name, name)] for name in sd.inputs if (sd.name, name) in registered}
+
+
+def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[StageDefinition], result: PipelineRun,
+                     registered: dict[tuple[str, str], int], *, master: str, strategy: str, dry_run: bool,
+                     in_process: bool, staging: str | None, echo, running, engine: str, remote: str | None,
+                     max_parallel: int | None, idle_timeout: float | None, backup_before: str | None,
+                     notes: list[str], t0: float) -> PipelineRun:
+    """``run_pipeline`` once the ledger is open (``source``) and the consumers registered."""
+    import tempfile
+
     from .retired import retired_messages
 
-    notes: list[str] = []
-    with open_source(defn, register=not dry_run, notes=notes) as source:
-        if dry_run:
-            notes = register_stage_consumers(source, defn, dry_run=True)
-        for line in notes:  # a new stage that starts past rows that exist says so
-            echo(line)
-        for line in retired_messages(defn, source.ledger.conn):
-            echo(line)
-        # nothing new anywhere: every stage records its empty run, no JVM, no engine
-        idle = not any(_pending_in(source, defn, sd) for sd in chosen)
+    if dry_run:
+        notes = register_stage_consumers(source, defn, dry_run=True)
+    for line in notes:  # a new stage that starts past rows that exist says so
+        echo(line)
+    for line in retired_messages(defn, source.ledger.conn):
+        echo(line)
+    pending = {sd.name: _pending_in(source, defn, sd, registered) for sd in chosen}
     if backup_before and not dry_run:
         from ..ledger.backups import backup
 
         echo(backup(defn.source, backup_before).summary())
-    if idle:
+    if not any(pending.values()):  # nothing new anywhere: every stage records its empty run, no JVM, no engine
         for sd in chosen:
             echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
-            result.outcomes.append(_run_in_process(None, defn, sd, dry_run))
+            result.outcomes.append(_run_in_process(None, defn, sd, dry_run, source=source,
+                                                   consumer_ids=_stage_ids(registered, sd)))
         result.seconds = time.perf_counter() - t0
         return result
     from ..spark.session import MasterUnreachableError, check_master
@@ -435,8 +469,10 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     try:
         py_files = None if (is_local_master(master) and url is None) else str(code_zip(defn, scratch.name))
         if in_process:
-            _run_sequentially(defn, chosen, result, strategy, master, py_files, dry_run, staging, echo, running, url)
+            _run_sequentially(defn, chosen, result, strategy, master, py_files, dry_run, staging, echo, running, url,
+                              source=source, registered=registered)
         else:
+            source.close()  # the stages' processes open it themselves; the runner reads their rows from their output
             width = max_parallel or (defn.engine.max_parallel if url else None) or (2 if url else 1)
 
             def launch(sd: StageDefinition, run_id: str, procs: _Children) -> StageOutcome:
@@ -446,17 +482,39 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                     return start(sd, run_id, procs)
 
             def start(sd: StageDefinition, run_id: str, procs: _Children) -> StageOutcome:
-                if not _has_pending(defn, sd):  # nothing new: record the empty run without a JVM
+                # rows found pending before the run stay pending until the stage runs; a stage
+                # whose input an upstream stage of this run writes is asked again
+                upstream = any(set(o.outputs) & set(sd.inputs) for o in chosen if o is not sd)
+                if (upstream or not pending[sd.name]) and not _has_pending(defn, sd):
+                    # nothing new: record the empty run without a JVM
                     return _run_in_process(None, defn, sd, dry_run, run_id=run_id)
+                ids = _stage_ids(registered, sd)
+                archive = None  # the class-data archive this stage's driver writes (its first run)
                 if url is not None:
-                    cmd = client_command(defn, sd, url, run_id, dry_run=dry_run, staging=staging, py_files=py_files)
+                    cmd = client_command(defn, sd, url, run_id, dry_run=dry_run, staging=staging, py_files=py_files,
+                                         consumer_ids=ids)
                 else:
+                    from ..spark.driver_jvm import driver_options
+                    from ..spark.session import session_conf
+
+                    java, archive = driver_options(session_conf(jar="")["spark.driver.extraJavaOptions"],
+                                                   None if upstream else pending[sd.name])
                     cmd = submit_command(defn, sd, master=master, run_id=run_id, dry_run=dry_run, staging=staging,
-                                         py_files=py_files)
-                if width == 1:
-                    with running(sd.name):
-                        return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
-                return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
+                                         py_files=py_files, consumer_ids=ids, java_options=java)
+                outcome = None
+                try:
+                    if width == 1:
+                        with running(sd.name):
+                            outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
+                    else:
+                        outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
+                finally:
+                    if archive is not None:
+                        from ..spark.driver_jvm import keep_archive
+
+                        keep_archive(archive, ok=outcome is not None and not procs.interrupted.is_set()
+                                     and outcome.status in ("succeeded", "partial"))
+                return outcome
 
             lease = None
             if url is not None:
@@ -509,9 +567,11 @@ def _engine_url(defn: PipelineDefinition, engine: str, remote: str | None, maste
 
 def _run_sequentially(defn: PipelineDefinition, chosen: list[StageDefinition], result: PipelineRun, strategy: str,
                       master: str, py_files: str | None, dry_run: bool, staging: str | None, echo, running,
-                      url: str | None = None) -> None:
+                      url: str | None = None, *, source: Source,
+                      registered: dict[tuple[str, str], int]) -> None:
     """``--in-process``: every stage in this process, in DAG order, in one Spark application
-    (or one client session of the engine at ``url``)."""
+    (or one client session of the engine at ``url``), on the runner's ``source`` with the
+    consumer ids it ``registered``."""
     spark = None
     blocked: set[str] = set()
     for sd in chosen:
@@ -522,20 +582,22 @@ def _run_sequentially(defn: PipelineDefinition, chosen: list[StageDefinition], r
         run_id = new_run_id(sd.name)  # the stage's one run row, whoever writes it
         try:
             echo(f"-> {sd.name} ({', '.join(sd.inputs)} -> {', '.join(sd.outputs)})")
-            if not _has_pending(defn, sd):
+            ids = _stage_ids(registered, sd)
+            if not _pending_in(source, defn, sd, registered):
                 # nothing new: record the empty run without starting a JVM
-                outcome = _run_in_process(None, defn, sd, dry_run, run_id=run_id)
+                outcome = _run_in_process(None, defn, sd, dry_run, run_id=run_id, source=source, consumer_ids=ids)
             else:
                 with running(sd.name):
                     if spark is None:
                         spark, outcome = _start_session(defn, sd, master, py_files, dry_run, url, run_id)
                     if spark is not None:
-                        outcome = _run_in_process(spark, defn, sd, dry_run, staging, run_id=run_id)
+                        outcome = _run_in_process(spark, defn, sd, dry_run, staging, run_id=run_id, source=source,
+                                                  consumer_ids=ids)
         except KeyboardInterrupt:
             if not dry_run:
                 _record_interrupted(defn, sd, run_id)
             raise
-        _note_quarantine(defn, outcome)
+        _note_quarantine(defn, outcome, source)
         result.outcomes.append(outcome)
         if outcome.status == "failed":
             blocked.update(sd.outputs)
@@ -603,13 +665,13 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
     result.outcomes = [outcomes[sd.name] for sd in chosen if sd.name in outcomes]
 
 
-def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome) -> None:
+def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome, source: Source | None = None) -> None:
     """Name the quarantine a run sent every row to (the run table says so)."""
     from ..ledger.runlog import quarantine_topics, quarantined_everything
 
     if outcome.run and outcome.run.get("run_id") and quarantined_everything(outcome.run):
-        with Source(str(defn.source)) as source:
-            outcome.quarantined_to = quarantine_topics(source.ledger.conn, outcome.run["run_id"]) or \
+        with contextlib.nullcontext(source) if source is not None else Source(str(defn.source)) as opened:
+            outcome.quarantined_to = quarantine_topics(opened.ledger.conn, outcome.run["run_id"]) or \
                 list(outcome.run.get("inputs") or [])[:1]
 
 
@@ -672,27 +734,41 @@ def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, run_id: s
 
 def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:
     with Source(str(defn.source)) as source:
-        return _pending_in(source, defn, sd)
+        return bool(_pending_in(source, defn, sd))
 
 
-def _pending_in(source: Source, defn: PipelineDefinition, sd: StageDefinition) -> bool:
-    """The stage has rows to read now (a consumer not registered yet: at its stage's start)."""
-    from ..ledger.acks import consumer_names, lag
+def _pending_in(source: Source, defn: PipelineDefinition, sd: StageDefinition,
+                registered: dict[tuple[str, str], int] | None = None) -> int:
+    """The rows the stage has to read now (a consumer not registered yet: from its stage's start).
+    ``registered``: the consumers' ids by (stage, input), as ``open_source`` gives them."""
+    from ..ledger.acks import find_consumer, lag
 
+    rows = 0
     for name in sd.inputs:
-        t = source.topic(name, defn.topics[name].model, dedup=defn.topics[name].dedup or None)
-        if sd.consumer in consumer_names(source.ledger.conn, name):
-            if t.count("new", consumer=sd.consumer):
-                return True
+        consumer_id = (registered or {}).get((sd.name, name))
+        if consumer_id is None:
+            consumer_id = find_consumer(source.ledger.conn, name, sd.consumer)
         # a consumer not registered yet (a dry run registers none) would start at its stage's start
-        elif any(lag(source.ledger.conn, name, None, start=sd.start).values()):
-            return True
-    return False
+        rows += sum(lag(source.ledger.conn, name, consumer_id, start=sd.start).values())
+    return rows
 
 
 def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
                     staging: str | None = None, upto: dict[str, int] | None = None,
-                    run_id: str | None = None) -> StageOutcome:
+                    run_id: str | None = None, source: Source | None = None,
+                    consumer_ids: dict[str, int] | None = None) -> StageOutcome:
+    """Run one stage in this process (``spark`` None: a run with no rows, no JVM), on
+    ``source`` (the runner's, every topic open and ``consumer_ids`` registered) or on the
+    ledger opened for it."""
+    if source is not None:
+        return _run_on(spark, source, defn, sd, dry_run, staging, upto, run_id, consumer_ids)
+    with open_source(defn, register=not dry_run) as opened:
+        return _run_on(spark, opened, defn, sd, dry_run, staging, upto, run_id, None)
+
+
+def _run_on(spark, source: Source, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
+            staging: str | None, upto: dict[str, int] | None, run_id: str | None,
+            consumer_ids: dict[str, int] | None) -> StageOutcome:
     from ..errors import StageRunningError, StagingError
     from ..spark.stages.stage import StageFailed, run_stage
 
@@ -700,28 +776,28 @@ def _run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_ru
     for key, value in sd.spark.items():
         if spark is not None and key.startswith("spark.sql."):
             spark.conf.set(key, value)
-    with open_source(defn, register=not dry_run) as source:
-        try:
-            if sd.window_rows:  # a backlog in chunks of N input rows, one commit each
-                from ..spark.stages.chunks import combine, run_stage_in_chunks
+    try:
+        if sd.window_rows:  # a backlog in chunks of N input rows, one commit each
+            from ..spark.stages.chunks import combine, run_stage_in_chunks
 
-                row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
-                                                  run_id=run_id, dry_run=dry_run, upto=upto, staging=staging))
-                return StageOutcome(sd.name, row["status"], time.perf_counter() - t0, row)
-            run = run_stage(spark, source, build_stage(defn, sd, suites=spark is not None), dry_run=dry_run,
-                            upto=upto, staging=staging, run_id=run_id)
-        except StageFailed as exc:
-            return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
-        except (StageRunningError, StagingError) as exc:
-            row = None if dry_run else record_failed_run(defn, run_id or new_run_id(sd.name), str(exc), sd,
-                                                         details={"phase": "start"})
-            return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, str(exc))
-        row = _run_row(source, run.run_id) or run.as_row()
+            row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
+                                              run_id=run_id, dry_run=dry_run, upto=upto, staging=staging))
+            return StageOutcome(sd.name, row["status"], time.perf_counter() - t0, row)
+        run = run_stage(spark, source, build_stage(defn, sd, suites=spark is not None), dry_run=dry_run,
+                        upto=upto, staging=staging, run_id=run_id, consumer_ids=consumer_ids)
+    except StageFailed as exc:
+        return StageOutcome(sd.name, "failed", time.perf_counter() - t0, _run_row(source, exc.run_id), str(exc))
+    except (StageRunningError, StagingError) as exc:
+        row = None if dry_run else record_failed_run(defn, run_id or new_run_id(sd.name), str(exc), sd,
+                                                     details={"phase": "start"})
+        return StageOutcome(sd.name, "failed", time.perf_counter() - t0, row, str(exc))
+    row = _run_row(source, run.run_id) or run.as_row()
     return StageOutcome(sd.name, run.status, time.perf_counter() - t0, row)
 
 
 def client_command(defn: PipelineDefinition, sd: StageDefinition, url: str, run_id: str, *,
-                   dry_run: bool = False, staging: str | None = None, py_files: str | None = None) -> list[str]:
+                   dry_run: bool = False, staging: str | None = None, py_files: str | None = None,
+                   consumer_ids: dict[str, int] | None = None) -> list[str]:
     """The command of one stage as a client of the engine at ``url``: the same job file, run
     by this Python (no spark-submit, no JVM of its own)."""
     cmd = [sys.executable, str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id,
@@ -730,6 +806,7 @@ def client_command(defn: PipelineDefinition, sd: StageDefinition, url: str, run_
         cmd += ["--py-files", py_files]
     if staging:
         cmd += ["--staging", staging]
+    cmd += _consumer_args(consumer_ids)
     if dry_run:
         cmd.append("--dry-run")
     return cmd
@@ -807,9 +884,12 @@ def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], ru
         return StageOutcome(sd.name, "interrupted", seconds, None, INTERRUPTED)
     if os.environ.get("MINIKAFKA_VERBOSE"):  # the CLI's --verbose: show the stage's own output
         echo(stderr.rstrip())
-    with Source(str(defn.source)) as source:
-        row = _run_row(source, run_id)
     summary = _last_json(stdout)
+    if proc.returncode == 0 and summary and summary.get("run_id") == run_id:
+        row = decoded(dict(summary))  # the run's row as the stage committed it: nothing to read back
+    else:
+        with Source(str(defn.source)) as source:
+            row = _run_row(source, run_id)
     details = (summary or {}).get("details")
     if summary and (row is None or (isinstance(details, dict) and details.get("chunks"))):
         row = summary  # a chunked stage prints the sum of its chunks
