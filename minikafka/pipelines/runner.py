@@ -284,7 +284,7 @@ def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str
     (``code_zip``); ``staging``: the staging URI handed to the job; ``consumer_ids``:
     {input: id} of the stage's consumer, which the runner registered (the job then
     registers nothing and opens only the stage's topics); ``java_options``: the driver's
-    (``spark.driver.extraJavaOptions``, see ``spark.driver_jvm``; the pipeline's own wins).
+    (``spark.driver.extraJavaOptions``, see ``spark.stages.driver_jvm``; the pipeline's own wins).
     """
     from ..spark.session import jdbc_jar
 
@@ -494,7 +494,7 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                     cmd = client_command(defn, sd, url, run_id, dry_run=dry_run, staging=staging, py_files=py_files,
                                          consumer_ids=ids)
                 else:
-                    from ..spark.driver_jvm import driver_options
+                    from ..spark.stages.driver_jvm import driver_options
                     from ..spark.session import session_conf
 
                     java, archive = driver_options(session_conf(jar="")["spark.driver.extraJavaOptions"],
@@ -510,7 +510,7 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                         outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
                 finally:
                     if archive is not None:
-                        from ..spark.driver_jvm import keep_archive
+                        from ..spark.stages.driver_jvm import keep_archive
 
                         keep_archive(archive, ok=outcome is not None and not procs.interrupted.is_set()
                                      and outcome.status in ("succeeded", "partial"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from minikafka.spark import driver_jvm
-from minikafka.spark.driver_jvm import SMALL_STAGE_ROWS, driver_options, keep_archive
+from minikafka.spark.stages import driver_jvm
+from minikafka.spark.stages.driver_jvm import SMALL_STAGE_ROWS, driver_options, keep_archive
 
 pytest.importorskip("pyspark")
 
