@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
+import pytest
+
+from minikafka import Source
+from minikafka.ledger.runlog import INTERRUPTED
 from minikafka.pipelines import load_pipeline
-from minikafka.pipelines.runner import PipelineRun, StageOutcome, _run_scheduled
+from minikafka.pipelines.runner import PipelineRun, StageOutcome, _run_scheduled, record_failed_run
 from tests.pipelines.helpers import homelab_copy
 
 
@@ -20,7 +26,7 @@ class Launcher:
         self.overlaps: set[frozenset] = set()
         self.started: list[str] = []
 
-    def __call__(self, sd, procs) -> StageOutcome:  # procs: the run's _Children
+    def __call__(self, sd, run_id, procs) -> StageOutcome:  # run_id: the stage's run; procs: the run's _Children
         with self.lock:
             self.started.append(sd.name)
             for other in self.running:
@@ -73,3 +79,29 @@ def test_best_effort_runs_every_branch_not_downstream_of_a_failure(tmp_path):
     assert status == {"split_youtube": "failed", "keep_articles": "succeeded", "transcribe": "skipped",
                       "llm_summary": "succeeded", "score": "skipped"}
     assert "transcribe" not in launch.started and "score" not in launch.started
+
+
+def test_ctrl_c_leaves_each_stage_in_flight_one_interrupted_row_under_the_run_id_it_was_given(tmp_path):
+    defn = load_pipeline(homelab_copy(tmp_path), suites=False)
+    given: dict[str, str] = {}
+    both = threading.Barrier(2)
+
+    def launch(sd, run_id, procs):
+        given[sd.name] = run_id
+        both.wait(timeout=30)
+        if sd.name == "split_youtube":
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the scheduler while both stages run
+            time.sleep(0.3)  # the clean-up waits for this stage, which then records itself
+            record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": "stage"}, status="interrupted")
+        else:  # a stage process killed before it wrote anything
+            procs.interrupted.wait(timeout=30)
+        return StageOutcome(sd.name, "interrupted", error=INTERRUPTED)
+
+    with pytest.raises(KeyboardInterrupt):
+        _run_scheduled(defn, list(defn.stages), PipelineRun(defn.name), "strict", 2, launch, False, lambda m: None)
+    with Source(str(defn.source)) as src:
+        for stage in ("split_youtube", "keep_articles"):
+            (run,) = src.runs(stage=stage, limit=10)
+            assert (run["run_id"], run["status"], run["error"]) == (given[stage], "interrupted", INTERRUPTED)
+        assert src.runs(stage="transcribe", limit=10) == []  # never started: no row
+    assert len(given) == 2
