@@ -53,7 +53,25 @@ def check_on_duplicate(value: str) -> bool:
     return value == "ignore"
 
 
-class TopicRows(Generic[ModelT]):
+class LayoutNames(Generic[ModelT]):
+    """A topic's identity read from its layout: ``name``, ``model``, ``dedup`` (for the rows and the facade)."""
+
+    layout: TopicLayout
+
+    @property
+    def name(self) -> str:
+        return self.layout.name
+
+    @property
+    def model(self) -> type[ModelT]:
+        return self.layout.model  # type: ignore[return-value]
+
+    @property
+    def dedup(self) -> tuple[str, ...]:
+        return self.layout.dedup
+
+
+class TopicRows(LayoutNames[ModelT]):
     """The rows of one topic table on one ledger.
 
     Args:
@@ -74,18 +92,6 @@ class TopicRows(Generic[ModelT]):
         self.encode = layout.encoder()
         self.decode = layout.decoder()
         self._adapter = TypeAdapter(list[layout.model])  # type: ignore[name-defined]
-
-    @property
-    def name(self) -> str:
-        return self.layout.name
-
-    @property
-    def model(self) -> type[ModelT]:
-        return self.layout.model  # type: ignore[return-value]
-
-    @property
-    def dedup(self) -> tuple[str, ...]:
-        return self.layout.dedup
 
     def __repr__(self) -> str:
         return f"TopicRows({self.name!r}, {self.model.__name__})"
