@@ -356,15 +356,7 @@ class TopicRows(LayoutNames[ModelT]):
 
     # -- acking ------------------------------------------------------------------------
     def set_handled(self, _id: int | None = None, *, record: Record | None = None, consumer: str | None = None) -> None:
-        """Ack one row (by id or record), for ``consumer`` or for every consumer; idempotent.
-
-        Raises:
-            ValueError: neither _id nor record given.
-            RecordNotFoundError: no such id in this topic.
-
-        Emits:
-            message_handled, after the commit, when the ack changed something.
-        """
+        """What ``Topic.set_handled`` does (its docstring gives the errors and the event)."""
         if record is not None:
             if record.topic != self.name:
                 raise InvalidSettingError(f"record {record.id} belongs to topic {record.topic!r}, not {self.name!r}")
