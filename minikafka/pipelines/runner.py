@@ -485,8 +485,8 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                     cmd = client_command(defn, sd, url, run_id, dry_run=dry_run, staging=staging, py_files=py_files,
                                          consumer_ids=ids)
                 else:
-                    from ..spark.stages.driver_jvm import driver_options
                     from ..spark.session import session_conf
+                    from ..spark.stages.driver_jvm import driver_options
 
                     java, archive = driver_options(session_conf(jar="")["spark.driver.extraJavaOptions"],
                                                    None if upstream else pending[sd.name])
