@@ -29,6 +29,7 @@ from tests.conftest import Video
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = keys.dedup_hash
+REAL_ARROW = keys.arrow_hashes
 
 
 def planted(*values):
@@ -42,9 +43,19 @@ class Item(BaseModel):
     n: int
 
 
+def planted_of_arrow(layout, batch):
+    """``keys.arrow_hashes`` with the planted collisions (the commit of Arrow batches hashes
+    in Python, not through the SQL function)."""
+    import numpy as np
+
+    columns = [batch.column(name).to_pylist() for name in layout.dedup]
+    return np.array([planted(*values) for values in zip(*columns)], dtype=np.int64)
+
+
 @pytest.fixture(autouse=True)
 def collide(monkeypatch):
     monkeypatch.setattr(keys, "dedup_hash", planted)
+    monkeypatch.setattr(keys, "arrow_hashes", planted_of_arrow)
 
 
 def stored(src: Source, topic: str = "t") -> list[str]:
@@ -181,3 +192,45 @@ def test_the_hash_is_the_stored_value_s_whatever_type_the_parameter_had(source):
                                                                            ignore_duplicates=True) == 0
     assert keys.dedup_hash(1.0, 2) == conn.execute('SELECT "_key" FROM p').fetchone()[0]
     assert keys.dedup_hash(0.0, 1) == keys.dedup_hash(-0.0, 1)
+
+
+def test_the_hash_of_an_arrow_batch_is_the_hash_sql_computes_for_every_stored_type(source):
+    pa = pytest.importorskip("pyarrow")
+
+    class Keyed(BaseModel):
+        name: str | None
+        n: int | None
+        raw: bytes | None
+
+    source.topic("k", Keyed, dedup=("name", "n", "raw"))
+    layout = source.layout("k")
+    names = ["a", "", None, "héllo ✓ \U0001f600", "x" * 300, "clash-1"]
+    ns = [1, -5, None, 2**63 - 1, -(2**63), 0]
+    raws = [b"", b"\x00\x01", None, b"abc", b"z" * 200, b"\xff"]
+    batch = pa.RecordBatch.from_arrays([pa.array(names, pa.string()), pa.array(ns, pa.int64()),
+                                        pa.array(raws, pa.binary())], names=["name", "n", "raw"])
+    got = REAL_ARROW(layout, batch).tolist()
+    assert got == [REAL(*row) for row in zip(names, ns, raws)]
+    int32 = pa.RecordBatch.from_arrays([pa.array(names, pa.large_string()), pa.array([1, 2, 3, 4, 5, 6], pa.int32()),
+                                        pa.array(raws, pa.large_binary())], names=["name", "n", "raw"])
+    assert REAL_ARROW(layout, int32).tolist() == [REAL(*row) for row in zip(names, range(1, 7), raws)]
+    floats = pa.RecordBatch.from_arrays([pa.array(names), pa.array([1.0] * 6), pa.array(raws)],
+                                        names=["name", "n", "raw"])
+    assert REAL_ARROW(layout, floats) is None  # not what the INTEGER column stores: SQL hashes the stored value
+
+
+def test_rows_committed_from_arrow_are_found_by_the_key_lookups_of_every_other_write(source, monkeypatch):
+    pa = pytest.importorskip("pyarrow")
+    monkeypatch.setattr(keys, "dedup_hash", REAL)
+    monkeypatch.setattr(keys, "arrow_hashes", REAL_ARROW)
+    t = source.topic("t", Item, dedup=("url",))
+    table = TopicTable(source.ledger.conn, source.layout("t"))
+    urls = ["https://a/1", "https://a/2", "https://a/1", "é"]
+    with source.ledger.atomic():
+        assert table.insert_arrow_in_current_transaction(
+            [pa.RecordBatch.from_pydict({"url": urls, "n": [1, 2, 3, 4]})], utc_now(), "run-1") == (3, 1)
+    with pytest.raises(DuplicateMessageError, match="https://a/2"):
+        t.append({"url": "https://a/2", "n": 9})
+    assert t.extend([{"url": "é", "n": 0}, {"url": "new", "n": 0}], on_duplicate="ignore") == 1
+    assert source.ledger.conn.execute(
+        f'SELECT count(*) FROM t WHERE "_key" = {keys.FUNCTION}(url)').fetchone()[0] == 4
