@@ -130,6 +130,37 @@ def _fixed(pa, rows):
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), n, [None, pa.py_buffer(rows.tobytes())])
 
 
+_PY_TYPES = {"INTEGER": int, "TEXT": str, "BLOB": bytes, "REAL": float}
+_INT64 = range(-(2**63), 2**63)
+
+
+def row_hashes(layout, rows) -> list[int | None] | None:
+    """:func:`dedup_hash` of each row's dedup values (rows of storage values, fields in
+    order), for a row file (``rowfiles``) written where the rows were checked: the commit
+    then reads the hash instead of computing it. A row gets None where a value is not of
+    the exact Python type its column stores (a NaN, a bool, text in an INTEGER column...):
+    its hash is computed in SQL from the value as cast. None when a dedup column's type is
+    not one of INTEGER, REAL, TEXT and BLOB."""
+    idx = [layout.field_names.index(name) for name in layout.dedup]
+    types = [_PY_TYPES.get(layout.column(name).sql_type) for name in layout.dedup]
+    if None in types:
+        return None
+    checks = list(zip(idx, types))
+    out: list[int | None] = []
+    append = out.append
+    for row in rows:
+        values = []
+        for i, typ in checks:
+            v = row[i]
+            if v is not None and (type(v) is not typ or (typ is float and v != v) or (typ is int and v not in _INT64)):
+                append(None)
+                break
+            values.append(v)
+        else:
+            append(dedup_hash(*values))
+    return out
+
+
 def register(conn: sqlite3.Connection) -> None:
     """Make :data:`FUNCTION` available on ``conn`` (every ledger connection gets it)."""
     conn.create_function(FUNCTION, -1, dedup_hash, deterministic=True)

@@ -238,8 +238,9 @@ class TopicTable:
         names = ", ".join(quote_identifier(n) for n in (*layout.field_names, "_created_at", "_run_id", *extra))
         cols = rows.value_columns
         select = cols + (", " if cols else "") + "?, ?"
-        if layout.dedup:
-            select += ", " + layout.key_sql(cols.split(", "))
+        if layout.dedup:  # the hash the writer computed, else computed here
+            computed = layout.key_sql(cols.split(", "))
+            select += ", " + (f"coalesce(k, {computed})" if rows.keyed else computed)
         tail = layout.upsert_sql() if layout.dedup else ""
         before = self.conn.total_changes
         top = self.high_watermark() if layout.dedup else 0

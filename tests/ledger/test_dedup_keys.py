@@ -234,3 +234,44 @@ def test_rows_committed_from_arrow_are_found_by_the_key_lookups_of_every_other_w
     assert t.extend([{"url": "é", "n": 0}, {"url": "new", "n": 0}], on_duplicate="ignore") == 1
     assert source.ledger.conn.execute(
         f'SELECT count(*) FROM t WHERE "_key" = {keys.FUNCTION}(url)').fetchone()[0] == 4
+
+
+def test_a_row_file_carrying_its_writer_s_hashes_stores_collided_keys_once(source, tmp_path):
+    t = source.topic("t", Item, dedup=("url",))
+    t.append({"url": "clash-a", "n": 0})
+    layout = source.layout("t")
+    rows = [("clash-d", 1), ("clash-a", 2), ("r", 3), ("clash-d", 4), ("q", 5), ("clash-e", 6), ("r", 7)]
+    hashes = keys.row_hashes(layout, rows)
+    assert hashes[0] == 7 and hashes[2] == REAL("r")
+    path = str(tmp_path / "rows.sqlite")
+    rowfiles.write_row_file(path, 2, rows, list(range(1, 8)), [], hashes)
+    with rowfiles.attached(source.ledger.conn, path, layout) as file:
+        assert file.keyed
+        (piece,) = list(file.slices(100))
+        with source.ledger.atomic():
+            assert TopicTable(source.ledger.conn, layout).insert_row_file_in_current_transaction(
+                file, piece, utc_now(), "run-1") == 4
+    assert sorted(stored(source)) == ["clash-a", "clash-d", "clash-e", "q", "r"]
+
+
+def test_a_writer_s_hash_is_sql_s_and_a_value_of_another_type_is_left_to_sql(source, tmp_path):
+    class Mixed(BaseModel):
+        name: str | None
+        n: int | None
+        x: float | None
+        raw: bytes | None
+
+    source.topic("m", Mixed, dedup=("name", "n", "x", "raw"))
+    layout = source.layout("m")
+    rows = [("a", 1, 1.5, b"\x00"), (None, None, None, None), ("é", -(2**63), -0.0, b""),
+            ("b", True, 1.0, b"1"), ("c", "5", 2.0, b"2"), ("d", 1, float("nan"), b"3"), ("e", 2**63, 1.0, b"4")]
+    hashes = keys.row_hashes(layout, rows)
+    assert hashes[:3] == [REAL(*row) for row in rows[:3]] and hashes[3:] == [None] * 4
+    path = str(tmp_path / "rows.sqlite")
+    rowfiles.write_row_file(path, 4, rows[:6], list(range(1, 7)), [], hashes[:6])
+    with rowfiles.attached(source.ledger.conn, path, layout) as file:
+        (piece,) = list(file.slices(100))
+        with source.ledger.atomic():
+            TopicTable(source.ledger.conn, layout).insert_row_file_in_current_transaction(file, piece, utc_now(), "r")
+    conn = source.ledger.conn
+    assert conn.execute(f'SELECT count(*) FROM m WHERE "_key" IS {keys.FUNCTION}(name, n, x, raw)').fetchone()[0] == 6
