@@ -449,7 +449,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                 else:
                     cmd = submit_command(defn, sd, master=master, run_id=(run_id := new_run_id(sd.name)),
                                          dry_run=dry_run, staging=staging, py_files=py_files)
-                popen = host.launcher(run_id) if (host is not None and url is not None) else None
+                popen = host.launcher(sd, run_id) if (host is not None and url is not None) else None
                 if width == 1:
                     with running(sd.name):
                         return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen)

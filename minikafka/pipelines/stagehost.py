@@ -40,10 +40,9 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def preload(chosen: list[StageDefinition]) -> list[str]:
-    """The library modules the host imports: the client's, and great-expectations when a
-    chosen stage has an expectation suite."""
-    return CLIENT_MODULES + (QUALITY_MODULES if any(sd.expectations for sd in chosen) else [])
+def needs(sd: StageDefinition) -> list[str]:
+    """The modules a stage's child needs beyond the client's: great-expectations for suites."""
+    return QUALITY_MODULES if sd.expectations else []
 
 
 class StageHost:
@@ -54,13 +53,15 @@ class StageHost:
         env = child_env()
         env.setdefault("GX_ANALYTICS_ENABLED", "false")  # as quality.gx_env sets before its import
         env.setdefault("GX_USAGE_STATISTICS_ENABLED", "false")
-        self.server = ForkServer(preload(chosen), env=env)
+        # great-expectations (2.7 s) after the client's modules: a stage without a suite need not wait for it
+        later = sorted({name for sd in chosen for name in needs(sd)}, key=QUALITY_MODULES.index)
+        self.server = ForkServer(CLIENT_MODULES, later=later, env=env)
 
-    def launcher(self, run_id: str):
+    def launcher(self, sd: StageDefinition, run_id: str):
         """A ``popen_tied``-like callable that starts a stage's client command in the host;
         if the host dies under the stage before its run row is written, it starts fresh."""
         def popen(cmd: list[str], **kwargs):
-            return self.server.popen(cmd, retry=lambda: not self._wrote_run(run_id), **kwargs)
+            return self.server.popen(cmd, retry=lambda: not self._wrote_run(run_id), needs=needs(sd), **kwargs)
 
         return popen
 

@@ -29,21 +29,24 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 from .procs import die_with_parent, popen_tied
 
-READY_TIMEOUT_S = 120.0  # the host's imports; a child waits at most this long before it starts fresh
-REPLY_TIMEOUT_S = 30.0  # a live host answers a fork request in milliseconds
+READY_TIMEOUT_S = 120.0  # the host's imports; a child waits at most this long for its pid, then starts fresh
 MESSAGE_BYTES = 1 << 20
 
 
 class ForkServer:
     """A host process that imported ``preload`` and forks children for ``popen``.
 
-    The host starts at once (in the background); ``popen`` waits for it to be ready.
+    The host starts at once (in the background); a ``popen`` request is sent at once and
+    answered once the host has imported what it needs.
+    ``later``: modules it imports once ready and idle (a child that ``needs`` them waits
+    for them; one that does not is forked meanwhile).
     """
 
-    def __init__(self, preload: list[str], *, env: dict[str, str] | None = None):
+    def __init__(self, preload: list[str], *, later: list[str] = (), env: dict[str, str] | None = None):
         self._lock = threading.Lock()
         self._ready: bool | None = None  # None: not known yet
         self._serving = False  # it said ready (then it exits by itself once the control socket closes)
@@ -51,7 +54,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._control = ours
         code = ("import sys; del sys.path[0]; from minikafka.util.forkserver import serve; "
-                f"serve({theirs.fileno()}, {os.getpid()}, {list(preload)!r})")
+                f"serve({theirs.fileno()}, {os.getpid()}, {list(preload)!r}, {list(later)!r})")
         try:
             self.proc: subprocess.Popen | None = popen_tied(
                 [sys.executable, "-c", code], env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
@@ -82,28 +85,29 @@ class ForkServer:
             return self._ready
 
     def popen(self, cmd: list[str], *, env: dict[str, str] | None = None, stdout=None, stderr=None,
-              text: bool = False, retry=None):
+              text: bool = False, retry=None, needs: list[str] = ()):
         """A child running ``cmd`` (``[python, script, args...]``) forked from the host; a
         ``HostedProcess``, or a fresh ``popen_tied`` process when the host is not usable.
 
-        ``stdout``/``stderr``: ``subprocess.PIPE`` or None (inherit). ``retry()``: asked
+        ``needs``: modules of the host's ``later`` that must be imported before the child
+        is forked. ``stdout``/``stderr``: ``subprocess.PIPE`` or None (inherit). ``retry()``: asked
         when the host dies while the child runs (the child dies with it); True starts the
         command again as a fresh process.
         """
         def fresh():
             return popen_tied(cmd, env=env, stdout=stdout, stderr=stderr, text=text)
 
-        if not self.ready():
+        if self._ready is False:
             return fresh()
         pipes = [os.pipe() if want == subprocess.PIPE else None for want in (stdout, stderr)]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ours.settimeout(REPLY_TIMEOUT_S)
-        request = json.dumps({"argv": cmd, "cwd": os.getcwd(), "env": dict(os.environ if env is None else env)})
+        request = json.dumps({"argv": cmd, "cwd": os.getcwd(), "env": dict(os.environ if env is None else env),
+                              "needs": list(needs)})
         fds = [theirs.fileno()] + [p[1] if p else fd for p, fd in zip(pipes, (1, 2))]
         try:
             with self._lock:
                 socket.send_fds(self._control, [request.encode()], fds)
-            answer = ours.recv(MESSAGE_BYTES)
+            answer = self._answer(ours)
             pid = json.loads(answer)["pid"] if answer else None
         except (OSError, ValueError, KeyError):
             pid = None
@@ -117,13 +121,41 @@ class ForkServer:
             for p in pipes:
                 if p:
                     os.close(p[0])
-            self._lost("the stage host stopped answering")
+            self._lost(self._why_not())
             return fresh()
         return HostedProcess(pid, ours, [p[0] if p else None for p in pipes], text, fresh if retry else None,
                              retry, self)
 
+    def _answer(self, reply: socket.socket, poll: float = 0.1) -> bytes:
+        """The host's answer to a request (sent at once: it comes once the host has imported
+        what the child needs); b"" when the host exits first or stays silent too long."""
+        reply.settimeout(poll)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                return reply.recv(MESSAGE_BYTES)
+            except socket.timeout:
+                if self.proc is None or self.proc.poll() is not None:  # a request queued in a dead host
+                    return b""                                        # may not come back as an EOF at once
+        return b""
+
+    def _why_not(self) -> str:
+        """What the host said before it went (an import that failed), else that it stopped."""
+        for _ in range(3):  # a host that exited with our request unread first reports ECONNRESET
+            try:
+                answer = self._control.recv(MESSAGE_BYTES, socket.MSG_DONTWAIT)
+            except ConnectionResetError:
+                continue
+            except OSError:
+                break
+            if answer and answer != b"ready":
+                return "the stage host did not start: " + answer.decode(errors="replace")
+            if not answer:
+                break
+        return "the stage host stopped answering"
+
     def _lost(self, reason: str) -> None:
-        if self._ready:
+        if self._ready is not False:
             self._ready, self.reason = False, reason
         self._stop()
 
@@ -245,9 +277,11 @@ def _read_all(fds: list[int | None]) -> list[bytes | None]:
 # --- the host ----------------------------------------------------------------------------
 
 
-def serve(control_fd: int, parent: int, preload: list[str]) -> None:
+def serve(control_fd: int, parent: int, preload: list[str], later: list[str] = ()) -> None:
     """The host's main loop (run by ``python -c`` from ``ForkServer``): import ``preload``,
-    say ready, then fork a child per request until the control socket closes."""
+    say ready, then fork a child per request until the control socket closes. ``later``:
+    modules imported once no request waits for the host; a request that names some of them
+    in its ``needs`` is forked after they are imported, the others at once."""
     import importlib
 
     die_with_parent(parent)
@@ -264,37 +298,25 @@ def serve(control_fd: int, parent: int, preload: list[str]) -> None:
     base_path = list(sys.path)
     host_entries = _pythonpath(os.environ)
     control.send(b"ready")
+    later = list(later)
     children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, reply socket)
+    waiting: list[tuple[dict, list[int]]] = []  # requests whose needs are not imported yet
     sel = selectors.DefaultSelector()
     sel.register(control, selectors.EVENT_READ)
     while True:
-        for key, _ in sel.select():
+        events = sel.select(timeout=0 if later else None)
+        for key, _ in events:
             if key.fileobj is control:
-                try:
-                    message, fds, _flags, _addr = socket.recv_fds(control, MESSAGE_BYTES, 3)
-                except OSError:
-                    message, fds = b"", []
-                if not message:  # the caller closed it (or died): stop; children die with the host
-                    os._exit(0)
-                pid = os.fork()
-                if pid == 0:
-                    sel.close()
-                    for _pid, reply in children.values():
-                        reply.close()
-                    for pidfd in children:
-                        os.close(pidfd)
-                    control.close()
-                    _child(json.loads(message), fds, os.getppid(), base_path, host_entries)
-                reply = socket.socket(fileno=fds[0])
-                for fd in fds[1:]:
-                    os.close(fd)
-                try:
-                    reply.send(json.dumps({"pid": pid}).encode())
-                except OSError:
-                    pass
-                pidfd = os.pidfd_open(pid)
-                children[pidfd] = (pid, reply)
-                sel.register(pidfd, selectors.EVENT_READ)
+                while True:  # every request queued now: those that need nothing later go first
+                    try:
+                        message, fds = _recv_request(control)
+                    except BlockingIOError:
+                        break
+                    except OSError:
+                        message, fds = b"", []
+                    if not message:  # the caller closed it (or died): stop; children die with the host
+                        os._exit(0)
+                    waiting.append((json.loads(message), fds))
             else:
                 pidfd = key.fd
                 pid, reply = children.pop(pidfd)
@@ -306,18 +328,72 @@ def serve(control_fd: int, parent: int, preload: list[str]) -> None:
                 except OSError:
                     pass
                 reply.close()
+        for request, fds in list(waiting):
+            if set(request.get("needs", ())) & set(later):
+                continue
+            waiting.remove((request, fds))
+            started_r, started_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(started_r)
+                sel.close()
+                for _pid, reply in children.values():
+                    reply.close()
+                for pidfd in children:
+                    os.close(pidfd)
+                for _request, other in waiting:
+                    for fd in other:
+                        os.close(fd)
+                control.close()
+                _child(request, fds, os.getppid(), base_path, host_entries, started_w)
+            os.close(started_w)
+            os.read(started_r, 1)  # its process group exists (the caller may kill it as soon as it has the pid)
+            os.close(started_r)
+            reply = socket.socket(fileno=fds[0])
+            for fd in fds[1:]:
+                os.close(fd)
+            try:
+                reply.send(json.dumps({"pid": pid}).encode())
+            except OSError:
+                pass
+            pidfd = os.pidfd_open(pid)
+            children[pidfd] = (pid, reply)
+            sel.register(pidfd, selectors.EVENT_READ)
+        if later and not events:  # nothing to answer now: import the next module
+            try:
+                importlib.import_module(later.pop(0))
+            except Exception:  # noqa: BLE001 - a child that needs it fails on its own import, as a fresh one would
+                pass
+            if threading.active_count() != 1:  # no more forks: the caller falls back to fresh processes
+                os._exit(1)
+
+
+def _recv_request(control: socket.socket) -> tuple[bytes, list[int]]:
+    """One queued request and its descriptors, without waiting (``socket.recv_fds`` drops
+    its ``flags``, so MSG_DONTWAIT is passed to ``recvmsg`` here)."""
+    import array
+
+    message, ancdata, _flags, _addr = control.recvmsg(MESSAGE_BYTES, socket.CMSG_LEN(3 * 4), socket.MSG_DONTWAIT)
+    fds = array.array("i")
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    return message, list(fds)
 
 
 def _pythonpath(env) -> list[str]:
     return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
-def _child(request: dict, fds: list[int], host: int, base_path: list[str], host_entries: list[str]) -> None:
+def _child(request: dict, fds: list[int], host: int, base_path: list[str], host_entries: list[str],
+           started: int) -> None:
     """In the forked child: become the script's own process, run it as ``__main__``, exit."""
     code = 1
     try:
         os.setsid()  # its own process group: the caller kills it (and anything it starts) as one
         die_with_parent(host)
+        os.write(started, b"s")
+        os.close(started)
         os.close(fds[0])
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)

@@ -129,7 +129,7 @@ def test_a_killed_host_means_fresh_processes_and_a_child_lost_with_it_starts_aga
     out, err = proc.communicate()
     assert proc.returncode == 0 and proc.host_lost, err
     first, again = (int(p) for p in tries.read_text().split())
-    assert not alive(first) and again == proc.pid
+    assert again == proc.pid and wait_until(lambda: not alive(first), timeout=10)
     later = launch(host, tmp_path / "count.py", str(tries), "go")
     later.communicate()
     assert isinstance(later, subprocess.Popen) and later.returncode == 0 and "died" in host.reason
@@ -140,7 +140,8 @@ def test_a_child_lost_with_its_host_is_killed_when_not_retried(host, tmp_path):
     proc = launch(host, tmp_path / "sleep.py", retry=lambda: False)
     os.kill(host.pid, signal.SIGKILL)
     proc.communicate()
-    assert proc.returncode == -signal.SIGKILL and proc.host_lost and not alive(proc.pid)
+    assert proc.returncode == -signal.SIGKILL and proc.host_lost
+    assert wait_until(lambda: not alive(proc.pid), timeout=10)
 
 
 CALLER = """
@@ -170,3 +171,23 @@ def test_close_stops_the_host(scripts):
     assert server.ready()
     server.close()
     assert server.proc.returncode is not None and not alive(server.pid)
+
+
+def test_a_child_that_needs_no_deferred_module_is_forked_before_the_host_imports_it(tmp_path):
+    import json
+
+    (tmp_path / "slowmod.py").write_text("import time\ntime.sleep(1.5)\n")
+    (tmp_path / "slowbase.py").write_text("import time\ntime.sleep(1.0)\n")  # both requests queue meanwhile
+    (tmp_path / "which.py").write_text("import json, sys, time\n"
+                                       "print(json.dumps({'t': time.time(), 'slowmod': 'slowmod' in sys.modules}))\n")
+    env = {**child_env(), "PYTHONPATH": os.pathsep.join([child_env()["PYTHONPATH"], str(tmp_path)])}
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.time()
+    with ForkServer(["slowbase"], later=["slowmod"], env=env) as server:
+        with ThreadPoolExecutor(1) as pool:  # as the runner does: each stage starts in its own thread
+            needing = pool.submit(launch, server, tmp_path / "which.py", env=env, needs=["slowmod"])
+            plain = launch(server, tmp_path / "which.py", env=env)
+            first, second = (json.loads(p.communicate()[0]) for p in (needing.result(), plain))
+    assert first["slowmod"] and first["t"] - t0 >= 2.4  # forked once the host had imported it
+    assert not second["slowmod"] and second["t"] < first["t"]  # forked at once, not behind the import
