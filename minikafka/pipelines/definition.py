@@ -430,6 +430,8 @@ def _health(path: Path, spec: dict[str, Any]) -> HealthSettings:
 
 def _check_deliveries(path: Path, specs: list[dict[str, Any]] | None) -> None:
     """``[[deliveries]]`` beside the stages: each checked as ``minikafka deliver`` would."""
+    if not specs:  # the HTTP client is imported only when there is a delivery to check
+        return
     from ..connectors.delivery import parse_delivery
     from ..errors import DeliveryConfigError
 
