@@ -362,3 +362,37 @@ def test_the_backup_command_takes_full_check(tmp_path):
                            "--full-check", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert '"check": "integrity_check"' in done.stdout
+
+
+def test_a_log_restarted_while_it_is_copied_is_left_out_and_the_file_alone_is_the_snapshot(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    writer = sqlite3.connect(str(ledger), isolation_level=None)
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("CREATE TABLE side (n INTEGER)")
+        writer.executemany("INSERT INTO side VALUES (?)", [(i,) for i in range(300)])
+        writer.execute("PRAGMA wal_checkpoint(PASSIVE)")  # all in the file; the log keeps its (copied-in) frames
+        header = Path(f"{ledger}-wal").read_bytes()[:32]
+        env = {**os.environ, "MINIKAFKA_FREEZE_AT": "backup:log-copied", "MINIKAFKA_FREEZE_MODE": "stop"}
+        code = ("import sys, json; from minikafka.ledger.snapshots import take_snapshot; "
+                "m = take_snapshot(sys.argv[1], sys.argv[2]); print(json.dumps([str(m.snapshot.path), m.folded]))")
+        proc = subprocess.Popen([sys.executable, "-c", code, str(ledger), str(tmp_path / "b")], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for line in proc.stderr:
+                if line.startswith("FROZEN backup:log-copied"):
+                    break
+            # the backup's snapshot is the file alone (the log was all copied in): this writer may restart the log
+            writer.executemany("INSERT INTO side VALUES (?)", [(i,) for i in range(300, 310)])
+            assert Path(f"{ledger}-wal").read_bytes()[:32] != header, "the log restarted"
+        finally:
+            proc.send_signal(signal.SIGCONT)
+            out, err = proc.communicate(timeout=60)
+    finally:
+        writer.close()
+    assert proc.returncode == 0, err
+    snap, folded = __import__("json").loads(out)
+    assert folded is False  # the copied log was left out: its frames and the file may be of different states
+    assert snapshots.integrity_problems(Path(snap)) == []
+    assert _one(Path(snap), "SELECT count(*) FROM side")[0] == 300
