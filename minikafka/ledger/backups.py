@@ -42,6 +42,7 @@ class BackupResult(Result):
     seconds: float = 0.0
     checked: bool = True
     check: str | None = "quick_check"  # the PRAGMA that checked the copy: quick_check, integrity_check or None
+    folded: bool = False  # commits still in the ledger's write-ahead log were folded into the copy
 
     def summary(self) -> str:
         gone = f"; removed {len(self.removed)} older snapshot(s)" if self.removed else ""
@@ -103,7 +104,7 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
     record_run(path, run)
     return BackupResult(run.run_id, str(made.snapshot.path), snapshots.format_stamp(made.snapshot.taken_at),
                         made.snapshot.last_run, made.sha256, made.size, [str(p) for p in made.removed],
-                        round(made.seconds, 3), check, made.check)
+                        round(made.seconds, 3), check, made.check, made.folded)
 
 
 def snapshot_before_run(ledger: str | Path, dest: str | Path, run_id: str) -> snapshots.Snapshot:
