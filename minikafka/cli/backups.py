@@ -59,8 +59,9 @@ def restore(snapshot: str, source_path: str | None, pipeline: str | None, before
 
     SNAPSHOT is a snapshot file, or a backup directory (its newest snapshot, or with
     --before-run the newest one taken before that run started). The snapshot's checksum
-    and PRAGMA integrity_check (every index against its table too) are checked first. Refuses, changing nothing, while any process has the
-    ledger open (a run, an appender, a worker, Litestream): stop them first. Says what it
+    and PRAGMA integrity_check (every index against its table too) are checked first.
+    Refuses, changing nothing, while any process has the ledger open (a run, an
+    appender, a worker, Litestream): stop them first. Says what it
     restored (taken when, last run) and where the old file went; the restore leaves a row
     in the restored ledger's run log (kind restore).
 
