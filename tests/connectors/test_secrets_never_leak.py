@@ -226,9 +226,8 @@ def test_user_info_and_an_authorization_header_together_are_refused_naming_both_
 
 def test_a_health_notification_header_value_reaches_no_output_log_record_or_ledger_byte(tmp_path, careless,
                                                                                         every_record):
-    from minikafka.pipelines.health import check_health
-
     from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+    from minikafka.pipelines.health import check_health
 
     db = str(tmp_path / "ledger.sqlite")
     with Source(db) as source:  # a failed stage run: the check fails, a notification goes out
