@@ -155,3 +155,32 @@ def test_an_engine_url_token_reaches_neither_the_error_nor_the_run_log(tmp_path)
     assert ";token=***" in stored  # the failed run's row names the engine, masked
     for form in _forms(token):
         assert form not in out.stdout + out.stderr and form not in stored
+
+
+def test_watch_on_the_engine_until_idle_gives_the_same_ledger_as_one_application(tmp_path, engine_url, spark):
+    """`watch --remote` runs every stage as a client of the engine (no JVM of its own) and ends
+    with the ledger a classic in-process run gives; a second watch finds nothing to do."""
+    from minikafka.pipelines import load_pipeline
+    from minikafka.pipelines.runner import run_pipeline
+    from tests.pipelines.test_cluster import snapshot
+
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "reference").mkdir()
+    on_engine = ingested(tmp_path / "engine", 80)
+    reference = homelab_copy(tmp_path / "reference")
+    (tmp_path / "reference" / "homelab.sqlite").write_bytes((tmp_path / "engine" / "homelab.sqlite").read_bytes())
+    before = java_pids()
+    out = mk("watch", on_engine, "--remote", engine_url, "--until-idle", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = json.loads(out.stdout)
+    assert sorted(o["stage"] for o in summary["outcomes"]) == [
+        "keep_articles", "llm_summary", "score", "split_youtube", "transcribe"]
+    assert java_pids() == before  # the engine it used is the only Spark server: it started none
+    with Source(str(tmp_path / "engine" / "homelab.sqlite")) as source:  # every stage ran as the engine's client
+        sessions = {json.loads(d)["session"] for (d,) in source.ledger.conn.execute(
+            "SELECT details FROM _minikafka_runs WHERE kind = 'stage'")}
+    assert sessions == {"connect"}
+    assert run_pipeline(load_pipeline(reference), in_process=True, echo=lambda m: None).ok
+    assert snapshot(tmp_path / "engine" / "homelab.sqlite") == snapshot(tmp_path / "reference" / "homelab.sqlite")
+    again = mk("watch", on_engine, "--remote", engine_url, "--until-idle", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["outcomes"] == []
