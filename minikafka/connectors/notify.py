@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import InvalidSettingError
 from ..util.redact import redact_text, redact_url, url_secrets
-from .http import Backoff, HttpPoster, check_endpoint, check_header, to_json_bytes
+from .http import Backoff, HttpPoster, check_endpoint, check_header, is_header_name, to_json_bytes
 
 __all__ = ["FORMATS", "NotifyOutcome", "check_header", "check_notify_url", "notify", "parse_notify_headers"]
 
@@ -90,14 +90,16 @@ def parse_notify_headers(given: Iterable[str] = (), from_env: Iterable[str] = ()
 
     for number, text in enumerate(given, 1):
         name, sep, value = str(text).partition(":")
-        if not sep or not name.strip():
-            raise InvalidSettingError(f"notify header #{number} must look like 'Name: value' (it has no "
-                                      "'Name:' before its value; the value is not shown)")
+        # a text that is not 'Name: value' may be a bare secret ('Bearer abc:def'): none of it is quoted
+        if not sep or not is_header_name(name.strip()):
+            raise InvalidSettingError(f"notify header #{number} must look like 'Name: value' (no valid "
+                                      "header name before a ':'; the text is not shown)")
         add(name.strip(), value.strip(" \t"))
-    for text in from_env:
+    for number, text in enumerate(from_env, 1):
         name, sep, var = str(text).partition("=")
-        if not sep or not name.strip() or not var.strip():
-            raise InvalidSettingError(f"a notify header from the environment must look like 'Name=ENVVAR', got {text!r}")
+        if not sep or not is_header_name(name.strip()) or not var.strip():
+            raise InvalidSettingError(f"notify header from the environment #{number} must look like "
+                                      "'Name=ENVVAR' (the text is not shown)")
         name, var = name.strip(), var.strip()
         if var not in env:
             raise InvalidSettingError(f"header {name!r}: the environment variable {var} is not set")

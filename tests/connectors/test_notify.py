@@ -149,12 +149,13 @@ def test_notify_headers_arrive_with_every_notification_and_only_their_names_are_
 
 @pytest.mark.parametrize("args, message", [
     (["--notify-header", f"Bearer {SECRET}"], "notify header #1 must look like 'Name: value'"),
+    (["--notify-header", f"Bearer {SECRET}:{SECRET}"], "notify header #1 must look like 'Name: value'"),
+    (["--notify-header-env", f"Authorization: Bearer {SECRET}"], "environment #1 must look like 'Name=ENVVAR'"),
     (["--notify-header", f"Authorization: Bearer {SECRET}", "--notify-header", f"authorization: {SECRET}"],
      "header 'authorization' is given twice"),
-    (["--notify-header", f"Bad Name: {SECRET}"], "header name 'Bad Name' is not a valid HTTP header name"),
     (["--notify-header-env", "Authorization=MINIKAFKA_TEST_UNSET_VAR"],
      "header 'Authorization': the environment variable MINIKAFKA_TEST_UNSET_VAR is not set"),
-    (["--notify-header-env", "Authorization"], "must look like 'Name=ENVVAR'"),
+    (["--notify-header-env", "Authorization"], "environment #1 must look like 'Name=ENVVAR'"),
 ])
 def test_a_bad_notify_header_is_refused_naming_it_never_its_value(tmp_path, args, message):
     ledger = str(tmp_path / "l.sqlite")
