@@ -413,7 +413,8 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     except MinikafkaError as exc:  # EngineError: nothing answers, or the engine did not start
         if not dry_run:
             record_failed_run(defn, new_run_id("pipeline"), str(exc),
-                              details={"pipeline": defn.name, "remote": remote or defn.engine.remote,
+                              details={"pipeline": defn.name,
+                                       "remote": redact_url(remote or defn.engine.remote) if (remote or defn.engine.remote) else None,
                                        "stages": [s.name for s in chosen], "phase": "engine"})
         raise
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
