@@ -201,7 +201,7 @@ class Source:
         """
         from .modes.queues import check_settings
 
-        check_settings(visibility_timeout, max_attempts, clock)
+        check_settings(visibility_timeout, max_attempts, clock, result_ttl)
         return self.topic(name, model, dedup=dedup).queue(
             name, visibility_timeout=visibility_timeout, max_attempts=max_attempts, clock=clock, result_ttl=result_ttl)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -16,7 +16,7 @@ from ..util.timeouts import check_timeout
 from .core import engines
 from .core.offsets import Extended, Offset, with_offset
 from .core.record import Record
-from .core.rows import RecordNotFoundError, TopicRows, check_on_duplicate, check_status
+from .core.rows import LayoutNames, RecordNotFoundError, TopicRows, check_on_duplicate, check_status
 from .core.transaction import Transaction, joined
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ NewModelT = TypeVar("NewModelT", bound=BaseModel)
 __all__ = ["RecordNotFoundError", "Topic", "check_on_duplicate", "check_status"]
 
 
-class Topic(Generic[ModelT]):
+class Topic(LayoutNames[ModelT]):
     """A named, typed, append-only log stored as one STRICT table.
 
     Get one from ``Source.topic(name, Model, dedup=...)``. ``rows`` is its ``TopicRows``:
@@ -45,19 +45,7 @@ class Topic(Generic[ModelT]):
         self._fingerprint = fingerprint
         self.rows: TopicRows[ModelT] = self.rows_class(source.ledger, layout, fingerprint, source._fingerprints)
 
-    # -- identity ---------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self._layout.name
-
-    @property
-    def model(self) -> type[ModelT]:
-        return self._layout.model  # type: ignore[return-value]
-
-    @property
-    def dedup(self) -> tuple[str, ...]:
-        return self._layout.dedup
-
+    # -- identity (name, model, dedup: LayoutNames) ------------------------------
     @property
     def layout(self) -> TopicLayout:
         return self._layout

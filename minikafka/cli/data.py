@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
 from ..util.dumpfiles import DUMP_FORMATS
 from ..util.redact import redact_url
@@ -27,6 +28,9 @@ from .common import (
     with_source,
 )
 from .output import note, progress, stage_running
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source
 
 
 def import_model(spec: str):
@@ -341,12 +345,15 @@ def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> st
 @click.option("--batch-rows", default=50_000, show_default=True, type=click.IntRange(min=1),
               help="Rows per commit transaction (at least 1).")
 @click.option("--staging", help="Staging URI every node sees (needed with a non-local --master).")
+@click.option("--remote", metavar="sc://HOST:PORT",
+              help="Load on the warm engine at this URL (see 'minikafka serve') instead of starting a JVM; "
+                   "the engine must run on this machine (it reads the dump files).")
 @json_option
 @verbose_option
 @with_source(creates=True)
 def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | None, fmt: str | None, delimiter: str,
              quote: str, no_header: bool, as_handled: bool, master: str | None, batch_rows: int,
-             staging: str | None, as_json: bool) -> None:
+             staging: str | None, remote: str | None, as_json: bool) -> None:
     """Load historical dumps (JSONL, CSV, Parquet, gzip; files, directories, globs) into a topic.
 
     Bad rows go to the quarantine with file:line and the reason; duplicates are skipped;
@@ -359,12 +366,20 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
 
     Example: minikafka backfill --source data/homelab.sqlite rss.items 'examples/dumps/*.jsonl.gz'
     """
-    from ..spark.loading.backfill import backfill as run_backfill
     from ..spark.loading.backfill import check_staging, detect_format, discover
 
     ctx = click.get_current_context()
     if delimiter == quote:
         raise click.BadParameter(f"the delimiter and the quote character are both {quote!r}", param_hint="--quote")
+    if remote and master:
+        raise click.BadParameter("the engine at --remote has its own master: give one of the two", param_hint="--master")
+    if remote:
+        from ..spark.engine import parse_remote
+
+        try:
+            parse_remote(remote)  # a malformed URL: exit 2 before anything starts
+        except MinikafkaError as exc:
+            raise click.BadParameter(str(exc), param_hint="--remote") from None
     if master and not master.startswith("local") and not staging:
         raise click.BadParameter(f"master {redact_url(master)!r} needs a staging URI every node sees", param_hint="--staging")
     check_staging(staging)  # a missing local directory: exit 1 before the JVM starts
@@ -375,13 +390,52 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
                 raise click.BadParameter(f"applies to CSV files; these are {', '.join(sorted(formats))}",
                                          param_hint=flag)
     model_cls = (import_model(model) if model else pipeline_model(topic)) or source.model_of(topic)
-    import os
+    if remote:
+        note(f"loading on the engine at {redact_url(remote)}...")
+        spark = _engine_session(remote, model_cls)
+    else:
+        import os
 
-    from ..spark.session import build_session
+        from ..spark.session import build_session
 
-    hint = "" if os.environ.get("MINIKAFKA_VERBOSE") else " (the JVM's own output is hidden; --verbose shows it)"
-    note(f"starting Spark{hint}...")
-    spark = build_session("minikafka:backfill", master)
+        hint = "" if os.environ.get("MINIKAFKA_VERBOSE") else " (the JVM's own output is hidden; --verbose shows it)"
+        note(f"starting Spark{hint}...")
+        spark = build_session("minikafka:backfill", master)
+    try:
+        result = _run_backfill(spark, source, topic, paths, model_cls, fmt, delimiter, quote, no_header, as_handled,
+                               batch_rows, staging, as_json)
+    finally:
+        if remote:
+            spark.stop()  # this client's session on the engine; the engine stays up
+    if as_json:
+        r = result.run
+        echo_json({"topic": topic, "run_id": r.run_id, "status": r.status, "files": [str(f.path) for f in result.files],
+                   "skipped_files": result.skipped_files, "rows_read": result.rows_read, "rows_loaded": r.rows_out,
+                   "rows_duplicate": r.rows_duplicate, "rows_quarantined": r.rows_quarantined,
+                   "seconds": r.duration_s})
+
+
+def _engine_session(url: str, model_cls):
+    """A client session of the engine at ``url`` whose Python workers can import minikafka
+    and the model's package (shipped as an artifact, as a pipeline's code is)."""
+    import tempfile
+    from pathlib import Path
+
+    from ..spark.engine import connect
+    from ..util.codezip import zip_packages
+
+    spark = connect(url)
+    with tempfile.TemporaryDirectory(prefix="minikafka-backfill-") as scratch:
+        code = Path(scratch) / "minikafka-backfill-code.zip"
+        zip_packages({"minikafka", model_cls.__module__.split(".")[0]}, code)
+        spark.addArtifacts(str(code), pyfile=True)
+    return spark
+
+
+def _run_backfill(spark, source, topic, paths, model_cls, fmt, delimiter, quote, no_header, as_handled,
+                  batch_rows, staging, as_json):
+    from ..spark.loading.backfill import backfill as run_backfill
+
     with progress(f"backfill {topic}") as shown:
         def report(line: str) -> None:
             if line.startswith("backfill "):  # the closing summary (on stderr, as before --json existed)
@@ -389,12 +443,7 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
             else:
                 shown.update(line.strip())
 
-        result = run_backfill(spark, source, topic, list(paths), model=model_cls, fmt=fmt, delimiter=delimiter,
-                              quote=quote, header=not no_header, as_handled=as_handled, batch_rows=batch_rows,
-                              staging=staging, progress=report)
-    if as_json:
-        r = result.run
-        echo_json({"topic": topic, "run_id": r.run_id, "status": r.status, "files": [str(f.path) for f in result.files],
-                   "skipped_files": result.skipped_files, "rows_read": result.rows_read, "rows_loaded": r.rows_out,
-                   "rows_duplicate": r.rows_duplicate, "rows_quarantined": r.rows_quarantined,
-                   "seconds": r.duration_s})
+        return run_backfill(spark, source, topic, list(paths), model=model_cls, fmt=fmt, delimiter=delimiter,
+                            quote=quote, header=not no_header, as_handled=as_handled, batch_rows=batch_rows,
+                            staging=staging, progress=report)
+

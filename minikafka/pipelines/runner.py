@@ -302,21 +302,12 @@ def code_packages(defn: PipelineDefinition) -> list[str]:
 
 def code_zip(defn: PipelineDefinition, directory: str | Path) -> Path:
     """Zip the Python sources of ``code_packages`` for --py-files (executors on other hosts)."""
-    import importlib.util
-    import zipfile
+    from ..util.codezip import zip_packages
 
     target = Path(directory) / f"minikafka-code-{defn.name}.zip"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name in code_packages(defn):
-            spec = importlib.util.find_spec(name)
-            if spec is None:
-                raise PipelineDefinitionError(f"{defn.path}: cannot find package {name!r} to ship to the executors")
-            if spec.submodule_search_locations:
-                root = Path(list(spec.submodule_search_locations)[0])
-                for file in sorted(root.rglob("*.py")):
-                    zf.write(file, str(Path(name) / file.relative_to(root)))
-            elif spec.origin and spec.origin.endswith(".py"):
-                zf.write(spec.origin, f"{name}.py")
+    missing = zip_packages(code_packages(defn), target)
+    if missing:
+        raise PipelineDefinitionError(f"{defn.path}: cannot find package {missing[0]!r} to ship to the executors")
     return target
 
 
@@ -429,7 +420,8 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
             host.close()
         if not dry_run:
             record_failed_run(defn, new_run_id("pipeline"), str(exc),
-                              details={"pipeline": defn.name, "remote": remote or defn.engine.remote,
+                              details={"pipeline": defn.name,
+                                       "remote": redact_url(remote or defn.engine.remote) if (remote or defn.engine.remote) else None,
                                        "stages": [s.name for s in chosen], "phase": "engine"})
         raise
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")

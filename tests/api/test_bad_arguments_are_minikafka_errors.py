@@ -29,6 +29,13 @@ CALLS = {
                                    "visibility_timeout"),
     "group.fetch max_messages=0": (lambda s, q, t: s.group("g").fetch(t, 0, max_messages=0), "max_messages"),
     "read_since offset=-1": (lambda s, q, t: t.read_since(-1), "offset"),
+    # numbers past what a 64-bit column or a date holds: one line naming the argument, not OverflowError
+    "queue visibility_timeout=1e300": (lambda s, q, t: s.queue("other", Task, visibility_timeout=1e300),
+                                       "visibility_timeout"),
+    "queue result_ttl=1e300": (lambda s, q, t: s.queue("other", Task, result_ttl=1e300), "result_ttl"),
+    "enqueue priority=2**63": (lambda s, q, t: q.enqueue({"n": 1}, priority=2**63), "priority"),
+    "enqueue max_attempts=2**63": (lambda s, q, t: q.enqueue({"n": 1}, max_attempts=2**63), "max_attempts"),
+    "queue max_attempts=2**63": (lambda s, q, t: s.queue("other", Task, max_attempts=2**63), "max_attempts"),
 }
 
 
@@ -40,6 +47,7 @@ def test_a_bad_argument_raises_a_minikafka_error_that_is_also_a_value_error(file
     with pytest.raises(MinikafkaError, match=argument) as err:
         make(file_source, q, topic)
     assert isinstance(err.value, ValueError) and "\n" not in str(err.value)
+    assert q.stats()["pending"] == 0 and "other" not in file_source.topics()  # nothing half-made
 
 
 def test_a_clock_that_is_not_callable_is_a_minikafka_error_that_is_also_a_type_error(file_source):

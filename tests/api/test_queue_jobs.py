@@ -94,7 +94,7 @@ def test_an_expired_job_goes_to_the_dead_letter_as_expired_instead_of_running(q,
 
 
 def test_bad_per_job_options_are_refused_before_anything_is_enqueued(q):
-    with pytest.raises(ValueError, match="max_attempts must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match="max_attempts must be an integer from 1 to 2147483647, got 0"):
         q.enqueue({"n": 1}, max_attempts=0)
     with pytest.raises(ValueError, match="expires must be a finite number of seconds >= 0 or a datetime .*got -1"):
         q.enqueue({"n": 1}, expires=-1)

@@ -140,3 +140,47 @@ def test_run_starts_its_own_engine_and_with_idle_timeout_zero_stops_it_at_the_en
     with Source(str(tmp_path / "homelab.sqlite")) as src:
         (run,) = src.runs(stage="keep_articles")
         assert run["status"] == "succeeded" and run["rows_out"] > 0
+
+
+def test_an_engine_url_token_reaches_neither_the_error_nor_the_run_log(tmp_path):
+    from tests.connectors.test_secrets_never_leak import _forms, ledger_bytes
+
+    pipeline = ingested(tmp_path, 5)
+    token = "tok/9+XzQ=Lm4-engine"
+    url = f"sc://127.0.0.1:{unused_port()}/;user_id=bob;token={token}"
+    out = mk("run", pipeline, "--remote", url)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "no engine answers at sc://127.0.0.1:" in out.stderr and ";user_id=bob;token=***" in out.stderr
+    stored = ledger_bytes(str(tmp_path / "homelab.sqlite"))
+    assert ";token=***" in stored  # the failed run's row names the engine, masked
+    for form in _forms(token):
+        assert form not in out.stdout + out.stderr and form not in stored
+
+
+def test_watch_on_the_engine_until_idle_gives_the_same_ledger_as_one_application(tmp_path, engine_url, spark):
+    """`watch --remote` runs every stage as a client of the engine (no JVM of its own) and ends
+    with the ledger a classic in-process run gives; a second watch finds nothing to do."""
+    from minikafka.pipelines import load_pipeline
+    from minikafka.pipelines.runner import run_pipeline
+    from tests.pipelines.test_cluster import snapshot
+
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "reference").mkdir()
+    on_engine = ingested(tmp_path / "engine", 80)
+    reference = homelab_copy(tmp_path / "reference")
+    (tmp_path / "reference" / "homelab.sqlite").write_bytes((tmp_path / "engine" / "homelab.sqlite").read_bytes())
+    before = java_pids()
+    out = mk("watch", on_engine, "--remote", engine_url, "--until-idle", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = json.loads(out.stdout)
+    assert sorted(o["stage"] for o in summary["outcomes"]) == [
+        "keep_articles", "llm_summary", "score", "split_youtube", "transcribe"]
+    assert java_pids() == before  # the engine it used is the only Spark server: it started none
+    with Source(str(tmp_path / "engine" / "homelab.sqlite")) as source:  # every stage ran as the engine's client
+        sessions = {json.loads(d)["session"] for (d,) in source.ledger.conn.execute(
+            "SELECT details FROM _minikafka_runs WHERE kind = 'stage'")}
+    assert sessions == {"connect"}
+    assert run_pipeline(load_pipeline(reference), in_process=True, echo=lambda m: None).ok
+    assert snapshot(tmp_path / "engine" / "homelab.sqlite") == snapshot(tmp_path / "reference" / "homelab.sqlite")
+    again = mk("watch", on_engine, "--remote", engine_url, "--until-idle", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["outcomes"] == []

@@ -53,7 +53,25 @@ def check_on_duplicate(value: str) -> bool:
     return value == "ignore"
 
 
-class TopicRows(Generic[ModelT]):
+class LayoutNames(Generic[ModelT]):
+    """A topic's identity read from its layout: ``name``, ``model``, ``dedup`` (for the rows and the facade)."""
+
+    layout: TopicLayout
+
+    @property
+    def name(self) -> str:
+        return self.layout.name
+
+    @property
+    def model(self) -> type[ModelT]:
+        return self.layout.model  # type: ignore[return-value]
+
+    @property
+    def dedup(self) -> tuple[str, ...]:
+        return self.layout.dedup
+
+
+class TopicRows(LayoutNames[ModelT]):
     """The rows of one topic table on one ledger.
 
     Args:
@@ -74,18 +92,6 @@ class TopicRows(Generic[ModelT]):
         self.encode = layout.encoder()
         self.decode = layout.decoder()
         self._adapter = TypeAdapter(list[layout.model])  # type: ignore[name-defined]
-
-    @property
-    def name(self) -> str:
-        return self.layout.name
-
-    @property
-    def model(self) -> type[ModelT]:
-        return self.layout.model  # type: ignore[return-value]
-
-    @property
-    def dedup(self) -> tuple[str, ...]:
-        return self.layout.dedup
 
     def __repr__(self) -> str:
         return f"TopicRows({self.name!r}, {self.model.__name__})"
@@ -350,15 +356,7 @@ class TopicRows(Generic[ModelT]):
 
     # -- acking ------------------------------------------------------------------------
     def set_handled(self, _id: int | None = None, *, record: Record | None = None, consumer: str | None = None) -> None:
-        """Ack one row (by id or record), for ``consumer`` or for every consumer; idempotent.
-
-        Raises:
-            ValueError: neither _id nor record given.
-            RecordNotFoundError: no such id in this topic.
-
-        Emits:
-            message_handled, after the commit, when the ack changed something.
-        """
+        """What ``Topic.set_handled`` does (its docstring gives the errors and the event)."""
         if record is not None:
             if record.topic != self.name:
                 raise InvalidSettingError(f"record {record.id} belongs to topic {record.topic!r}, not {self.name!r}")

@@ -48,7 +48,7 @@ from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
 from ...ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
 from ...ledger.watcher import Pause, drive, drive_async, pause, pause_async, until
 from ...util.clock import format_timestamp
-from ...util.millis import duration_ms, instant_ms
+from ...util.millis import MAX_SECONDS, duration_ms, instant_ms
 from ...util.timeouts import check_timeout
 from ..core.rows import TopicRows
 from ..core.transaction import Transaction, joined
@@ -65,26 +65,31 @@ __all__ = ["ORIGIN", "Job", "JobInfo", "Queue", "open_queue", "result_json", "ch
 
 DEFAULT_VISIBILITY_TIMEOUT = 300.0
 DEFAULT_MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 2**31 - 1  # far beyond any retry policy; fits every integer column it is stored in
 DEFAULT_RESULT_TTL = 7 * 24 * 3600.0
 
 log = logging.getLogger("minikafka.queues")
 
 
-def check_settings(visibility_timeout: Any, max_attempts: Any, clock: Any = None) -> None:
+def check_settings(visibility_timeout: Any, max_attempts: Any, clock: Any = None, result_ttl: Any = None) -> None:
     """Check a queue's settings before anything is created (None: as stored, else the default).
 
     Raises:
-        ValueError: visibility_timeout is not a positive number of seconds, max_attempts is
-            not an integer >= 1.
+        ValueError: visibility_timeout is not a positive number of seconds (at most a century),
+            result_ttl not one >= 0, max_attempts not an integer from 1 to 2**31 - 1.
         TypeError: clock is not callable.
     """
     if visibility_timeout is not None and (
             isinstance(visibility_timeout, bool) or not isinstance(visibility_timeout, (int, float))
-            or not 0 < visibility_timeout < float("inf")):
-        raise InvalidSettingError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
+            or not 0 < visibility_timeout <= MAX_SECONDS):
+        raise InvalidSettingError(
+            f"visibility_timeout must be > 0 seconds (at most a century), got {visibility_timeout!r}")
     if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
-                                     or max_attempts < 1):
-        raise InvalidSettingError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+                                     or not 1 <= max_attempts <= MAX_ATTEMPTS):
+        raise InvalidSettingError(f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS}, got {max_attempts!r}")
+    if result_ttl is not None and (isinstance(result_ttl, bool) or not isinstance(result_ttl, (int, float))
+                                   or not 0 <= result_ttl <= MAX_SECONDS):
+        raise InvalidSettingError(f"result_ttl must be >= 0 seconds (at most a century), got {result_ttl!r}")
     if clock is not None and not callable(clock):
         raise ArgumentTypeError(f"clock must be a callable returning epoch seconds, got {clock!r}")
 
@@ -205,9 +210,7 @@ class Queue(Generic[ModelT]):
     def __init__(self, topic: TopicHandle, consumer: str, *, visibility_timeout: float | None = None,
                  max_attempts: int | None = None, clock: Clock | None = None,
                  result_ttl: float = DEFAULT_RESULT_TTL):
-        check_settings(visibility_timeout, max_attempts, clock)
-        if isinstance(result_ttl, bool) or not isinstance(result_ttl, (int, float)) or not result_ttl >= 0:
-            raise InvalidSettingError(f"result_ttl must be >= 0 seconds, got {result_ttl!r}")
+        check_settings(visibility_timeout, max_attempts, clock, result_ttl)
         self.result_ttl = float(result_ttl)
         validate_consumer_name(consumer)
         self.topic = topic
@@ -285,15 +288,15 @@ class Queue(Generic[ModelT]):
             InvalidDurationError: (a ValueError) delay or expires not a finite number of seconds
                 >= 0 (at most a century).
             InvalidSettingError: (a ValueError) run_at not a datetime or finite epoch seconds.
-            ValueError: a priority that is not an integer, max_attempts not an integer >= 1.
+            ValueError: a priority that is not a 64-bit integer, max_attempts not an integer from 1 to 2**31 - 1.
             DuplicateMessageError: the topic's dedup key is already stored.
             TransactionError: tx is closed or belongs to another Source.
 
         Emits:
             message_appended, after the commit.
         """
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise InvalidSettingError(f"priority must be an integer, got {priority!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -2**63 <= priority < 2**63:
+            raise InvalidSettingError(f"priority must be a 64-bit integer, got {priority!r}")
         check_settings(None, max_attempts)
         now = self._now_ms()
         due = self._due_ms(now, delay, run_at)

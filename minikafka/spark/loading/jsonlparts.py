@@ -56,6 +56,13 @@ class ChunkTask:
         for k in indexes:
             yield k, self.run(k)
 
+    def arrow(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """The task as ``mapInArrow`` runs it (on a classic session and on an engine alike):
+        each chunk index in an ``id`` column in, one (k, rows) row out."""
+        for batch in batches:
+            for k in batch.column("id").to_pylist():
+                yield pa.RecordBatch.from_pydict({"k": [k], "rows": [self.run(k)]}, schema=TASK_RESULT)
+
     def run(self, k: int) -> int:
         """Validate chunk ``k``, write its part file; return the rows written."""
         from ..staging import filesystem
@@ -79,6 +86,7 @@ class ChunkTask:
         return len(rows) + len(refused)
 
 
+TASK_RESULT = pa.schema([("k", pa.int64()), ("rows", pa.int64())])
 YIELD_NICENESS = 10
 
 
@@ -189,8 +197,9 @@ class ChunkJobs:
         self.chunks: list = []
         self.rows = 0
         self._futures: list = []
-        self._pool = ThreadPoolExecutor(max(2, spark.sparkContext.defaultParallelism) + 1,
-                                        thread_name_prefix="minikafka-chunk-job")
+        from ..engine import parallelism
+
+        self._pool = ThreadPoolExecutor(max(2, parallelism(spark)) + 1, thread_name_prefix="minikafka-chunk-job")
         self._started: float | None = None
         self._ended: float | None = None
 
@@ -210,9 +219,14 @@ class ChunkJobs:
         self._futures.append(self._pool.submit(self._job, k, task))
 
     def _job(self, k: int, task: ChunkTask) -> int:
-        sc = self.spark.sparkContext
-        sc.setJobGroup(self.group, f"backfill {self.file_name} chunk {k}", interruptOnCancel=True)
-        ((_k, rows),) = sc.parallelize([k], 1).mapPartitions(task).collect()
+        # one single-task job through the DataFrame API, tagged so ``close`` can interrupt it:
+        # the same on a classic session and on an engine (Spark Connect has no SparkContext)
+        self.spark.addTag(self.group)  # this thread's operations carry the tag
+        try:
+            ((_k, rows),) = (self.spark.range(k, k + 1, 1, 1)
+                             .mapInArrow(task.arrow, "k long, rows long").collect())
+        finally:
+            self.spark.removeTag(self.group)
         self._ended = max(self._ended or 0.0, time.perf_counter())
         return rows
 
@@ -231,5 +245,5 @@ class ChunkJobs:
 
     def close(self) -> None:
         if any(not f.done() for f in self._futures):
-            self.spark.sparkContext.cancelJobGroup(self.group)
+            self.spark.interruptTag(self.group)
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -21,7 +21,7 @@ from ...ledger.identifiers import validate_consumer_name, validate_topic_name
 from ...ledger.layout import TopicLayout
 from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
 from ...util.faults import checkpoint
-from ..engine import master_of
+from ..engine import is_connect, master_of
 from ..staging import lock_path
 from ..types import quote_back, storage_sql_type
 from .conform import conform, refused_rows
@@ -218,7 +218,8 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
     layouts = {name: _layout(source, name) for name in (*stage.inputs, *stage.outputs)}  # each read once
     run = RunResult(run_id or new_run_id(stage.name), "stage", stage=stage.name, consumer=stage.consumer_name,
                     inputs=list(stage.inputs), outputs=list(stage.outputs),
-                    details={"strategy": stage.strategy, "engine": "spark"})
+                    details={"strategy": stage.strategy, "engine": "spark",
+                             "session": "connect" if is_connect(spark) else "classic"})
     # the lock comes first: nothing on disk (staging, leftovers) is touched without it
     try:
         lock = exclusive_lock(lock_path(source, stage.name), wait=lock_wait, note=f"run {run.run_id}")
