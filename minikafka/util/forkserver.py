@@ -134,7 +134,7 @@ class ForkServer:
         while time.monotonic() < deadline:
             try:
                 return reply.recv(MESSAGE_BYTES)
-            except socket.timeout:
+            except TimeoutError:
                 if self.proc is None or self.proc.poll() is not None:  # a request queued in a dead host
                     return b""                                        # may not come back as an EOF at once
         return b""
@@ -228,7 +228,7 @@ class HostedProcess:
                 self._reply.settimeout(timeout)
                 try:
                     answer = self._reply.recv(MESSAGE_BYTES)
-                except socket.timeout:
+                except TimeoutError:
                     raise subprocess.TimeoutExpired(str(self.pid), timeout) from None
                 except OSError:
                     answer = b""
