@@ -28,7 +28,8 @@ from .definition import PipelineDefinition, StageDefinition
 ENV = "MINIKAFKA_STAGE_HOST"
 # what every stage client imports (measured: the modules a stage's child loads that are not the user's)
 CLIENT_MODULES = [
-    "pandas", "pyarrow", "pyarrow.dataset", "pyarrow.parquet", "grpc", "pyspark.sql.connect.session", "pyspark.sql.connect.functions",
+    "pandas", "pyarrow", "pyarrow.dataset", "pyarrow.parquet", "grpc", "pyspark.sql.connect.session",
+    "pyspark.sql.connect.functions",
     "pyspark.sql.connect.dataframe", "minikafka.job", "minikafka.pipelines.runner",
     "minikafka.spark.engine", "minikafka.spark.staging", "minikafka.spark.stages.stage",
 ]
