@@ -403,6 +403,11 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                                        "stages": [s.name for s in chosen],
                                        "phase": "master check"})
         raise
+    host = None  # stages on an engine fork from one pre-imported process, which imports while the engine is found
+    if not in_process and engine != "submit":
+        from .stagehost import start_stage_host
+
+        host = start_stage_host(defn, chosen)
     try:
         if in_process:  # one application: this process's own, or one client session of the engine named
             from .engine import named_engine
@@ -411,9 +416,12 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         else:
             url, started = _engine_url(defn, engine, remote, master, idle_timeout, echo)
     except MinikafkaError as exc:  # EngineError: nothing answers, or the engine did not start
+        if host is not None:
+            host.close()
         if not dry_run:
             record_failed_run(defn, new_run_id("pipeline"), str(exc),
-                              details={"pipeline": defn.name, "remote": remote or defn.engine.remote,
+                              details={"pipeline": defn.name,
+                                       "remote": redact_url(remote or defn.engine.remote) if (remote or defn.engine.remote) else None,
                                        "stages": [s.name for s in chosen], "phase": "engine"})
         raise
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
@@ -433,10 +441,11 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                 else:
                     cmd = submit_command(defn, sd, master=master, run_id=(run_id := new_run_id(sd.name)),
                                          dry_run=dry_run, staging=staging, py_files=py_files)
+                popen = host.launcher(sd, run_id) if (host is not None and url is not None) else None
                 if width == 1:
                     with running(sd.name):
-                        return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
-                return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
+                        return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen)
+                return _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen)
 
             lease = None
             if url is not None:
@@ -447,6 +456,8 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                 _run_scheduled(defn, chosen, result, strategy, width, launch, dry_run, echo)
     finally:
         scratch.cleanup()
+        if host is not None:
+            host.close()
         if started and (defn.engine.idle_timeout if idle_timeout is None else idle_timeout) == 0:
             from .engine import stop_engine
 
@@ -727,8 +738,12 @@ class _Children:
 
 
 def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run_id: str, dry_run: bool, echo,
-               procs: _Children, needs_java: bool = True) -> StageOutcome:
-    """Run one stage's process (spark-submit, or a client of the engine); read back its run row."""
+               procs: _Children, needs_java: bool = True, popen=None) -> StageOutcome:
+    """Run one stage's process (spark-submit, or a client of the engine); read back its run row.
+
+    ``popen``: starts the process instead of ``popen_tied``, with its signature and a
+    Popen-like result (pid, communicate(), returncode, its own process group): the stage
+    host's forked children (``stagehost``)."""
     import subprocess
 
     from ..spark.session import SparkSetupError, check_java
@@ -748,7 +763,8 @@ def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], ru
         log.debug("stage %s: %s", sd.name, shlex.join(cmd))
     # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
     try:
-        proc = popen_tied(cmd, env=submit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = (popen or popen_tied)(cmd, env=submit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True)
     except OSError as exc:
         error = f"{launcher} did not launch ({cmd[0]}): {exc.strerror or exc}"
         row = None if dry_run else record_failed_run(defn, run_id, error, sd, details={"phase": "launch"})
