@@ -26,14 +26,17 @@ import logging
 import os
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.core import ParameterSource
 
-from ..api.source import Source
 from ..errors import LedgerError, LedgerNotFoundError, MinikafkaError
 from ..ledger.columns import float_text
 from ..util.clock import format_timestamp
+
+if TYPE_CHECKING:
+    from ..api.source import Source
 
 log = logging.getLogger("minikafka.cli")
 
@@ -225,6 +228,8 @@ def open_ledger(path: str, *, read_only: bool = False, create: bool = False, par
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise click.ClickException(f"cannot create the directory of {path}: {exc}") from exc
+    from ..api.source import Source  # here: a command that opens no Source starts without the API
+
     try:
         return Source(path, read_only=read_only, create=create)
     except LedgerNotFoundError as exc:

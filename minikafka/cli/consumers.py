@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..api.source import Source
 from ..ledger import acks
 from ..ledger.consumers import consumer_info
 from ..util.clock import utc_now
 from .app import main
 from .common import echo_json, json_option, with_source
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source
 
 
 @main.command()

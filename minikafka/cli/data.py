@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..api.source import Source
 from ..errors import InputFileError, MinikafkaError
 from ..util.dumpfiles import DUMP_FORMATS
 from ..util.redact import redact_url
@@ -27,6 +28,9 @@ from .common import (
     with_source,
 )
 from .output import note, progress, stage_running
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source
 
 
 def import_model(spec: str):

@@ -6,7 +6,6 @@ import signal
 
 import click
 
-from ..connectors.delivery import DeliveryWorker, load_deliveries
 from ..errors import DeliveryConfigError, MinikafkaError
 from .app import INTERRUPTED, main
 from .common import DefinitionProblem, echo_json, json_option, require_ledger
@@ -36,6 +35,8 @@ def deliver(file: str, once: bool, source_path: str | None, as_json: bool) -> No
     Example: minikafka deliver examples/deliveries.toml --once
     """
     from dataclasses import asdict
+
+    from ..connectors.delivery import DeliveryWorker, load_deliveries  # here: httpx costs every other command 50 ms
 
     try:
         defn = load_deliveries(file)

@@ -52,9 +52,15 @@ def ledger_options(fn):
               help="POST to URL when a check's state changes (repeatable); retried with backoff.")
 @click.option("--notify-format", type=click.Choice(["json", "text"]), default="json", show_default=True,
               help="json: a JSON document; text: one plain line (for ntfy-style receivers).")
+@click.option("--notify-header", "notify_headers", multiple=True, metavar="'NAME: VALUE'",
+              help="A header sent with every notification, e.g. 'Authorization: Bearer TOKEN' (repeatable); "
+                   "its value is never shown or stored.")
+@click.option("--notify-header-env", "notify_header_envs", multiple=True, metavar="NAME=ENVVAR",
+              help="A header whose value is read from the environment variable ENVVAR, e.g. "
+                   "Authorization=NTFY_AUTH (repeatable): the secret stays off the command line.")
 @json_option
 def health(source_path: str | None, pipeline: str | None, notify_urls: tuple[str, ...], notify_format: str,
-           as_json: bool) -> None:
+           notify_headers: tuple[str, ...], notify_header_envs: tuple[str, ...], as_json: bool) -> None:
     """Check freshness, lag, quarantine, dead letters and backups against the pipeline's limits.
 
     Prints one line per check: ok, warn or fail, the check's name, the reason and its
@@ -64,7 +70,9 @@ def health(source_path: str | None, pipeline: str | None, notify_urls: tuple[str
     and max_pending_age, [health] backups); with --source alone every stage's latest run
     and every queue's dead letter are checked. Each run leaves a row in the run log (kind
     health). With --notify a message goes out only when a state differs from the last one
-    delivered; the URL's secrets never appear in output or in the ledger.
+    delivered; the URL's secrets never appear in output or in the ledger. --notify-header
+    and --notify-header-env add headers to every notification (a webhook's token): their
+    values never appear in output, errors, logs or the ledger (the run log keeps their names).
 
     --json prints {run_id, state, ok, checks: [{name, state, reason, numbers}], changed,
     notified, seconds}; each notified entry holds the redacted address, delivered,
@@ -74,9 +82,21 @@ def health(source_path: str | None, pipeline: str | None, notify_urls: tuple[str
     """
     from ..pipelines.health import check_health
 
+    headers = {}
+    if notify_headers or notify_header_envs:
+        from ..connectors.notify import parse_notify_headers
+
+        hint = "--notify-header" if notify_headers else "--notify-header-env"
+        if not notify_urls:
+            raise click.BadParameter("a header needs a --notify URL to go to", param_hint=hint)
+        try:
+            headers = parse_notify_headers(notify_headers, notify_header_envs)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=hint) from None
     path, defn = ledger_and_pipeline(source_path, pipeline)
     try:
-        result = check_health(path, defn, notify_urls=notify_urls, notify_format=notify_format)
+        result = check_health(path, defn, notify_urls=notify_urls, notify_format=notify_format,
+                              notify_headers=headers)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--notify") from None
     if as_json:

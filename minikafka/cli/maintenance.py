@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import click
 
-from ..api.source import Source
 from ..errors import InvalidDurationError
 from ..ledger import runlog_retention
 from ..util.duration import parse_timedelta
 from .app import main
 from .common import echo_json, json_option, with_source
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source
 
 
 def _age(ctx, param, value):

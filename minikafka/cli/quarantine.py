@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from ..api.source import Source
 from ..ledger import quarantine as store
 from .app import main
 from .common import echo_json, json_option, pipeline_model, with_source
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source
 
 ACTIONS = ("list", "show", "requeue", "purge")
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..api.modes.queues import open_queue
-from ..api.source import Source
 from .app import main
 from .common import echo_json, json_option, with_source
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source
 
 
 @main.group()
@@ -30,6 +33,8 @@ def get(source: Source, name: str, job_id: int, as_json: bool) -> None:
 
     Example: minikafka queue get rss.summarise 1 --json -s data/homelab.sqlite
     """
+    from ..api.modes.queues import open_queue
+
     info = open_queue(source, name).get(job_id)
     if info is None:
         raise click.ClickException(f"queue {name!r} has no job {job_id}")
@@ -52,6 +57,8 @@ def cancel(source: Source, name: str, job_ids: tuple[int, ...], as_json: bool) -
 
     Example: minikafka queue cancel rss.summarise 2 -s data/homelab.sqlite
     """
+    from ..api.modes.queues import open_queue
+
     q = open_queue(source, name)
     cancelled = [j for j in job_ids if q.cancel(j)]
     if as_json:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 import click
 
-from ..api.modes.queues import open_queue
-from ..api.source import Source
 from .app import main
 from .common import echo_json, json_option, with_source
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source
 
 
 @main.group()
@@ -86,6 +88,8 @@ def add(source: Source, name: str, queue_name: str, cron: str | None, every: flo
 
     Example: minikafka schedule add ping --queue rss.summarise --every 300 --payload '{"url": "https://example.com/ping", "body": "ping"}' -s data/homelab.sqlite
     """
+    from ..api.modes.queues import open_queue
+
     try:
         data = json.loads(payload)
     except ValueError as exc:

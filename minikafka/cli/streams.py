@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from ..api.source import Source
 from .app import INTERRUPTED, main
 from .common import (
     create_option,
@@ -20,6 +20,9 @@ from .common import (
     with_source,
 )
 from .output import note
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source
 
 
 @main.command()

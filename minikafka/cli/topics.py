@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..api.source import Source
 from ..ledger import acks, catalog, counts
 from ..ledger import quarantine as qstore
 from ..ledger.filters import InvalidFilterError, where_clause
@@ -16,6 +17,9 @@ from .app import main
 from .common import echo_json, json_option, json_text, row_dict, with_source
 from .output import note
 from .tables import csv_lines, text_table
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source
 
 
 def topic_summary(source: Source, name: str) -> dict:

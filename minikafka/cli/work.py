@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from ..api.source import Source
 from ..util.procs import concurrency_limit
 from .app import INTERRUPTED, main
 from .common import echo_json, json_option, with_source
 from .output import note, progress
+
+if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by every command
+    from ..api.source import Source  # noqa: F811 (imported again where it is called)
 
 
 @main.command()
@@ -44,6 +47,7 @@ def work(source: Source, handler: str, queue_name: str, concurrency: int, once: 
     Example: minikafka work examples.myjobs:summarise --queue rss.summarise --concurrency 2 --once -s data/homelab.sqlite
     """
     from ..api.modes.workers import work as run_work
+    from ..api.source import Source
 
     path = source.path
     source.close()  # each worker opens its own: no connection crosses the fork

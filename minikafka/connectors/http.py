@@ -83,6 +83,11 @@ _TCHAR = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
+def is_header_name(name: object) -> bool:
+    """``name`` is an HTTP token, as a header's name must be."""
+    return isinstance(name, str) and _TCHAR.match(name) is not None
+
+
 def check_header(name: object, value: object) -> None:
     """Refuse a header HTTP cannot carry, naming the header and never its value.
 

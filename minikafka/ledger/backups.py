@@ -41,11 +41,13 @@ class BackupResult(Result):
     removed: list[str] = field(default_factory=list)
     seconds: float = 0.0
     checked: bool = True
+    check: str | None = "quick_check"  # the PRAGMA that checked the copy: quick_check, integrity_check or None
+    folded: bool = False  # commits still in the ledger's write-ahead log were folded into the copy
 
     def summary(self) -> str:
         gone = f"; removed {len(self.removed)} older snapshot(s)" if self.removed else ""
         mb = self.size_bytes / 1e6
-        verdict = "integrity ok" if self.checked else "integrity not checked"
+        verdict = f"{self.check} ok" if self.checked and self.check else "integrity not checked"
         return (f"backup {self.snapshot}: {mb:.1f} MB in {self.seconds:.2f} s, {verdict}, sha256 "
                 f"{self.sha256[:12]}..., last run {self.last_run or 'none'}{gone} ({self.run_id})")
 
@@ -68,11 +70,13 @@ class RestoreResult(Result):
 
 
 def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, check: bool = True,
-           clock: Callable[[], datetime] | None = None,
+           full_check: bool = False, clock: Callable[[], datetime] | None = None,
            progress: Callable[[str], None] | None = None) -> BackupResult:
     """Snapshot the live ledger into ``dest`` and log the run in the ledger.
 
-    ``progress(text)`` hears how the copy goes (see ``snapshots.take_snapshot``).
+    ``progress(text)`` hears how the copy goes (see ``snapshots.take_snapshot``). The copy is
+    checked with ``PRAGMA quick_check``, or with ``full_check`` ``PRAGMA integrity_check``
+    (each index compared with its table too; ``restore`` always runs that one).
 
     Raises:
         LedgerNotFoundError: no ledger at ``ledger``.
@@ -83,7 +87,8 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
         raise LedgerNotFoundError(f"no ledger at {ledger}", path=str(ledger))
     run = RunResult(new_run_id("backup"), "backup", stage="backup", outputs=[str(dest)])
     try:
-        made = snapshots.take_snapshot(path, dest, keep=keep, check=check, clock=clock, progress=progress)
+        made = snapshots.take_snapshot(path, dest, keep=keep, check=check, full_check=full_check,
+                                        clock=clock, progress=progress)
     except BaseException as exc:
         run.finish("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed",
                    f"{type(exc).__name__}: {exc}")
@@ -94,12 +99,12 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
         raise
     run.details = {"snapshot": made.snapshot.path.name, "dest": str(made.snapshot.path.parent),
                    "sha256": made.sha256, "size_bytes": made.size, "last_run": made.snapshot.last_run,
-                   "removed": [p.name for p in made.removed]}
+                   "removed": [p.name for p in made.removed], "check": made.check}
     run.finish("succeeded")
     record_run(path, run)
     return BackupResult(run.run_id, str(made.snapshot.path), snapshots.format_stamp(made.snapshot.taken_at),
                         made.snapshot.last_run, made.sha256, made.size, [str(p) for p in made.removed],
-                        round(made.seconds, 3), check)
+                        round(made.seconds, 3), check, made.check, made.folded)
 
 
 def snapshot_before_run(ledger: str | Path, dest: str | Path, run_id: str) -> snapshots.Snapshot:

@@ -108,8 +108,8 @@ class HashBehind:
 
 def copy_file_steadily(source: Path, target: Path, *, flush_seconds: float = FLUSH_SECONDS,
                        on_copied: Callable[[int, int], None] | None = None,
-                       on_bytes: Callable[[int, int], None] | None = None) -> None:
-    """Copy ``source`` to a new ``target``, writing it out to disk slice by slice.
+                       on_bytes: Callable[[int, int], None] | None = None) -> int:
+    """Copy ``source`` to a new ``target``, writing it out to disk slice by slice; the bytes copied.
 
     A copy that leaves a gigabyte of unwritten pages behind makes every other process's
     fsync wait for them (the file system's journal commits them first): an appender's
@@ -148,3 +148,4 @@ def copy_file_steadily(source: Path, target: Path, *, flush_seconds: float = FLU
                 slice_bytes = max(slice_bytes // 2, MIN_SLICE)
             if on_bytes is not None:
                 on_bytes(done, size)
+    return done

@@ -215,28 +215,33 @@ class TopicLayout:
         return (f' ON CONFLICT ("{KEY}") DO UPDATE SET "{KEY}" = excluded."{KEY}" WHERE {differs} '
                 "ON CONFLICT DO NOTHING")
 
-    def insert_sql(self, *, lineage: bool = False, ignore_duplicates: bool = False, unhashed: bool = False) -> str:
-        key = (lineage, ignore_duplicates, unhashed)
+    def insert_sql(self, *, lineage: bool = False, ignore_duplicates: bool = False, unhashed: bool = False,
+                   keyed: bool = False) -> str:
+        key = (lineage, ignore_duplicates, unhashed, keyed)
         cache = self.__dict__.setdefault("_insert_cache", {})
         if key not in cache:
-            cache[key] = self._build_insert_sql(lineage, ignore_duplicates, unhashed)
+            cache[key] = self._build_insert_sql(lineage, ignore_duplicates, unhashed, keyed)
         return cache[key]
 
-    def _build_insert_sql(self, lineage: bool, ignore_duplicates: bool, unhashed: bool) -> str:
+    def _build_insert_sql(self, lineage: bool, ignore_duplicates: bool, unhashed: bool, keyed: bool) -> str:
         """Parameters: the fields, ``_created_at``, [lineage: ``_parent_id``, ``_parent_topic``,
-        ``_run_id``], [``_partition`` when partitioned]; built by ``table.TopicTable`` alone.
+        ``_run_id``], [``keyed``: the dedup hash, computed by the caller (keys.arrow_hashes)],
+        [``_partition`` when partitioned]; built by ``table.TopicTable`` alone.
         A row's state is not a column (positions and acks): rows appended as handled are
         inserted, then marked (``acks.mark_appended_handled_in_current_transaction``)."""
         names = [*self.field_names, "_created_at"]
         if lineage:
             names += ["_parent_id", "_parent_topic", "_run_id"]
+        key_at = len(names) + 1  # the hash's parameter number when the caller computed it
         if self.partitions > 1:
             names.append(PARTITION)  # see with_partitions()
         values = [f"?{i}" for i in range(1, len(names) + 1)]
+        if keyed and self.dedup and self.partitions > 1:
+            values[-1] = f"?{key_at + 1}"  # the partition follows the hash
         tail = " ON CONFLICT DO NOTHING" if ignore_duplicates else ""
         if self.dedup:  # the dedup hash, computed from the field parameters (keys.py)
             names.append(KEY)
-            values.append("NULL" if unhashed else self.key_sql(values[:len(self.columns)]))
+            values.append("NULL" if unhashed else f"?{key_at}" if keyed else self.key_sql(values[:len(self.columns)]))
             if ignore_duplicates and not unhashed:
                 tail = self.upsert_sql()
         cols = ", ".join(quote_identifier(name) for name in names)
@@ -305,6 +310,12 @@ class TopicLayout:
             return rows
         route = self.route
         return [row + (route(row, first_seq + i),) for i, row in enumerate(rows)]
+
+    def unkeyed(self, rows: list[tuple], *, lineage: bool) -> list[tuple]:
+        """Insert parameters for ``insert_sql(keyed=True)`` without their dedup hash: the
+        parameters of the other inserts."""
+        at = len(self.columns) + (4 if lineage else 1)
+        return [row[:at] + row[at + 1:] for row in rows]
 
     def check_partition(self, partition: object) -> int:
         """``partition`` if it is a partition of this topic.

@@ -2,7 +2,8 @@
 
 ``restore_file(ledger, snapshot)``:
 
-1. checks the snapshot (its checksum file, ``PRAGMA integrity_check``) and copies it
+1. checks the snapshot (its checksum file, and ``PRAGMA integrity_check`` whichever check
+   the backup ran: each index against its table too) and copies it
    beside the ledger under a hidden temporary name, fsynced;
 2. takes every run lock beside the ledger (``.minikafka-locks/``: a stage or a backfill
    holds its lock for its whole run, also while Spark computes without a connection open),

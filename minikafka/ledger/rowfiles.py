@@ -10,9 +10,11 @@ of reading the same rows from Arrow and inserting them with ``executemany``.
 The file (written by :func:`write_row_file`, complete or not at all: the caller renames
 it into place):
 
-- ``mk_rows (seq INTEGER PRIMARY KEY, c0, c1, ...)``: the accepted rows in line order,
+- ``mk_rows (seq INTEGER PRIMARY KEY, c0, c1, ... [, k])``: the accepted rows in line order,
   ``seq`` 1, 2, 3..., ``c<i>`` the storage value of the topic's i-th field (columns
-  without a type: SQLite keeps each value as it was given);
+  without a type: SQLite keeps each value as it was given), and optionally ``k``, the
+  row's dedup hash computed by the writer (``keys.row_hashes``; NULL: the commit computes
+  it in SQL);
 - ``mk_refused (line INTEGER PRIMARY KEY, error TEXT NOT NULL, payload TEXT)``: the
   lines refused, with ingest's reason and the raw text;
 - ``mk_about (version, fields, lines)``: the format, the field count (both checked on
@@ -44,9 +46,11 @@ VERSION = 1
 
 
 def write_row_file(path: str, width: int, rows: Sequence[tuple], lines: Sequence[int],
-                   refused: Sequence[tuple[int, str, str | None]]) -> None:
+                   refused: Sequence[tuple[int, str, str | None]],
+                   hashes: Sequence[int | None] | None = None) -> None:
     """Write ``rows`` (tuples of ``width`` storage values, with their ``lines``, increasing)
-    and ``refused`` ((line, error, payload)) to a new SQLite file at ``path``.
+    and ``refused`` ((line, error, payload)) to a new SQLite file at ``path``; ``hashes``:
+    the rows' dedup hashes (``keys.row_hashes``, None where SQL computes it), column ``k``.
 
     No journal and no fsync: the file is scratch until the caller renames it into place,
     and a file that was not renamed is never read.
@@ -58,7 +62,13 @@ def write_row_file(path: str, width: int, rows: Sequence[tuple], lines: Sequence
         conn.execute("PRAGMA journal_mode = OFF")
         conn.execute("PRAGMA synchronous = OFF")
         cols = _value_columns(width)
-        conn.execute(f"CREATE TABLE mk_rows (seq INTEGER PRIMARY KEY{', ' if width else ''}{cols})")
+        if hashes is not None:
+            if len(hashes) != len(rows):
+                raise ValueError(f"{len(rows)} rows but {len(hashes)} hashes")
+            cols = f"{cols}{', ' if width else ''}k"
+            rows = [(*row, h) for row, h in zip(rows, hashes)]
+        stored = width + (hashes is not None)
+        conn.execute(f"CREATE TABLE mk_rows (seq INTEGER PRIMARY KEY{', ' if stored else ''}{cols})")
         conn.execute("CREATE TABLE mk_refused (line INTEGER PRIMARY KEY, error TEXT NOT NULL, payload TEXT)")
         conn.execute("CREATE TABLE mk_about (version INTEGER NOT NULL, fields INTEGER NOT NULL, lines BLOB NOT NULL)")
         conn.execute("BEGIN")
@@ -66,8 +76,8 @@ def write_row_file(path: str, width: int, rows: Sequence[tuple], lines: Sequence
         if sys.byteorder != "little":
             packed.byteswap()
         conn.execute("INSERT INTO mk_about VALUES (?, ?, ?)", (VERSION, width, packed.tobytes()))
-        if width:
-            marks = ", ".join("?" for _ in range(width))
+        if stored:
+            marks = ", ".join("?" for _ in range(stored))
             conn.executemany(f"INSERT INTO mk_rows ({cols}) VALUES ({marks})", rows)
         else:
             conn.executemany("INSERT INTO mk_rows DEFAULT VALUES", [()] * len(rows))
@@ -120,6 +130,8 @@ class RowFile:
         if sys.byteorder != "little":
             packed.byteswap()
         self.lines = packed.tolist()  # line of seq k at [k - 1]
+        # ``k``: the rows' dedup hashes, when the writer computed them (keys.row_hashes)
+        self.keyed = any(col[1] == "k" for col in conn.execute(f"PRAGMA {ALIAS}.table_info(mk_rows)"))
         if len(self.lines) != self.rows:
             raise StagingError(f"staged row file {path} holds {self.rows} row(s) and {len(self.lines)} line "
                                "number(s); nothing of it was committed")

@@ -1,19 +1,20 @@
 """Snapshots of the ledger file: an online, consistent copy that is complete or absent.
 
 ``take_snapshot(ledger, dest)`` copies the live ledger while stages, queues and appenders
-keep writing: the database file and its -wal are copied under a read transaction that pins
-one snapshot (it blocks no writer), and the copied log is folded into the copy
-(``copy_online`` says why that is one consistent state; a log without frames is not
-copied, the file alone is that state). A run is in it whole or not at all, and every
+keep writing: the -wal and the database file are copied under a read transaction that pins
+one snapshot (it blocks no writer), and the copied log's committed pages are folded into
+the copy (``copy_online`` says why that is one consistent state; a log without frames is
+not copied, the file alone is that state). A run is in it whole or not at all, and every
 append committed before the copy started is there.
 
 Crash contract (a SIGKILL at any point):
 
 1. the copy is written under a hidden temporary name (``.NAME.partial-PID``), which no
    listing, retention or restore ever takes for a snapshot;
-2. the copy is fsynced, hashed (SHA-256: while it is written when no log frames need
-   folding in, else after the fold), checked (``PRAGMA integrity_check``), and the
-   checksum written beside it (``NAME.sha256``, the format ``sha256sum -c`` reads);
+2. the copy is fsynced, hashed (SHA-256: while it is written, the log's committed pages
+   folded in as it goes; after SQLite's own fold for a long log), checked (``PRAGMA
+   quick_check``, or with ``full_check`` ``PRAGMA integrity_check``), and the checksum
+   written beside it (``NAME.sha256``, the format ``sha256sum -c`` reads);
 3. only then is it renamed to ``NAME`` (``<ledger stem>-backup-<UTC time>-<last run>.sqlite``)
    and the directory fsynced. A file with the final name is therefore always complete
    and checksummed; a later backup removes the leftovers of a killed one.
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from ..errors import BackupError, SnapshotNotFoundError
 from ..util.faults import checkpoint
-from . import runlog
+from . import runlog, walfold
 from .filecopy import HashBehind, copy_file_steadily, fsync_path, sha256_of
 
 SUFFIX = ".sqlite"
@@ -47,6 +48,9 @@ _NAME = re.compile(r"^(?P<stem>.+)-backup-(?P<stamp>\d{8}T\d{6}\.\d{6}Z)-(?P<run
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 MMAP_BYTES = 1 << 40
 WAL_HEADER_BYTES = 32
+# a log folded in while the copy is written costs ~60 us of checksum per frame in Python; SQLite's fold
+# then a second pass of SHA-256 costs ~0.5 ns per byte of the file: the first wins up to a frame per 128 KB
+FOLD_BYTES_PER_FRAME, MIN_FOLD_FRAMES = 128 * 1024, 256
 # bytes 18 and 19 of an SQLite file: its write and read format versions, 1 (rollback journal) or 2 (WAL)
 FORMAT_VERSIONS_AT, FORMAT_VERSIONS_END, ROLLBACK_JOURNAL_VERSIONS = 18, 20, b"\x01\x01"
 
@@ -113,12 +117,26 @@ def list_snapshots(dest: Path, ledger: Path | None = None) -> list[Snapshot]:
     return sorted(found, key=lambda s: (s.taken_at, s.path.name), reverse=True)
 
 
-def integrity_problems(path: Path) -> list[str]:
-    """What ``PRAGMA integrity_check`` reports on the file (empty when it is sound)."""
+QUICK_CHECK, FULL_CHECK = "quick_check", "integrity_check"
+
+
+def integrity_problems(path: Path, *, full: bool = True) -> list[str]:
+    """What ``PRAGMA integrity_check`` (``full``) or ``PRAGMA quick_check`` reports on the
+    file (empty when it is sound).
+
+    ``quick_check`` reads every page and checks the structure of every b-tree, the free
+    list and each row's columns against their table's declared types and constraints; it
+    leaves out only the comparison of each index with its table (every row indexed, no
+    index entry without a row), which ``integrity_check`` adds: about half its time on a
+    gigabyte ledger. So ``quick_check`` finds a damaged or truncated page, not an index page
+    and a table page from two different states that are each well-formed; the copy cannot
+    mix states by construction (``copy_online``), and ``restore`` runs ``integrity_check``
+    before it puts a snapshot in place.
+    """
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")  # pages read in place, without a copy each
-        rows = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
+        rows = [r[0] for r in conn.execute(f"PRAGMA {FULL_CHECK if full else QUICK_CHECK}(20)")]
     except sqlite3.DatabaseError as exc:
         return [str(exc)]
     finally:
@@ -176,8 +194,8 @@ def remove_leftovers(dest: Path) -> list[Path]:
 @dataclass(frozen=True)
 class OnlineCopy:
     """What ``copy_online`` made: whether write-ahead-log frames were folded into the copy,
-    and the hashing that followed the copy as it was written (None when the log was folded
-    in afterwards, or no checksum was asked for): its ``finish()`` gives the copy's SHA-256,
+    and the hashing that followed the copy as it was written (None when SQLite folded a
+    long log in afterwards, or no checksum was asked for): its ``finish()`` gives the copy's SHA-256,
     ``close()`` drops it."""
 
     folded: bool
@@ -193,32 +211,37 @@ def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000, ch
     """Copy the live ledger into ``target`` (a new file) as one consistent state.
 
     In WAL mode the copy is a plain file copy under a pinned snapshot: a read transaction
-    is opened first (it blocks no writer), then the database file and its -wal are copied
-    as they are, then the copy opens its own -wal (SQLite's recovery keeps the frames up to
-    the last intact commit) and folds it in. Why that is one consistent state:
+    is opened first (it blocks no writer), then the -wal and the database file are copied
+    as they are, and the log's committed frames are folded into the copy of the file, as
+    SQLite's recovery and checkpoint would (``walfold``: frames up to the last intact
+    commit). Why that is one consistent state:
 
     - while the read transaction lasts, no checkpoint copies a frame past its snapshot
-      into the database file, and the log is not restarted under it, so every page of the
-      database file is either as of the snapshot or also in the log's frames up to it;
-    - the log is copied after the database file, so those frames are in the copy of the
-      log and replace whatever the database file held for their pages;
+      into the database file, and the log is not restarted under it (unless the snapshot
+      is the database file alone, below), so the frames up to the snapshot stay in the log
+      and every page of the database file is either as of the snapshot or also in those
+      frames, whichever moment the file is copied at;
+    - the log is copied first, after the snapshot was pinned, so those frames are in the
+      copy of the log and replace whatever the database file held for their pages;
     - frames committed after the snapshot may be in the copied log too: the copy is then a
       later committed state, never part of a transaction (a torn or uncommitted tail fails
-      its checksum or has no commit frame, and recovery drops it).
+      its checksum or has no commit frame, and is left out);
+    - a reader whose snapshot is the database file alone (the log was fully checkpointed
+      when it began) lets a writer restart the log, but no checkpoint can change the file
+      while it reads: a log whose header changed while it was copied is left out (the file
+      is the snapshot), and one restarted before holds only commits that follow the file's.
 
-    When the log holds no frame once the snapshot is pinned (a ledger nobody wrote since
-    its last full checkpoint, or since its last connection closed), the snapshot is the
-    database file alone: no checkpoint can change that file while the read transaction
-    lasts (the log has nothing of the snapshot to copy in, and later frames wait for this
-    reader). Then only the database file is copied, its header is marked as a
-    rollback-journal database (bytes 18 and 19 of the file format set to 1, what leaving
-    WAL mode writes there), and with ``checksum`` the copy is hashed while it is written,
-    read back a slice behind the copy: the digest is the finished file's, with no second
-    pass over it. Otherwise the copy is hashed by the caller after the log is folded in.
+    The copy is marked as a rollback-journal database (bytes 18 and 19 of the file format
+    set to 1, what leaving WAL mode writes there), and with ``checksum`` hashed while it is
+    written, read back a slice behind the copy, each slice once its logged pages are in:
+    the digest is the finished file's, with no second pass over it. A log of more frames
+    than checking them in Python is worth (about one per 128 KB of the file) is folded in
+    by SQLite itself (the copy opens it and leaves WAL mode), and the caller hashes after.
 
     A ledger in another journal mode is copied with SQLite's online backup API instead.
     """
     src = sqlite3.connect(str(ledger), isolation_level=None)
+    log_copy = Path(f"{target}-wal")
     try:
         src.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         if str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
@@ -230,8 +253,22 @@ def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000, ch
             wal = Path(f"{ledger}-wal")
             if _log_frames_bytes(wal) == 0:
                 return OnlineCopy(False, _copy_file_alone(ledger, target, checksum, on_bytes))
+            header = _log_header(wal)
+            copy_file_steadily(wal, log_copy)
+            checkpoint("backup:log-copied")
+            if _log_header(wal) != header or _log_header(log_copy) != header:  # restarted meanwhile: the file alone
+                log_copy.unlink()
+                return OnlineCopy(False, _copy_file_alone(ledger, target, checksum, on_bytes))
+            max_frames = max(os.stat(ledger).st_size // FOLD_BYTES_PER_FRAME, MIN_FOLD_FRAMES)
+            committed = walfold.read_log(log_copy, max_frames=max_frames)
+            if committed is not None and not committed.frames:  # nothing committed in it: the file alone
+                log_copy.unlink()
+                return OnlineCopy(False, _copy_file_alone(ledger, target, checksum, on_bytes))
+            if committed is not None:
+                hashing = _copy_folding(ledger, target, log_copy, committed, checksum, on_bytes)
+                log_copy.unlink()
+                return OnlineCopy(True, hashing)
             copy_file_steadily(ledger, target, on_bytes=on_bytes)
-            copy_file_steadily(wal, Path(f"{target}-wal"))
         finally:
             src.execute("COMMIT")
     finally:
@@ -243,10 +280,56 @@ def copy_online(ledger: Path, target: Path, *, busy_timeout_ms: int = 30_000, ch
         mode = str(dst.execute("PRAGMA journal_mode = DELETE").fetchone()[0]).lower()
     finally:
         dst.close()
-    if mode != "delete" or Path(f"{target}-wal").exists():
+    if mode != "delete" or log_copy.exists():
         raise sqlite3.OperationalError(f"could not fold the copied write-ahead log into {target.name}")
     fsync_path(target)
     return OnlineCopy(True)
+
+
+def _log_header(wal: Path) -> bytes:
+    """The write-ahead log's 32-byte header (its salts change whenever the log restarts)."""
+    try:
+        with open(wal, "rb") as fh:
+            return fh.read(WAL_HEADER_BYTES)
+    except FileNotFoundError:
+        return b""
+
+
+def _copy_folding(ledger: Path, target: Path, log_copy: Path, committed: walfold.CommittedLog, checksum: bool,
+                  on_bytes: Callable[[int, int], None] | None) -> HashBehind | None:
+    """Copy the database file with the log's committed pages written over it as the copy
+    goes, marked as a rollback-journal database; with ``checksum`` the hashing that follows it."""
+    target.touch()  # the hashing thread opens it as the copy starts
+    hasher = HashBehind(target) if checksum else None
+    folding = walfold.FoldedPages(log_copy, committed)
+    marked = False
+
+    def mark(fd: int, final: int) -> None:
+        nonlocal marked
+        if not marked and final >= FORMAT_VERSIONS_END:  # page 1 is final: from the log, or as copied
+            os.pwrite(fd, ROLLBACK_JOURNAL_VERSIONS, FORMAT_VERSIONS_AT)
+            marked = True
+        if marked and hasher is not None:
+            hasher.upto(final)
+
+    try:
+        copied = copy_file_steadily(ledger, target, on_copied=lambda fd, done: mark(fd, folding.apply_upto(fd, done)),
+                                    on_bytes=on_bytes)
+        fd = os.open(target, os.O_RDWR)
+        try:
+            mark(fd, folding.finish(fd, copied))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if not marked:
+            raise sqlite3.DatabaseError(f"{ledger.name} and its log are too short to be an SQLite database")
+    except BaseException:
+        if hasher is not None:
+            hasher.close()
+        raise
+    finally:
+        folding.close()
+    return hasher
 
 
 def _log_frames_bytes(wal: Path) -> int:
@@ -313,11 +396,12 @@ class SnapshotTaken:
     size: int
     removed: list[Path]
     seconds: float
-    folded: bool = False  # write-ahead-log frames were folded into the copy (then hashed after the copy)
+    folded: bool = False  # write-ahead-log frames were folded into the copy
+    check: str | None = QUICK_CHECK  # the PRAGMA that checked the copy (None: not checked)
 
 
 def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = None,
-                  check: bool = True, clock: Callable[[], datetime] | None = None,
+                  check: bool = True, full_check: bool = False, clock: Callable[[], datetime] | None = None,
                   progress: Callable[[str], None] | None = None) -> SnapshotTaken:
     """Copy the live ledger into ``dest`` as a complete, checked, checksummed snapshot.
 
@@ -325,7 +409,9 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         ledger: the ledger file (it keeps being written meanwhile).
         dest: the directory of snapshots (created when missing).
         keep: afterwards keep only the newest ``keep`` snapshots of this ledger there.
-        check: run ``PRAGMA integrity_check`` on the copy before it gets its final name.
+        check: check the copy before it gets its final name: ``PRAGMA quick_check`` (every
+            page and b-tree; see ``integrity_problems``), or with ``full_check``
+            ``PRAGMA integrity_check`` (each index against its table as well).
         clock: the time source naming the snapshot (default: now, UTC).
         progress: called with a short text as the backup moves on ("copying 256 of 1,024 MB",
             "checking and checksumming"), every tenth of the copy at most.
@@ -352,21 +438,22 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         partial.unlink(missing_ok=True)
         try:
             copied = copy_online(ledger, partial, on_bytes=_tenths(progress))
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise BackupError(f"cannot copy {ledger}: {exc}") from exc
         checkpoint("backup:copied")
         if progress is not None:
             progress("checking integrity and checksumming")
         if copied.hashing is not None:  # hashed as it was written: the check runs while the hashing catches up
-            problems = integrity_problems(partial) if check else []
+            problems = integrity_problems(partial, full=full_check) if check else []
             digest = copied.hashing.finish()
         else:
             with ThreadPoolExecutor(max_workers=1) as pool:  # hashing and checking read the copy side by side
                 hashing = pool.submit(sha256_of, partial)
-                problems = integrity_problems(partial) if check else []
+                problems = integrity_problems(partial, full=full_check) if check else []
                 digest = hashing.result()
+        pragma = (FULL_CHECK if full_check else QUICK_CHECK) if check else None
         if problems:
-            raise BackupError(f"the copy of {ledger} failed PRAGMA integrity_check: {'; '.join(problems[:3])}")
+            raise BackupError(f"the copy of {ledger} failed PRAGMA {pragma}: {'; '.join(problems[:3])}")
         last_run = last_committed_run_in(partial)
         final = dest / snapshot_name(ledger, taken_at, last_run)
         side = checksum_path(final)
@@ -385,7 +472,7 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         raise
     snap = Snapshot(final, taken_at, last_run)
     removed = prune_snapshots(dest, ledger, keep) if keep is not None else []
-    return SnapshotTaken(snap, digest, size, removed, time.perf_counter() - t0, copied.folded)
+    return SnapshotTaken(snap, digest, size, removed, time.perf_counter() - t0, copied.folded, pragma)
 
 
 def _tenths(progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:

@@ -64,10 +64,12 @@ def insert_params(rows: Iterable[tuple], now: str, lineage: Iterable[tuple] | tu
 
 
 def insert_params_of_columns(columns: Sequence[Sequence], n: int, now: str,
-                             lineage: tuple[Iterable, Iterable, Iterable] | None = None) -> list[tuple]:
+                             lineage: tuple[Iterable, Iterable, Iterable] | None = None,
+                             hashes: Iterable[int] | None = None) -> list[tuple]:
     """As :func:`insert_params` from ``n`` rows given as columns (the fields', then the
-    lineage's: parent ids, parent topics, run ids), built by zip in C, no Python per row."""
-    tail = [repeat(now, n)] + (list(lineage) if lineage is not None else [])
+    lineage's: parent ids, parent topics, run ids), built by zip in C, no Python per row.
+    ``hashes``: the rows' dedup hashes (``keys.arrow_hashes``), for ``insert_sql(keyed=True)``."""
+    tail = [repeat(now, n)] + (list(lineage) if lineage is not None else []) + ([hashes] if hashes is not None else [])
     return list(zip(*columns, *tail))
 
 
@@ -135,11 +137,13 @@ class TopicTable:
 
     def insert_params_in_current_transaction(self, params: list[tuple], *, lineage: bool,
                                              ignore_duplicates: bool = False, after: int | None = None,
-                                             row_offset: int = 0) -> int:
+                                             row_offset: int = 0, keyed: bool = False) -> int:
         """INSERT rows built by :func:`insert_params` or :func:`insert_params_of_columns`, in
         order; returns how many were stored (duplicates of the dedup key skipped when
         ``ignore_duplicates``). A partitioned topic's rows get their partition here: routed by
         key, or spread by their expected id (``after``: the high watermark, read when not given).
+        ``keyed``: each row carries its dedup hash after its lineage (``hashes`` of
+        :func:`insert_params_of_columns`), so SQL does not compute it.
 
         Raises:
             DuplicateMessageError, InvalidRecordError: a row cannot be stored; names it
@@ -151,18 +155,22 @@ class TopicTable:
             after = self.high_watermark()
         if layout.partitions > 1:
             params = layout.with_partitions(params, after + 1)
+        keyed = keyed and bool(layout.dedup)
         before = conn.total_changes
         try:
-            conn.executemany(layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates), params)
+            conn.executemany(layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates, keyed=keyed),
+                             params)
         except (sqlite3.IntegrityError, OverflowError) as exc:
             if not self._collision(exc, params, after):
                 raise self.explain(exc, params, existing_upto=after, row_offset=row_offset) from None
-            keys.settle_in_current_transaction(conn, layout, params, lineage=lineage)
+            keys.settle_in_current_transaction(conn, layout, layout.unkeyed(params, lineage=lineage) if keyed
+                                               else params, lineage=lineage)
         written = conn.total_changes - before
         if layout.dedup:
             top = self.high_watermark()
             if keys.collided(conn, before, after, top):
-                keys.settle_in_current_transaction(conn, layout, params, lineage=lineage)
+                keys.settle_in_current_transaction(conn, layout, layout.unkeyed(params, lineage=lineage) if keyed
+                                                   else params, lineage=lineage)
                 top = self.high_watermark()
             written = top - after
         if written:
@@ -193,6 +201,7 @@ class TopicTable:
             n = batch.num_rows
             if n == 0:
                 continue
+            hashes = keys.arrow_hashes(self.layout, batch) if ignore else None
             schema_names = batch.schema.names
             if PARENT in schema_names:
                 parent_col = batch.column(PARENT)
@@ -206,9 +215,10 @@ class TopicTable:
             else:
                 parents, parent_topics = repeat(None, n), repeat(None, n)
             params = insert_params_of_columns([batch.column(name).to_pylist() for name in names], n, now,
-                                              (parents, parent_topics, repeat(run_id, n)))
+                                              (parents, parent_topics, repeat(run_id, n)),
+                                              None if hashes is None else hashes.tolist())
             stored += self.insert_params_in_current_transaction(params, lineage=True, ignore_duplicates=ignore,
-                                                                row_offset=offset)
+                                                                row_offset=offset, keyed=hashes is not None)
             offset += n
         return stored, offset - stored
 
@@ -228,8 +238,9 @@ class TopicTable:
         names = ", ".join(quote_identifier(n) for n in (*layout.field_names, "_created_at", "_run_id", *extra))
         cols = rows.value_columns
         select = cols + (", " if cols else "") + "?, ?"
-        if layout.dedup:
-            select += ", " + layout.key_sql(cols.split(", "))
+        if layout.dedup:  # the hash the writer computed, else computed here
+            computed = layout.key_sql(cols.split(", "))
+            select += ", " + (f"coalesce(k, {computed})" if rows.keyed else computed)
         tail = layout.upsert_sql() if layout.dedup else ""
         before = self.conn.total_changes
         top = self.high_watermark() if layout.dedup else 0

@@ -74,6 +74,7 @@ from ..errors import (
 from ..ledger.identifiers import validate_consumer_name, validate_topic_name
 from ..util.dag import topological_order
 from ..util.optional import install_hint
+from ..util.redact import redact_url
 from ..util.tomlfile import read_toml
 from .schema import STAGE_KEYS, TOP_KEYS, TOPIC_KEYS, TRIGGER_KEYS, WINDOW_KEYS, check_shape
 
@@ -429,6 +430,8 @@ def _health(path: Path, spec: dict[str, Any]) -> HealthSettings:
 
 def _check_deliveries(path: Path, specs: list[dict[str, Any]] | None) -> None:
     """``[[deliveries]]`` beside the stages: each checked as ``minikafka deliver`` would."""
+    if not specs:  # the HTTP client is imported only when there is a delivery to check
+        return
     from ..connectors.delivery import parse_delivery
     from ..errors import DeliveryConfigError
 
@@ -471,7 +474,7 @@ def _engine(path: Path, spec: dict[str, Any]) -> EngineSettings:
     out = EngineSettings(remote=spec.get("remote"), host=spec.get("host"), port=spec.get("port"),
                          max_parallel=spec.get("max_parallel"))
     if out.remote is not None and not out.remote.startswith("sc://"):
-        raise _fail(path, "engine.remote", f"must be a Spark Connect URL like \"sc://127.0.0.1:15002\", got {out.remote!r}")
+        raise _fail(path, "engine.remote", f"must be a Spark Connect URL like \"sc://127.0.0.1:15002\", got {redact_url(out.remote)!r}")
     if out.port is not None and not 0 <= out.port <= 65535:
         raise _fail(path, "engine.port", f"must be a port from 0 to 65535, got {out.port!r}")
     if out.max_parallel is not None and out.max_parallel < 1:

@@ -20,13 +20,13 @@ differs from what the last delivered notification said (not on every check).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..connectors.notify import FORMATS, NotifyOutcome, check_notify_url, notify
+from ..errors import InvalidSettingError
 from ..ledger import snapshots, vitals
 from ..ledger.connection import Ledger
 from ..ledger.maintenance_runs import record_run
@@ -37,6 +37,9 @@ from ..util.duration import format_duration
 from ..util.redact import redact_url
 from ..util.results import Result
 from .definition import PipelineDefinition
+
+if TYPE_CHECKING:
+    from ..connectors.notify import NotifyOutcome
 
 BAD_STATUSES = ("failed", "interrupted")
 
@@ -253,7 +256,8 @@ def _message(scope: str, state: str, checks: list[CheckResult], changed: list[di
 
 
 def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = None, *,
-                 notify_urls: tuple[str, ...] = (), notify_format: str = "json", attempts: int = 4,
+                 notify_urls: tuple[str, ...] = (), notify_format: str = "json",
+                 notify_headers: Mapping[str, str] | None = None, attempts: int = 4,
                  sleep: Callable[[float], None] = time.sleep, now: datetime | None = None) -> HealthResult:
     """Run every check, log the run, and notify the URLs when a state changed.
 
@@ -263,17 +267,28 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
         notify_urls: webhooks told when any check's state differs from the last delivered
             notification (the first run compares with "every check ok").
         notify_format: ``json`` (a document) or ``text`` (one line, for ntfy-style receivers).
+        notify_headers: sent with every notification (an auth token); only their names reach
+            the run log, their values nothing (see ``connectors.notify.parse_notify_headers``).
         attempts: requests per URL at most (retried with backoff on timeouts and 5xx).
 
     Raises:
-        ValueError: a notify URL is not http(s), or an unknown format (nothing checked or sent).
+        ValueError: a notify URL is not http(s), an unknown format, a header HTTP cannot carry, or
+            headers without a URL (nothing checked or sent).
         LedgerNotFoundError: no ledger at ``ledger_path``.
     """
     t0 = time.perf_counter()
-    if notify_format not in FORMATS:
-        raise ValueError(f"notify format must be one of {FORMATS}, got {notify_format!r}")
-    for url in notify_urls:
-        check_notify_url(url)
+    headers = dict(notify_headers or {})
+    if notify_urls or headers or notify_format != "json":  # the HTTP client is imported only to notify
+        from ..connectors import notify as notifier
+
+        if notify_format not in notifier.FORMATS:
+            raise ValueError(f"notify format must be one of {notifier.FORMATS}, got {notify_format!r}")
+        for url in notify_urls:
+            notifier.check_notify_url(url)
+        for name, value in headers.items():
+            notifier.check_header(name, value)
+    if headers and not notify_urls:
+        raise InvalidSettingError(f"notify headers ({', '.join(sorted(headers))}) need a notify URL to go to")
     scope = pipeline.name if pipeline else str(Path(ledger_path).resolve())
     led = Ledger(str(ledger_path), create=False)
     try:
@@ -294,7 +309,8 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
                     changed.append({"name": name, "from": was, "to": "gone", "reason": "no longer checked"})
             if changed:
                 document, text = _message(scope, state, checks, changed)
-                outcomes = [notify(url, document, text, fmt=notify_format, attempts=attempts, sleep=sleep)
+                outcomes = [notifier.notify(url, document, text, fmt=notify_format, attempts=attempts,
+                                            headers=headers, sleep=sleep)
                             for url in notify_urls]
         delivered = all(o.delivered for o in outcomes)
         run.details = {"scope": scope, "state": state, "states": states, "checks": len(checks),
@@ -302,7 +318,7 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
                        "notified": delivered if notify_urls else None,
                        "notify": [{"url": o.url, "delivered": o.delivered, "attempts": o.attempts,
                                    "error": o.error} for o in outcomes],
-                       "urls": [redact_url(u) for u in notify_urls]}
+                       "urls": [redact_url(u) for u in notify_urls], "headers": sorted(headers)}
         run.finish("succeeded")  # the checking worked; what it found is in details.state
     finally:
         led.close()

@@ -443,6 +443,11 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                                        "stages": [s.name for s in chosen],
                                        "phase": "master check"})
         raise
+    host = None  # stages on an engine fork from one pre-imported process, which imports while the engine is found
+    if not in_process and engine != "submit":
+        from .stagehost import start_stage_host
+
+        host = start_stage_host(defn, chosen)
     try:
         if in_process:  # one application: this process's own, or one client session of the engine named
             from .engine import named_engine
@@ -451,9 +456,12 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
         else:
             url, started = _engine_url(defn, engine, remote, master, idle_timeout, echo)
     except MinikafkaError as exc:  # EngineError: nothing answers, or the engine did not start
+        if host is not None:
+            host.close()
         if not dry_run:
             record_failed_run(defn, new_run_id("pipeline"), str(exc),
-                              details={"pipeline": defn.name, "remote": remote or defn.engine.remote,
+                              details={"pipeline": defn.name,
+                                       "remote": redact_url(remote or defn.engine.remote) if (remote or defn.engine.remote) else None,
                                        "stages": [s.name for s in chosen], "phase": "engine"})
         raise
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
@@ -492,13 +500,14 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                                                    None if upstream else pending[sd.name])
                     cmd = submit_command(defn, sd, master=master, run_id=run_id, dry_run=dry_run, staging=staging,
                                          py_files=py_files, consumer_ids=ids, java_options=java)
+                popen = host.launcher(sd, run_id) if (host is not None and url is not None) else None
                 outcome = None
                 try:
                     if width == 1:
                         with running(sd.name):
-                            outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
+                            outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen)
                     else:
-                        outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None)
+                        outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen)
                 finally:
                     if archive is not None:
                         from ..spark.stages.driver_jvm import keep_archive
@@ -516,6 +525,8 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                 _run_scheduled(defn, chosen, result, strategy, width, launch, dry_run, echo)
     finally:
         scratch.cleanup()
+        if host is not None:
+            host.close()
         if started and (defn.engine.idle_timeout if idle_timeout is None else idle_timeout) == 0:
             from .engine import stop_engine
 
@@ -835,8 +846,12 @@ class _Children:
 
 
 def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run_id: str, dry_run: bool, echo,
-               procs: _Children, needs_java: bool = True) -> StageOutcome:
-    """Run one stage's process (spark-submit, or a client of the engine); read back its run row."""
+               procs: _Children, needs_java: bool = True, popen=None) -> StageOutcome:
+    """Run one stage's process (spark-submit, or a client of the engine); read back its run row.
+
+    ``popen``: starts the process instead of ``popen_tied``, with its signature and a
+    Popen-like result (pid, communicate(), returncode, its own process group): the stage
+    host's forked children (``stagehost``)."""
     import subprocess
 
     from ..spark.session import SparkSetupError, check_java
@@ -856,7 +871,8 @@ def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], ru
         log.debug("stage %s: %s", sd.name, shlex.join(cmd))
     # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
     try:
-        proc = popen_tied(cmd, env=submit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = (popen or popen_tied)(cmd, env=submit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True)
     except OSError as exc:
         error = f"{launcher} did not launch ({cmd[0]}): {exc.strerror or exc}"
         row = None if dry_run else record_failed_run(defn, run_id, error, sd, details={"phase": "launch"})

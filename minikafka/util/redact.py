@@ -4,10 +4,13 @@ Secrets are URL passwords (``mqtt://user:pw@host``), tokens in a URL's query, an
 header values (``Authorization: Bearer ...``). Nothing that prints, logs, raises or
 stores a URL or an error text that may quote one shows them, in any encoding:
 
-- ``redact_url(url)``: the URL without user info, query or fragment. Never raises, even
-  for a URL Python cannot parse (a port out of range), so it is safe in error messages.
+- ``redact_url(url)``: the URL without user info, query or fragment, and with the value of
+  every ``;name=value`` parameter named like a secret masked (Spark Connect's
+  ``sc://host:15002/;token=...``; ``;user_id=`` stays readable). Never raises, even for a
+  URL Python cannot parse (a port out of range), so it is safe in error messages.
 - ``url_secrets(url)``: what in a URL is secret: the password (as written and decoded),
-  ``user:password`` (what HTTP Basic auth base64-encodes), the query and each of its values.
+  ``user:password`` (what HTTP Basic auth base64-encodes), the query and each of its values,
+  and the values of ``;name=value`` parameters named like a secret.
 - ``redact_text(text, secrets)``: ``text`` with every secret replaced by ``***`` in each
   form it may take on its way back (``secret_forms``): as given, its escaped form as
   ``repr`` or JSON shows it, URL-encoded, base64 (standard and URL-safe, padded or not),
@@ -55,7 +58,29 @@ def redact_url(url: object) -> str:
         scheme = text.split("://", 1)[0] if "://" in text else ""
         return f"{scheme}://{MASK}" if scheme else MASK
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    return urlunsplit((parts.scheme, _mask_params(host), _mask_params(parts.path), "", ""))
+
+
+def _mask_params(text: str) -> str:
+    """``text`` with the value of each ``;name=value`` parameter named like a secret masked."""
+    if ";" not in text:
+        return text
+    head, *params = text.split(";")
+    shown = []
+    for param in params:
+        name, sep, _value = param.partition("=")
+        shown.append(f"{name}={MASK}" if sep and is_secret_name(name.strip()) else param)
+    return ";".join([head, *shown])
+
+
+def _param_secrets(text: str) -> list[str]:
+    """The values (as written and decoded) of the ``;name=value`` parameters of ``text`` named like a secret."""
+    out = []
+    for param in text.split(";")[1:]:
+        name, sep, value = param.partition("=")
+        if sep and is_secret_name(name.strip()):
+            out += [value, unquote(value)]
+    return out
 
 
 def url_secrets(url: object) -> list[str]:
@@ -74,6 +99,7 @@ def url_secrets(url: object) -> list[str]:
         out.append(value)
     for raw in parts.query.split("&"):
         out.append(raw.partition("=")[2])  # as written, percent-encoding and all
+    out += _param_secrets(parts.netloc) + _param_secrets(parts.path)
     return [s for s in dict.fromkeys(out) if s]
 
 

@@ -123,3 +123,58 @@ def test_an_unknown_notify_format_is_refused_before_anything_runs(tmp_path):
     Source(ledger).close()
     with pytest.raises(ValueError, match="notify format must be one of"):
         check_health(ledger, notify_format="xml")
+
+
+def test_notify_headers_arrive_with_every_notification_and_only_their_names_are_logged(tmp_path):
+    ledger = str(tmp_path / "l.sqlite")
+    Source(ledger).close()
+    _stage_run(ledger, "failed", T0)
+    env = {**__import__("os").environ, "HOOK_KEY": f"k-{SECRET}"}
+    with ScriptedServer([503, 200]) as server:
+        done = subprocess.run([sys.executable, "-m", "minikafka.cli", "health", "-s", ledger, "--notify", server.url,
+                               "--notify-header", f"Authorization: Bearer {SECRET}",
+                               "--notify-header-env", "X-Hook-Key=HOOK_KEY", "--json"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 1, done.stderr
+    assert [r.headers["Authorization"] for r in server.requests] == [f"Bearer {SECRET}"] * 2  # the retry too
+    assert [r.headers["X-Hook-Key"] for r in server.requests] == [f"k-{SECRET}"] * 2
+    assert json.loads(done.stdout)["notified"][0]["delivered"] is True
+    assert SECRET not in done.stdout + done.stderr
+    led = Ledger(ledger)
+    details = led.conn.execute("SELECT details FROM _minikafka_runs WHERE kind = 'health'").fetchone()[0]
+    led.close()
+    assert json.loads(details)["headers"] == ["Authorization", "X-Hook-Key"]
+    assert SECRET not in Path(ledger).read_bytes().decode("latin-1")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--notify-header", f"Bearer {SECRET}"], "notify header #1 must look like 'Name: value'"),
+    (["--notify-header", f"Bearer {SECRET}:{SECRET}"], "notify header #1 must look like 'Name: value'"),
+    (["--notify-header-env", f"Authorization: Bearer {SECRET}"], "environment #1 must look like 'Name=ENVVAR'"),
+    (["--notify-header", f"Authorization: Bearer {SECRET}", "--notify-header", f"authorization: {SECRET}"],
+     "header 'authorization' is given twice"),
+    (["--notify-header-env", "Authorization=MINIKAFKA_TEST_UNSET_VAR"],
+     "header 'Authorization': the environment variable MINIKAFKA_TEST_UNSET_VAR is not set"),
+    (["--notify-header-env", "Authorization"], "environment #1 must look like 'Name=ENVVAR'"),
+])
+def test_a_bad_notify_header_is_refused_naming_it_never_its_value(tmp_path, args, message):
+    ledger = str(tmp_path / "l.sqlite")
+    Source(ledger).close()
+    done = subprocess.run([sys.executable, "-m", "minikafka.cli", "health", "-s", ledger,
+                           "--notify", "http://127.0.0.1:9/hook", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    with Source(ledger) as src:
+        assert src.runs(stage="health") == []  # refused before anything was checked
+
+
+def test_a_notify_header_without_a_url_is_refused(tmp_path):
+    ledger = str(tmp_path / "l.sqlite")
+    Source(ledger).close()
+    done = subprocess.run([sys.executable, "-m", "minikafka.cli", "health", "-s", ledger,
+                           "--notify-header", f"Authorization: {SECRET}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "a header needs a --notify URL" in done.stderr
+    with pytest.raises(ValueError, match=r"notify headers \(Authorization\) need a notify URL"):
+        check_health(ledger, notify_headers={"Authorization": SECRET})

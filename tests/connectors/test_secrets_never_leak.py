@@ -222,3 +222,23 @@ def test_user_info_and_an_authorization_header_together_are_refused_naming_both_
         DeliveryWorker(db, [DeliverySpec(name="s", topic="orders", endpoint=url,
                                          headers={"Authorization": f"Bearer {HEADER}"})], once=True).run()
     assert_clean(f"{err.value} {err2.value} {err3.value}", "the refusal")
+
+
+def test_a_health_notification_header_value_reaches_no_output_log_record_or_ledger_byte(tmp_path, careless,
+                                                                                        every_record):
+    from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+    from minikafka.pipelines.health import check_health
+
+    db = str(tmp_path / "ledger.sqlite")
+    with Source(db) as source:  # a failed stage run: the check fails, a notification goes out
+        run = RunResult("r1", "stage", stage="nightly")
+        run.finish("failed", "boom")
+        with source.ledger.atomic() as conn:
+            write_run_in_current_transaction(conn, run)
+    result = check_health(db, notify_urls=(careless.url(),), attempts=2, sleep=lambda s: None,
+                          notify_headers={"X-Api-Key": HEADER, "X-Hook-Token": f"Token {TOKEN}"})
+    assert careless.seen and all(seen["X-Api-Key"] == HEADER for seen in careless.seen)  # it arrived, twice
+    assert not result.notified[0].delivered and "500" in result.notified[0].error
+    assert_clean(json.dumps(result.as_dict()) + result.summary() + repr(result), "the health result")
+    assert_clean("\n".join(every_record), "a log record")
+    assert_clean(ledger_bytes(db), "the ledger")

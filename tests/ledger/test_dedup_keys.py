@@ -29,6 +29,7 @@ from tests.conftest import Video
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = keys.dedup_hash
+REAL_ARROW = keys.arrow_hashes
 
 
 def planted(*values):
@@ -42,9 +43,19 @@ class Item(BaseModel):
     n: int
 
 
+def planted_of_arrow(layout, batch):
+    """``keys.arrow_hashes`` with the planted collisions (the commit of Arrow batches hashes
+    in Python, not through the SQL function)."""
+    import numpy as np
+
+    columns = [batch.column(name).to_pylist() for name in layout.dedup]
+    return np.array([planted(*values) for values in zip(*columns)], dtype=np.int64)
+
+
 @pytest.fixture(autouse=True)
 def collide(monkeypatch):
     monkeypatch.setattr(keys, "dedup_hash", planted)
+    monkeypatch.setattr(keys, "arrow_hashes", planted_of_arrow)
 
 
 def stored(src: Source, topic: str = "t") -> list[str]:
@@ -181,3 +192,86 @@ def test_the_hash_is_the_stored_value_s_whatever_type_the_parameter_had(source):
                                                                            ignore_duplicates=True) == 0
     assert keys.dedup_hash(1.0, 2) == conn.execute('SELECT "_key" FROM p').fetchone()[0]
     assert keys.dedup_hash(0.0, 1) == keys.dedup_hash(-0.0, 1)
+
+
+def test_the_hash_of_an_arrow_batch_is_the_hash_sql_computes_for_every_stored_type(source):
+    pa = pytest.importorskip("pyarrow")
+
+    class Keyed(BaseModel):
+        name: str | None
+        n: int | None
+        raw: bytes | None
+
+    source.topic("k", Keyed, dedup=("name", "n", "raw"))
+    layout = source.layout("k")
+    names = ["a", "", None, "héllo ✓ \U0001f600", "x" * 300, "clash-1"]
+    ns = [1, -5, None, 2**63 - 1, -(2**63), 0]
+    raws = [b"", b"\x00\x01", None, b"abc", b"z" * 200, b"\xff"]
+    batch = pa.RecordBatch.from_arrays([pa.array(names, pa.string()), pa.array(ns, pa.int64()),
+                                        pa.array(raws, pa.binary())], names=["name", "n", "raw"])
+    got = REAL_ARROW(layout, batch).tolist()
+    assert got == [REAL(*row) for row in zip(names, ns, raws)]
+    int32 = pa.RecordBatch.from_arrays([pa.array(names, pa.large_string()), pa.array([1, 2, 3, 4, 5, 6], pa.int32()),
+                                        pa.array(raws, pa.large_binary())], names=["name", "n", "raw"])
+    assert REAL_ARROW(layout, int32).tolist() == [REAL(*row) for row in zip(names, range(1, 7), raws)]
+    floats = pa.RecordBatch.from_arrays([pa.array(names), pa.array([1.0] * 6), pa.array(raws)],
+                                        names=["name", "n", "raw"])
+    assert REAL_ARROW(layout, floats) is None  # not what the INTEGER column stores: SQL hashes the stored value
+
+
+def test_rows_committed_from_arrow_are_found_by_the_key_lookups_of_every_other_write(source, monkeypatch):
+    pa = pytest.importorskip("pyarrow")
+    monkeypatch.setattr(keys, "dedup_hash", REAL)
+    monkeypatch.setattr(keys, "arrow_hashes", REAL_ARROW)
+    t = source.topic("t", Item, dedup=("url",))
+    table = TopicTable(source.ledger.conn, source.layout("t"))
+    urls = ["https://a/1", "https://a/2", "https://a/1", "é"]
+    with source.ledger.atomic():
+        assert table.insert_arrow_in_current_transaction(
+            [pa.RecordBatch.from_pydict({"url": urls, "n": [1, 2, 3, 4]})], utc_now(), "run-1") == (3, 1)
+    with pytest.raises(DuplicateMessageError, match="https://a/2"):
+        t.append({"url": "https://a/2", "n": 9})
+    assert t.extend([{"url": "é", "n": 0}, {"url": "new", "n": 0}], on_duplicate="ignore") == 1
+    assert source.ledger.conn.execute(
+        f'SELECT count(*) FROM t WHERE "_key" = {keys.FUNCTION}(url)').fetchone()[0] == 4
+
+
+def test_a_row_file_carrying_its_writer_s_hashes_stores_collided_keys_once(source, tmp_path):
+    t = source.topic("t", Item, dedup=("url",))
+    t.append({"url": "clash-a", "n": 0})
+    layout = source.layout("t")
+    rows = [("clash-d", 1), ("clash-a", 2), ("r", 3), ("clash-d", 4), ("q", 5), ("clash-e", 6), ("r", 7)]
+    hashes = keys.row_hashes(layout, rows)
+    assert hashes[0] == 7 and hashes[2] == REAL("r")
+    path = str(tmp_path / "rows.sqlite")
+    rowfiles.write_row_file(path, 2, rows, list(range(1, 8)), [], hashes)
+    with rowfiles.attached(source.ledger.conn, path, layout) as file:
+        assert file.keyed
+        (piece,) = list(file.slices(100))
+        with source.ledger.atomic():
+            assert TopicTable(source.ledger.conn, layout).insert_row_file_in_current_transaction(
+                file, piece, utc_now(), "run-1") == 4
+    assert sorted(stored(source)) == ["clash-a", "clash-d", "clash-e", "q", "r"]
+
+
+def test_a_writer_s_hash_is_sql_s_and_a_value_of_another_type_is_left_to_sql(source, tmp_path):
+    class Mixed(BaseModel):
+        name: str | None
+        n: int | None
+        x: float | None
+        raw: bytes | None
+
+    source.topic("m", Mixed, dedup=("name", "n", "x", "raw"))
+    layout = source.layout("m")
+    rows = [("a", 1, 1.5, b"\x00"), (None, None, None, None), ("é", -(2**63), -0.0, b""),
+            ("b", True, 1.0, b"1"), ("c", "5", 2.0, b"2"), ("d", 1, float("nan"), b"3"), ("e", 2**63, 1.0, b"4")]
+    hashes = keys.row_hashes(layout, rows)
+    assert hashes[:3] == [REAL(*row) for row in rows[:3]] and hashes[3:] == [None] * 4
+    path = str(tmp_path / "rows.sqlite")
+    rowfiles.write_row_file(path, 4, rows[:6], list(range(1, 7)), [], hashes[:6])
+    with rowfiles.attached(source.ledger.conn, path, layout) as file:
+        (piece,) = list(file.slices(100))
+        with source.ledger.atomic():
+            TopicTable(source.ledger.conn, layout).insert_row_file_in_current_transaction(file, piece, utc_now(), "r")
+    conn = source.ledger.conn
+    assert conn.execute(f'SELECT count(*) FROM m WHERE "_key" IS {keys.FUNCTION}(name, n, x, raw)').fetchone()[0] == 6

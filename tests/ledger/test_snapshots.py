@@ -310,3 +310,89 @@ def test_restore_refuses_while_a_stage_holds_its_run_lock_without_a_connection_o
         with pytest.raises(LedgerInUseError, match=r"a run holds score.lock \(pid \d+ run score-1\)"):
             restore(ledger, taken.snapshot)
     assert restore(ledger, taken.snapshot).replaced is not None
+
+
+def _swap_two_indexes(ledger: Path) -> None:
+    """Two well-formed indexes of one table, each pointing at the other's b-tree: every page
+    is sound (quick_check passes), every index disagrees with its table (integrity_check fails)."""
+    conn = sqlite3.connect(str(ledger), isolation_level=None)
+    try:
+        conn.execute("CREATE TABLE side (a INTEGER, b INTEGER)")
+        conn.execute("CREATE INDEX side_a ON side (a)")
+        conn.execute("CREATE INDEX side_b ON side (b)")
+        conn.executemany("INSERT INTO side VALUES (?, ?)", [(i, 1000 - i) for i in range(200)])
+        roots = dict(conn.execute("SELECT name, rootpage FROM sqlite_schema WHERE name IN ('side_a', 'side_b')"))
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("UPDATE sqlite_schema SET rootpage = ? WHERE name = 'side_a'", (roots["side_b"],))
+        conn.execute("UPDATE sqlite_schema SET rootpage = ? WHERE name = 'side_b'", (roots["side_a"],))
+        conn.execute("PRAGMA writable_schema = OFF")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+def test_a_backup_runs_quick_check_by_default_and_integrity_check_when_asked(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    quick = backup(ledger, tmp_path / "b")
+    assert quick.check == "quick_check" and "quick_check ok" in quick.summary()
+    full = backup(ledger, tmp_path / "b", full_check=True)
+    assert full.check == "integrity_check" and "integrity_check ok" in full.summary()
+    details = _one(ledger, "SELECT details FROM _minikafka_runs WHERE run_id = ?", (full.run_id,))[0]
+    assert '"check": "integrity_check"' in details
+
+
+def test_an_index_that_disagrees_with_its_table_passes_quick_check_but_not_full_check_or_restore(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    _swap_two_indexes(ledger)
+    taken = backup(ledger, tmp_path / "b")  # quick_check: every page and b-tree is sound
+    assert taken.check == "quick_check"
+    with pytest.raises(BackupError, match=r"failed PRAGMA integrity_check: .*side_"):
+        backup(ledger, tmp_path / "b", full_check=True)
+    assert [s.path for s in snapshots.list_snapshots(tmp_path / "b")] == [Path(taken.snapshot)]
+    with pytest.raises(BackupError, match=r"failed PRAGMA integrity_check"):
+        restore(ledger, taken.snapshot)  # restore compares every index with its table before anything moves
+
+
+def test_the_backup_command_takes_full_check(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    done = subprocess.run([sys.executable, "-m", "minikafka.cli", "backup", str(tmp_path / "b"), "-s", str(ledger),
+                           "--full-check", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert '"check": "integrity_check"' in done.stdout
+
+
+def test_a_log_restarted_while_it_is_copied_is_left_out_and_the_file_alone_is_the_snapshot(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    writer = sqlite3.connect(str(ledger), isolation_level=None)
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("CREATE TABLE side (n INTEGER)")
+        writer.executemany("INSERT INTO side VALUES (?)", [(i,) for i in range(300)])
+        writer.execute("PRAGMA wal_checkpoint(PASSIVE)")  # all in the file; the log keeps its (copied-in) frames
+        header = Path(f"{ledger}-wal").read_bytes()[:32]
+        env = {**os.environ, "MINIKAFKA_FREEZE_AT": "backup:log-copied", "MINIKAFKA_FREEZE_MODE": "stop"}
+        code = ("import sys, json; from minikafka.ledger.snapshots import take_snapshot; "
+                "m = take_snapshot(sys.argv[1], sys.argv[2]); print(json.dumps([str(m.snapshot.path), m.folded]))")
+        proc = subprocess.Popen([sys.executable, "-c", code, str(ledger), str(tmp_path / "b")], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for line in proc.stderr:
+                if line.startswith("FROZEN backup:log-copied"):
+                    break
+            # the backup's snapshot is the file alone (the log was all copied in): this writer may restart the log
+            writer.executemany("INSERT INTO side VALUES (?)", [(i,) for i in range(300, 310)])
+            assert Path(f"{ledger}-wal").read_bytes()[:32] != header, "the log restarted"
+        finally:
+            proc.send_signal(signal.SIGCONT)
+            out, err = proc.communicate(timeout=60)
+    finally:
+        writer.close()
+    assert proc.returncode == 0, err
+    snap, folded = __import__("json").loads(out)
+    assert folded is False  # the copied log was left out: its frames and the file may be of different states
+    assert snapshots.integrity_problems(Path(snap)) == []
+    assert _one(Path(snap), "SELECT count(*) FROM side")[0] == 300

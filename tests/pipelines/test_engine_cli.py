@@ -142,6 +142,21 @@ def test_run_starts_its_own_engine_and_with_idle_timeout_zero_stops_it_at_the_en
         assert run["status"] == "succeeded" and run["rows_out"] > 0
 
 
+def test_an_engine_url_token_reaches_neither_the_error_nor_the_run_log(tmp_path):
+    from tests.connectors.test_secrets_never_leak import _forms, ledger_bytes
+
+    pipeline = ingested(tmp_path, 5)
+    token = "tok/9+XzQ=Lm4-engine"
+    url = f"sc://127.0.0.1:{unused_port()}/;user_id=bob;token={token}"
+    out = mk("run", pipeline, "--remote", url)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "no engine answers at sc://127.0.0.1:" in out.stderr and ";user_id=bob;token=***" in out.stderr
+    stored = ledger_bytes(str(tmp_path / "homelab.sqlite"))
+    assert ";token=***" in stored  # the failed run's row names the engine, masked
+    for form in _forms(token):
+        assert form not in out.stdout + out.stderr and form not in stored
+
+
 def test_watch_on_the_engine_until_idle_gives_the_same_ledger_as_one_application(tmp_path, engine_url, spark):
     """`watch --remote` runs every stage as a client of the engine (no JVM of its own) and ends
     with the ledger a classic in-process run gives; a second watch finds nothing to do."""

@@ -41,3 +41,25 @@ def test_a_field_named_like_a_secret_is_told_apart(name, secret):
     from minikafka.util.redact import is_secret_name
 
     assert is_secret_name(name) is secret
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("sc://spark.lan:15002/;token=s3cr3t-Tok;user_id=bob", "sc://spark.lan:15002/;token=***;user_id=bob"),
+    ("sc://spark.lan:15002/;user_id=bob;use_ssl=true;token=s3cr3t-Tok", "sc://spark.lan:15002/;user_id=bob;use_ssl=true;token=***"),
+    ("sc://spark.lan:15002;token=s3cr3t-Tok", "sc://spark.lan:15002;token=***"),
+])
+def test_a_spark_connect_url_shows_its_user_id_but_never_its_token(url, shown):
+    from minikafka.util.redact import redact_text, redact_url, url_secrets
+
+    assert redact_url(url) == shown
+    assert url_secrets(url) == ["s3cr3t-Tok"]
+    assert redact_text(f"no engine answers at {url}", url_secrets(url)) == f"no engine answers at {shown}"
+    assert "s3cr3t-Tok" not in redact_secrets(f"connecting to {url}")
+
+
+def test_a_percent_encoded_spark_connect_token_is_a_secret_as_written_and_decoded():
+    from minikafka.util.redact import redact_url, url_secrets
+
+    url = "sc://h:15002/;token=a%3Bb%2Fc-secret"
+    assert redact_url(url) == "sc://h:15002/;token=***"
+    assert set(url_secrets(url)) == {"a%3Bb%2Fc-secret", "a;b/c-secret"}

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pydantic import BaseModel
 
+from ...ledger.keys import row_hashes
 from ...ledger.layout import TopicLayout
 from ...ledger.rowfiles import write_row_file
 from ...util.dumpfiles import fast_json_allowed, json_validator
@@ -82,7 +83,8 @@ class ChunkTask:
         rows, lines, refused = validate_lines(data, chunk.first_line, self.already, checker, self.fast)
         width = len(self.layout.field_names)
         with gc_paused():
-            write_part(self.out_uri, k, lambda path: write_row_file(path, width, rows, lines, refused))
+            hashes = row_hashes(self.layout, rows) if self.layout.dedup else None  # here, not in the commit
+            write_part(self.out_uri, k, lambda path: write_row_file(path, width, rows, lines, refused, hashes))
         return len(rows) + len(refused)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from itertools import repeat
 
 from ...api.source import Source
-from ...ledger import rowfiles
+from ...ledger import keys, rowfiles
 from ...ledger.commit import LoadSlice
 from ...ledger.layout import TopicLayout
 from ...ledger.table import TopicTable, insert_params_of_columns
@@ -44,14 +44,16 @@ def arrow_slices(batches: Iterable, layout: TopicLayout, batch_rows: int, alread
             kept = batch.filter(pc.and_(fresh, pc.invert(has_error)))
             failed = batch.filter(pc.and_(fresh, has_error))
             n = kept.num_rows
+            hashes = keys.arrow_hashes(layout, kept) if layout.dedup and n else None  # not per row in SQL
             params = insert_params_of_columns([kept.column(c).to_pylist() for c in names], n, now,
-                                              (repeat(None, n), repeat(None, n), repeat(run_id, n)))
+                                              (repeat(None, n), repeat(None, n), repeat(run_id, n)),
+                                              None if hashes is None else hashes.tolist())
             refused = list(zip(failed.column("_mk_line").to_pylist(), failed.column("_mk_error").to_pylist(),
                                failed.column("_mk_payload").to_pylist()))
 
-            def insert(conn, top, params=params):
+            def insert(conn, top, params=params, keyed=hashes is not None):
                 return TopicTable(conn, layout).insert_params_in_current_transaction(
-                    params, lineage=True, ignore_duplicates=bool(layout.dedup), after=top)
+                    params, lineage=True, ignore_duplicates=bool(layout.dedup), after=top, keyed=keyed)
 
             yield LoadSlice(batch.num_rows, last_line, n, refused, now, insert)
 

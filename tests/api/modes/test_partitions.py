@@ -144,3 +144,22 @@ def test_the_stage_commit_routes_staged_rows_into_a_partitioned_target(db_path):
                      outputs=[StagedOutput(routed.layout, [batch])])
         assert {(r.data.user, r.partition) for r in routed.iter_new(records=True)} == {
             ("alice", 0), ("bob", 1), ("carol", 3)}
+
+
+def test_the_stage_commit_routes_and_deduplicates_staged_rows_of_a_partitioned_target(db_path):
+    import pyarrow as pa
+
+    from minikafka.ledger.commit import StagedOutput, commit_stage
+    from minikafka.ledger.runlog import RunResult
+
+    with Source(db_path) as src:
+        routed = src.topic("routed", Order, dedup=("n",), partitions=4, key=("user",))
+        routed.append({"user": "zed", "n": 3})
+        batch = pa.record_batch({"user": ["alice", "bob", "carol", "bob"], "n": [1, 2, 3, 2]})
+        run = commit_stage(src._ledger, RunResult("r1", "stage"), consumer="s", inputs=[],
+                           outputs=[StagedOutput(routed.layout, [batch])])
+        assert (run.rows_out, run.rows_duplicate) == (2, 2)
+        assert {(r.data.user, r.data.n, r.partition) for r in routed.iter_new(records=True)} == {
+            ("zed", 3, 0), ("alice", 1, 0), ("bob", 2, 1)}
+        conn = src._ledger.conn
+        assert conn.execute('SELECT count(*) FROM routed WHERE "_key" = minikafka_key(n)').fetchone()[0] == 3
