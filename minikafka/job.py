@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--staging", help="staging URI every node sees (see minikafka.spark.staging)")
     parser.add_argument("--remote", help="run on the warm engine at sc://HOST:PORT instead of this process's own JVM")
+    parser.add_argument("--remote-env", action="store_true",
+                        help="as --remote, with the URL read from $MINIKAFKA_ENGINE_URL (a token stays off the "
+                             "command line)")
     parser.add_argument("--py-files", help="a zip of the job's code for the engine's Python workers (with --remote)")
     parser.add_argument("--consumer-id", action="append", default=[], metavar="TOPIC=ID",
                         help="the stage's consumer id on an input, registered by the runner that started this job "
@@ -44,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     given = _consumer_ids(parser, args.consumer_id)
 
     import os
+
+    if args.remote_env:
+        from .spark.engine import ENGINE_URL_ENV
+
+        args.remote = os.environ.get(ENGINE_URL_ENV) or parser.error(f"--remote-env: ${ENGINE_URL_ENV} is not set")
 
     from .util.procs import die_with_parent
 

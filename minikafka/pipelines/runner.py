@@ -505,9 +505,11 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                 try:
                     if width == 1:
                         with running(sd.name):
-                            outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen)
+                            outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen,
+                                                 env=child_env_of(url))
                     else:
-                        outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen)
+                        outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen,
+                                                 env=child_env_of(url))
                 finally:
                     if archive is not None:
                         from ..spark.stages.driver_jvm import keep_archive
@@ -802,8 +804,12 @@ def client_command(defn: PipelineDefinition, sd: StageDefinition, url: str, run_
                    consumer_ids: dict[str, int] | None = None) -> list[str]:
     """The command of one stage as a client of the engine at ``url``: the same job file, run
     by this Python (no spark-submit, no JVM of its own)."""
+    from ..util.redact import url_secrets
+
+    # a URL with a token goes through the environment (child_env_of): a command line is public (ps, /proc)
+    where = ["--remote-env"] if url_secrets(url) else ["--remote", url]
     cmd = [sys.executable, str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id,
-           "--source", str(defn.source), "--remote", url]
+           "--source", str(defn.source), *where]
     if py_files:
         cmd += ["--py-files", py_files]
     if staging:
@@ -845,8 +851,19 @@ class _Children:
             self._idle.wait_for(lambda: self._active == 0)
 
 
+def child_env_of(url: str | None) -> dict[str, str]:
+    """A stage process's environment: this one's (``child_env``), and the engine's URL in
+    ``MINIKAFKA_ENGINE_URL`` for a client started with ``--remote-env``."""
+    from ..spark.engine import ENGINE_URL_ENV
+
+    env = submit_env()
+    if url is not None:
+        env[ENGINE_URL_ENV] = url
+    return env
+
+
 def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run_id: str, dry_run: bool, echo,
-               procs: _Children, needs_java: bool = True, popen=None) -> StageOutcome:
+               procs: _Children, needs_java: bool = True, popen=None, env: dict[str, str] | None = None) -> StageOutcome:
     """Run one stage's process (spark-submit, or a client of the engine); read back its run row.
 
     ``popen``: starts the process instead of ``popen_tied``, with its signature and a
@@ -871,8 +888,8 @@ def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], ru
         log.debug("stage %s: %s", sd.name, shlex.join(cmd))
     # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
     try:
-        proc = (popen or popen_tied)(cmd, env=submit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
+        proc = (popen or popen_tied)(cmd, env=env if env is not None else submit_env(), stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
     except OSError as exc:
         error = f"{launcher} did not launch ({cmd[0]}): {exc.strerror or exc}"
         row = None if dry_run else record_failed_run(defn, run_id, error, sd, details={"phase": "launch"})

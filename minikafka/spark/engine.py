@@ -38,6 +38,9 @@ def remote_url(host: str, port: int) -> str:
     return f"sc://{host}:{port}"
 
 
+ENGINE_URL_ENV = "MINIKAFKA_ENGINE_URL"  # a stage client's engine URL when it carries a token (--remote-env)
+
+
 def parse_remote(url: str) -> tuple[str, int]:
     """(host, port) of ``sc://HOST:PORT`` (port default 15002).
 
