@@ -347,6 +347,11 @@ def verbose_option(fn):
 ENGINE_ENV = "MINIKAFKA_ENGINE"
 
 
+def remote_option(what: str):
+    """--remote sc://HOST:PORT: the warm engine a command runs on; ``what`` is its help."""
+    return click.option("--remote", metavar="sc://HOST:PORT", help=what)
+
+
 def engine_options(fn):
     """--engine, --remote, --max-parallel, --idle-timeout: where a run's stages run."""
     fn = click.option("--idle-timeout", metavar="DURATION",
@@ -355,8 +360,7 @@ def engine_options(fn):
     fn = click.option("--max-parallel", type=click.IntRange(1, 64), metavar="N",
                       help="Run at most N independent stages at once (default: 2 on an engine, 1 with "
                            "--engine submit).")(fn)
-    fn = click.option("--remote", metavar="sc://HOST:PORT",
-                      help="Run the stages on the engine at this URL (default: the pipeline's [engine] remote).")(fn)
+    fn = remote_option("Run the stages on the engine at this URL (default: the pipeline's [engine] remote).")(fn)
     fn = click.option("--engine", "engine", type=click.Choice(["auto", "submit", "connect"]), envvar=ENGINE_ENV,
                       default="auto", show_default=True,
                       help="auto: a warm engine (the one running, else one started for this run); connect: only "

@@ -22,6 +22,7 @@ from .common import (
     log,
     open_ledger,
     pipeline_model,
+    remote_option,
     row_dict,
     status_where,
     verbose_option,
@@ -345,9 +346,8 @@ def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> st
 @click.option("--batch-rows", default=50_000, show_default=True, type=click.IntRange(min=1),
               help="Rows per commit transaction (at least 1).")
 @click.option("--staging", help="Staging URI every node sees (needed with a non-local --master).")
-@click.option("--remote", metavar="sc://HOST:PORT",
-              help="Load on the warm engine at this URL (see 'minikafka serve') instead of starting a JVM; "
-                   "the engine must run on this machine (it reads the dump files).")
+@remote_option("Load on the warm engine at this URL (see 'minikafka serve') instead of starting a JVM; "
+               "the engine must run on this machine (it reads the dump files).")
 @json_option
 @verbose_option
 @with_source(creates=True)

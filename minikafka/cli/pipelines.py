@@ -20,6 +20,7 @@ from .common import (
     open_ledger,
     pipeline_argument,
     pipeline_source_option,
+    remote_option,
     stage_selection,
     verbose_option,
 )
@@ -105,9 +106,8 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
 @pipeline_argument
 @click.option("--stage", help="Check only this stage.")
 @click.option("--master", help="Spark master URL.")
-@click.option("--remote", metavar="sc://HOST:PORT",
-              help="Run on the engine at this URL (default: the pipeline's [engine] remote, else a Spark "
-                   "application of its own).")
+@remote_option("Run on the engine at this URL (default: the pipeline's [engine] remote, else a Spark "
+               "application of its own).")
 @json_option
 @verbose_option
 @pipeline_source_option

@@ -16,6 +16,7 @@ from .common import (
     load_with_source,
     pipeline_argument,
     pipeline_source_option,
+    remote_option,
     verbose_option,
     with_source,
 )
@@ -30,9 +31,8 @@ if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by
 @click.option("--until-idle", is_flag=True, help="Exit once no stage has work its trigger accepts (for cron, tests).")
 @click.option("--master", help="Spark master URL (default: the pipeline's).")
 @click.option("--poll", default=0.1, show_default=True, help="Seconds between looks at the ledger when idle.")
-@click.option("--remote", metavar="sc://HOST:PORT",
-              help="Run the stages on the engine at this URL (default: the pipeline's [engine] remote, else a "
-                   "Spark application of its own).")
+@remote_option("Run the stages on the engine at this URL (default: the pipeline's [engine] remote, else a "
+               "Spark application of its own).")
 @json_option
 @verbose_option
 @pipeline_source_option

@@ -249,13 +249,16 @@ def status_of(stored_status: str | None, row_id: int, partition: int, handled: d
     return "handled" if row_id <= handled.get(partition, 0) else "new"
 
 
+_SET_COMMITTED = (
+    "INSERT INTO _minikafka_offsets (consumer_id, partition, committed, updated_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (consumer_id, partition) DO UPDATE SET committed = excluded.committed, updated_at = excluded.updated_at")
+_SET_HANDLED_UPTO = (
+    "INSERT INTO _minikafka_partitions (topic, partition, handled_upto, updated_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (topic, partition) DO UPDATE SET handled_upto = excluded.handled_upto, updated_at = excluded.updated_at")
+
+
 def _set_committed(conn, consumer_id: int, partition: int, offset: int, now: str) -> None:
-    conn.execute(
-        "INSERT INTO _minikafka_offsets (consumer_id, partition, committed, updated_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (consumer_id, partition) DO UPDATE SET committed = excluded.committed, "
-        "updated_at = excluded.updated_at",
-        (consumer_id, partition, offset, now),
-    )
+    conn.execute(_SET_COMMITTED, (consumer_id, partition, offset, now))
 
 
 def _handled_upto(conn, topic: str, partition: int) -> int:
@@ -266,12 +269,7 @@ def _handled_upto(conn, topic: str, partition: int) -> int:
 
 
 def _set_handled_upto(conn, topic: str, partition: int, position: int, now: str) -> None:
-    conn.execute(
-        "INSERT INTO _minikafka_partitions (topic, partition, handled_upto, updated_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (topic, partition) DO UPDATE SET handled_upto = excluded.handled_upto, "
-        "updated_at = excluded.updated_at",
-        (topic, partition, position, now),
-    )
+    conn.execute(_SET_HANDLED_UPTO, (topic, partition, position, now))
 
 
 def _is_marked(conn, topic: str, row_id: int) -> bool:

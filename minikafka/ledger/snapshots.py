@@ -295,41 +295,55 @@ def _log_header(wal: Path) -> bytes:
         return b""
 
 
+class _MarkedCopy:
+    """A snapshot file being written: page 1 marked as a rollback-journal database once it is
+    final, and (with ``checksum``) hashed behind the copy; the hashing stops on an error."""
+
+    def __init__(self, target: Path, checksum: bool):
+        target.touch()  # the hashing thread opens it as the copy starts
+        self.hasher = HashBehind(target) if checksum else None
+        self.marked = False
+
+    def final_upto(self, fd: int, final: int) -> None:
+        """The first ``final`` bytes of the copy will not change again."""
+        if not self.marked and final >= FORMAT_VERSIONS_END:
+            os.pwrite(fd, ROLLBACK_JOURNAL_VERSIONS, FORMAT_VERSIONS_AT)
+            self.marked = True
+        if self.marked and self.hasher is not None:
+            self.hasher.upto(final)
+
+    def done(self, what: str) -> HashBehind | None:
+        if not self.marked:
+            raise sqlite3.DatabaseError(f"{what} too short to be an SQLite database")
+        return self.hasher
+
+    def __enter__(self) -> _MarkedCopy:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is not None and self.hasher is not None:
+            self.hasher.close()
+
+
 def _copy_folding(ledger: Path, target: Path, log_copy: Path, committed: walfold.CommittedLog, checksum: bool,
                   on_bytes: Callable[[int, int], None] | None) -> HashBehind | None:
     """Copy the database file with the log's committed pages written over it as the copy
     goes, marked as a rollback-journal database; with ``checksum`` the hashing that follows it."""
-    target.touch()  # the hashing thread opens it as the copy starts
-    hasher = HashBehind(target) if checksum else None
     folding = walfold.FoldedPages(log_copy, committed)
-    marked = False
-
-    def mark(fd: int, final: int) -> None:
-        nonlocal marked
-        if not marked and final >= FORMAT_VERSIONS_END:  # page 1 is final: from the log, or as copied
-            os.pwrite(fd, ROLLBACK_JOURNAL_VERSIONS, FORMAT_VERSIONS_AT)
-            marked = True
-        if marked and hasher is not None:
-            hasher.upto(final)
-
     try:
-        copied = copy_file_steadily(ledger, target, on_copied=lambda fd, done: mark(fd, folding.apply_upto(fd, done)),
-                                    on_bytes=on_bytes)
-        fd = os.open(target, os.O_RDWR)
-        try:
-            mark(fd, folding.finish(fd, copied))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if not marked:
-            raise sqlite3.DatabaseError(f"{ledger.name} and its log are too short to be an SQLite database")
-    except BaseException:
-        if hasher is not None:
-            hasher.close()
-        raise
+        with _MarkedCopy(target, checksum) as copy:
+            copied = copy_file_steadily(
+                ledger, target, on_copied=lambda fd, done: copy.final_upto(fd, folding.apply_upto(fd, done)),
+                on_bytes=on_bytes)
+            fd = os.open(target, os.O_RDWR)
+            try:
+                copy.final_upto(fd, folding.finish(fd, copied))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return copy.done(f"{ledger.name} and its log are")
     finally:
         folding.close()
-    return hasher
 
 
 def _log_frames_bytes(wal: Path) -> int:
@@ -344,27 +358,9 @@ def _copy_file_alone(ledger: Path, target: Path, checksum: bool,
                      on_bytes: Callable[[int, int], None] | None) -> HashBehind | None:
     """Copy the database file of a ledger whose log holds nothing, as a rollback-journal
     database; with ``checksum`` the hashing that follows it (still finishing the last slice)."""
-    target.touch()  # the hashing thread opens it as the copy starts
-    hasher = HashBehind(target) if checksum else None
-    marked = False
-
-    def on_copied(fd: int, done: int) -> None:
-        nonlocal marked
-        if not marked and done >= FORMAT_VERSIONS_END:
-            os.pwrite(fd, ROLLBACK_JOURNAL_VERSIONS, FORMAT_VERSIONS_AT)
-            marked = True
-        if marked and hasher is not None:
-            hasher.upto(done)
-
-    try:
-        copy_file_steadily(ledger, target, on_copied=on_copied, on_bytes=on_bytes)
-        if not marked:
-            raise sqlite3.DatabaseError(f"{ledger.name} is too short to be an SQLite database")
-    except BaseException:
-        if hasher is not None:
-            hasher.close()
-        raise
-    return hasher
+    with _MarkedCopy(target, checksum) as copy:
+        copy_file_steadily(ledger, target, on_copied=copy.final_upto, on_bytes=on_bytes)
+        return copy.done(f"{ledger.name} is")
 
 
 def _copy_with_backup_api(src: sqlite3.Connection, target: Path) -> None:

@@ -298,18 +298,19 @@ def submit_command(defn: PipelineDefinition, sd: StageDefinition, *, master: str
         cmd += ["--py-files", py_files]
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
-    cmd += [str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id,
+    return cmd + _job_args(defn, sd, run_id) + _job_options(staging, consumer_ids, dry_run)
+
+
+def _job_args(defn: PipelineDefinition, sd: StageDefinition, run_id: str) -> list[str]:
+    """The job file and what names the stage's run (both engines)."""
+    return [str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id,
             "--source", str(defn.source)]
-    if staging:
-        cmd += ["--staging", staging]
-    cmd += _consumer_args(consumer_ids)
-    if dry_run:
-        cmd.append("--dry-run")
-    return cmd
 
 
-def _consumer_args(consumer_ids: dict[str, int] | None) -> list[str]:
-    return [arg for name, cid in sorted((consumer_ids or {}).items()) for arg in ("--consumer-id", f"{name}={cid}")]
+def _job_options(staging: str | None, consumer_ids: dict[str, int] | None, dry_run: bool) -> list[str]:
+    """The job's options after its engine's (both engines)."""
+    ids = [arg for name, cid in sorted((consumer_ids or {}).items()) for arg in ("--consumer-id", f"{name}={cid}")]
+    return (["--staging", staging] if staging else []) + ids + (["--dry-run"] if dry_run else [])
 
 
 def code_packages(defn: PipelineDefinition) -> list[str]:
@@ -808,16 +809,8 @@ def client_command(defn: PipelineDefinition, sd: StageDefinition, url: str, run_
 
     # a URL with a token goes through the environment (child_env_of): a command line is public (ps, /proc)
     where = ["--remote-env"] if url_secrets(url) else ["--remote", url]
-    cmd = [sys.executable, str(sd.job_file()), "--pipeline", str(defn.path), "--stage", sd.name, "--run-id", run_id,
-           "--source", str(defn.source), *where]
-    if py_files:
-        cmd += ["--py-files", py_files]
-    if staging:
-        cmd += ["--staging", staging]
-    cmd += _consumer_args(consumer_ids)
-    if dry_run:
-        cmd.append("--dry-run")
-    return cmd
+    code = ["--py-files", py_files] if py_files else []
+    return [sys.executable, *_job_args(defn, sd, run_id), *where, *code, *_job_options(staging, consumer_ids, dry_run)]
 
 
 class _Children:

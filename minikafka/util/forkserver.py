@@ -203,12 +203,8 @@ class HostedProcess:
         self.pid = pid
         self.returncode: int | None = None
         self.host_lost = False  # the host died before it told how the child ended
-        self._reply = reply
-        self._pipes = pipes
-        self._text = text
-        self._fresh = fresh
-        self._retry = retry
-        self._server = server
+        self._reply, self._pipes, self._text = reply, pipes, text  # the host's answer, our ends of the pipes
+        self._fresh, self._retry, self._server = fresh, retry, server  # the fallback when the host is lost
         self._lock = threading.Lock()
         self._replaced: subprocess.Popen | None = None
 
