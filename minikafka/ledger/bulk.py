@@ -28,6 +28,7 @@ from . import counts
 ENTRY_BYTES = 24  # a "_key" index entry: 8-byte hash, rowid, cell overhead, leaves ~70% full
 PAGE_BYTES = 4096
 LEAF_ROWS = 8  # new rows per index leaf in one transaction: about 0.5 KB of index writes per row
+ROW_BYTES = 512  # cache room per row being written (table and index pages)
 MAX_ROWS = 1_000_000  # rows per transaction at most (a crash redoes at most this many)
 CACHE_SHARE = 4  # the cache takes at most this share of the machine's memory (1/4)
 MAX_CACHE_BYTES = 2 << 30

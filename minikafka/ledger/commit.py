@@ -208,7 +208,7 @@ def commit_slices(ledger: Ledger, layout: TopicLayout, file_name: str, sha256: s
     t0 = time.perf_counter()
     rows = run.details.get("transaction_rows", 0)
     try:
-        with bulk.page_cache(ledger.conn, layout.name, extra_bytes=rows * 512):  # the key index in cache
+        with bulk.page_cache(ledger.conn, layout.name, extra_bytes=rows * bulk.ROW_BYTES):  # the key index in cache
             _commit_each(ledger, layout, file_name, sha256, slices, run, result, as_handled, progress, t0)
     finally:
         close = getattr(slices, "close", None)

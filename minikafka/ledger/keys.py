@@ -38,10 +38,16 @@ import struct
 
 KEY = "_key"
 FUNCTION = "minikafka_key"
+_blake2b = hashlib.blake2b
+_from_bytes = int.from_bytes
 
 
 def dedup_hash(*values: object) -> int:
     """The 64-bit signed hash of stored dedup values (None, int, float, str, bytes)."""
+    if len(values) == 1 and type(values[0]) is str:  # the common key (one text field), called per row: inline
+        raw = values[0].encode("utf-8", "surrogatepass")
+        return _from_bytes(_blake2b(b"\x03" + len(raw).to_bytes(8, "big") + raw, digest_size=8).digest(), "big",
+                           signed=True)
     h = hashlib.blake2b(digest_size=8)
     for v in values:
         if v is None:

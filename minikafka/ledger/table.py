@@ -21,16 +21,18 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
 from ..errors import InvalidSettingError
-from . import acks, counts, keys
+from . import acks, bulk, counts, keys
 from .identifiers import quote_identifier
 from .layout import META_SELECT, PARTITION, STORED_META, TopicLayout, stored_meta
 
 PAGE = 1000
+BULK_ROWS = 10_000  # a write of this many rows or more gets a page cache sized by the key index (bulk.py)
 PARENT = "_parent_id"
 PARENT_TOPIC = "_parent_topic"
 WHICH = ("new", "handled", "all")
@@ -157,9 +159,14 @@ class TopicTable:
             params = layout.with_partitions(params, after + 1)
         keyed = keyed and bool(layout.dedup)
         before = conn.total_changes
+        many = len(params) if layout.dedup and isinstance(params, list) else 0
         try:
-            conn.executemany(layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates, keyed=keyed),
-                             params)
+            # a large write lands on random leaves of the key index: a cache that holds the index
+            # and the rows being written keeps them from being spilled and read again (bulk.py)
+            with bulk.page_cache(conn, layout.name, extra_bytes=many * bulk.ROW_BYTES) if many >= BULK_ROWS \
+                    else nullcontext():
+                conn.executemany(layout.insert_sql(lineage=lineage, ignore_duplicates=ignore_duplicates,
+                                                   keyed=keyed), params)
         except (sqlite3.IntegrityError, OverflowError) as exc:
             if not self._collision(exc, params, after):
                 raise self.explain(exc, params, existing_upto=after, row_offset=row_offset) from None

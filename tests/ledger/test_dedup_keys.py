@@ -275,3 +275,18 @@ def test_a_writer_s_hash_is_sql_s_and_a_value_of_another_type_is_left_to_sql(sou
             TopicTable(source.ledger.conn, layout).insert_row_file_in_current_transaction(file, piece, utc_now(), "r")
     conn = source.ledger.conn
     assert conn.execute(f'SELECT count(*) FROM m WHERE "_key" IS {keys.FUNCTION}(name, n, x, raw)').fetchone()[0] == 6
+
+
+def test_the_one_text_field_shortcut_of_the_hash_gives_the_typed_encodings_number():
+    """dedup_hash inlines the common key (one text value); the number is the documented one:
+    blake2b (8 bytes) of tag 3, the UTF-8 length (8 bytes, big-endian) and the bytes."""
+    import hashlib
+
+    from minikafka.ledger.keys import dedup_hash
+
+    for text in ("", "https://example.com/posts/1", "ünïcødé ✓", "\ud800 lone surrogate", "x" * 10_000):
+        raw = text.encode("utf-8", "surrogatepass")
+        want = int.from_bytes(hashlib.blake2b(b"\x03" + len(raw).to_bytes(8, "big") + raw, digest_size=8).digest(),
+                              "big", signed=True)
+        assert dedup_hash(text) == want
+        assert dedup_hash(text, None) != want  # two values take the general path, with the same encodings
