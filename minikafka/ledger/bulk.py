@@ -67,11 +67,21 @@ def page_cache(conn: sqlite3.Connection, topics: str | list[str], *, extra_bytes
     wanted = int(sum(key_index_bytes(conn, t) for t in names) * 1.25) + extra_bytes
     cap = min(MAX_CACHE_BYTES, _memory_bytes() // CACHE_SHARE)
     kib = max(CACHE_KIB, min(wanted, cap) // 1024)
-    if kib == CACHE_KIB:
-        yield kib
+    current = _cache_kib(conn)
+    if kib <= current:  # the connection's cache (or an enclosing block's) is large enough already
+        yield current
         return
     conn.execute(f"PRAGMA cache_size = -{int(kib)}")
     try:
         yield kib
     finally:
-        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        conn.execute(f"PRAGMA cache_size = -{int(current)}")  # what it was: an enclosing block keeps its own
+
+
+def _cache_kib(conn: sqlite3.Connection) -> int:
+    """The connection's page cache limit in KiB (``cache_size`` is negative KiB, or pages)."""
+    size = conn.execute("PRAGMA cache_size").fetchone()[0]
+    if size < 0:
+        return -size
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    return size * page // 1024
