@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from minikafka import JobFailedError, Source
+from tests.util.procscan import marked_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,18 +74,7 @@ def _cli(workdir: Path, *args: str, marker: str = "") -> subprocess.Popen:
 
 def _marked(marker: str) -> list[int]:
     """Pids of live processes started with WORK_TEST_MARKER=marker (the CLI and its forked workers)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"WORK_TEST_MARKER={marker}".encode() in environ.split(b"\0") and state != "Z":
-            pids.append(int(entry))
-    return pids
+    return marked_pids("WORK_TEST_MARKER", marker)
 
 
 def _wait_until(predicate, timeout: float) -> bool:

@@ -21,6 +21,7 @@ from minikafka import Source
 from tests.cli.helpers import invoke
 from tests.cli.test_interrupts import mk, wait_for
 from tests.pipelines.helpers import generate, homelab_copy
+from tests.util.procscan import marked_pids
 
 PROBE = textwrap.dedent("""
     import json, os, sys, time
@@ -71,18 +72,7 @@ def probes(tmp_path: Path) -> list[dict]:
 
 def marked(marker: str) -> list[int]:
     """Live processes started with STAGE_HOST_MARKER=marker (the runner, its host, the stages)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"STAGE_HOST_MARKER={marker}".encode() in environ.split(b"\0") and state != "Z":
-            pids.append(int(entry))
-    return pids
+    return marked_pids("STAGE_HOST_MARKER", marker)
 
 
 def run_probe(tmp_path, pipeline, url, *args, **env):
