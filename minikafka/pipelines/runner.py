@@ -856,7 +856,7 @@ def child_env_of(url: str | None) -> dict[str, str]:
 
 
 def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run_id: str, dry_run: bool, echo,
-               procs: _Children, needs_java: bool = True, popen=None, env: dict[str, str] | None = None) -> StageOutcome:
+               procs: _Children, needs_java: bool, popen, env: dict[str, str]) -> StageOutcome:
     """Run one stage's process (spark-submit, or a client of the engine); read back its run row.
 
     ``popen``: starts the process instead of ``popen_tied``, with its signature and a
@@ -881,8 +881,7 @@ def _run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], ru
         log.debug("stage %s: %s", sd.name, shlex.join(cmd))
     # the stage dies with this runner: a killed nightly leaves no orphan still staging or committing
     try:
-        proc = (popen or popen_tied)(cmd, env=env if env is not None else submit_env(), stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+        proc = (popen or popen_tied)(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as exc:
         error = f"{launcher} did not launch ({cmd[0]}): {exc.strerror or exc}"
         row = None if dry_run else record_failed_run(defn, run_id, error, sd, details={"phase": "launch"})

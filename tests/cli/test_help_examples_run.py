@@ -140,33 +140,32 @@ def test_spark_help_example_runs_on_the_shipped_example(name, ran_example):
 @pytest.mark.spark
 @pytest.mark.parametrize("name", sorted(LONG_RUNNING))
 def test_long_running_help_example_runs_until_sigterm_and_exits_0(name, ran_example):
-    proc = subprocess.Popen(["bash", "-c", f"exec {EXAMPLES[name]}"], cwd=ran_example.dir, env=_env(ran_example),
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        first = proc.stdout.readline()
-        assert first.strip(), f"{name} printed nothing before it was stopped"
-        proc.send_signal(signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, first + rest
+    code, first, rest = _until_sigterm(EXAMPLES[name], ran_example, 300)
+    assert first.strip(), f"{name} printed nothing before it was stopped"
+    assert code == 0, first + rest
 
 
 @pytest.mark.parametrize("name", sorted(SERVERS))
 def test_server_help_example_serves_until_sigterm_and_exits_0(name, example):
     pytest.importorskip("uvicorn")
     command = EXAMPLES[name].replace("--port 8787", "--port 0")  # any free port: tests run side by side
-    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=example.dir, env=_env(example),
+    code, first, rest = _until_sigterm(command, example, 60)
+    assert "http://127.0.0.1:" in first, first + rest
+    assert code == 0, first + rest
+
+
+def _until_sigterm(command: str, where, timeout: float) -> tuple[int, str, str]:
+    """Run ``command`` in ``where``'s directory, send SIGTERM once it printed its first line
+    (or ended), wait up to ``timeout``; (exit code, first line, the rest of its output).
+    A process that outlives the test is killed."""
+    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=where.dir, env=_env(where),
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         first = proc.stdout.readline()
-        assert "http://127.0.0.1:" in first, first + (proc.stdout.read() if proc.poll() is not None else "")
         proc.send_signal(signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=60)
+        rest, _ = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, first + rest
+    return proc.returncode, first, rest
