@@ -32,10 +32,13 @@ def _duration(value: str | None) -> float | None:
 @click.option("--idle-timeout", metavar="DURATION",
               help="Stop after this long without a stage (e.g. 10m); default: run until stopped.")
 @click.option("--stop", "stop", is_flag=True, help="Stop the engine recorded for --pipeline instead of starting one.")
+@click.option("--no-warm-up", "no_warm_up", is_flag=True,
+              help="Say ready as soon as the engine answers, without first running a small stage's Spark work "
+                   "(the first stages then pay it; 'run' starts its engine this way).")
 @verbose_option
 @pipeline_source_option
 def serve(pipeline: str | None, master: str | None, host: str | None, port: int | None, idle_timeout: str | None,
-          stop: bool, source_override: str | None) -> None:
+          stop: bool, no_warm_up: bool, source_override: str | None) -> None:
     """Run a warm engine (a Spark Connect server) in the foreground, for run, check and watch.
 
     Prints one line when clients can use it ("engine ready at sc://..."), then runs until
@@ -61,4 +64,4 @@ def serve(pipeline: str | None, master: str | None, host: str | None, port: int 
             click.echo(f"stopped the engine at {redact_url(url)}")
         return
     serve_engine(defn, master=master, host=host, port=port, idle_timeout=_duration(idle_timeout) or None,
-                 echo=click.echo)
+                 echo=click.echo, warm_up=not no_warm_up)

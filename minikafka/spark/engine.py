@@ -31,6 +31,9 @@ DEFAULT_PORT = 15002  # Spark Connect's own default
 DEFAULT_HOST = "127.0.0.1"  # a Connect server has no authentication: only this host, unless asked
 READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
+# the engine's JVM below its clients: measured on the 1,000,000-row stage (2 cores), its commit
+# 3.5 -> 3.3 s, the stage 4.0-4.4 -> 3.7-4.2 s
+ENGINE_NICENESS = 10
 RETRIES = 5  # a client's retries of a failed call: 0.05 + 0.2 + 0.8 + 2 + 2 s
 
 
@@ -172,6 +175,27 @@ class EngineProcess:
 
     def running(self) -> bool:
         return self.proc.poll() is None
+
+    def lower_priority(self, niceness: int = ENGINE_NICENESS) -> None:
+        """Run the JVM's threads (and the Python workers they start later) ``niceness`` steps
+        below normal CPU priority, so that on a busy machine its clients' work on the ledger's
+        host (a stage's commit, the one step that cannot run in parallel) goes first.
+
+        Linux keeps a priority per thread and a new thread takes its creator's, so each thread
+        the JVM has is lowered (twice over: one may start meanwhile). Elsewhere, or when not
+        allowed, nothing changes."""
+        task_dir = Path(f"/proc/{self.proc.pid}/task")
+        for _ in range(2):
+            try:
+                tids = [int(t) for t in os.listdir(task_dir)]
+            except OSError:
+                return
+            for tid in tids:
+                try:
+                    if os.getpriority(os.PRIO_PROCESS, tid) < niceness:
+                        os.setpriority(os.PRIO_PROCESS, tid, niceness)
+                except OSError:  # the thread ended meanwhile, or not allowed
+                    pass
 
     def wait_ready(self, host: str, port: int, timeout: float = READY_TIMEOUT_S, cancelled=None) -> bool:
         """Return True once the server answers on its port (False if ``cancelled()`` first).

@@ -76,3 +76,14 @@ def test_the_submit_command_carries_the_driver_options_unless_the_pipeline_sets_
     cmd = submit_command(own, own.stage("keep_articles"), master="local[2]", run_id="r1",
                          java_options="-XX:TieredStopAtLevel=1")
     assert "spark.driver.extraJavaOptions=-Xss4m" in cmd and "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1" not in cmd
+
+
+def test_an_engine_has_an_archive_of_its_own_beside_the_stage_drivers(cache):
+    stage, engine = driver_jvm.archive_path(), driver_jvm.archive_path("engine")
+    assert stage.parent == engine.parent == cache and stage != engine and engine.name.startswith("engine-")
+    options, written = driver_options("-Duser.timezone=UTC", None, kind="engine")
+    assert written.name.startswith(engine.name) and "-XX:TieredStopAtLevel=1" not in options
+    written.write_bytes(b"engine")
+    keep_archive(written, ok=True)
+    assert engine.read_bytes() == b"engine" and not stage.exists()
+    assert f"-XX:SharedArchiveFile={engine}" in driver_options("", None, kind="engine")[0]

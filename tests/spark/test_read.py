@@ -138,3 +138,29 @@ def test_to_spark_matches_to_arrow(spark, ledger):
     expected = spark.createDataFrame([(1, "a"), (2, "b")], "n long, s string")
     assert_df_equality(t.to_spark(spark).select("n", "s"), expected, ignore_row_order=True,
                        ignore_metadata=True, ignore_nullable=True)
+
+
+def test_a_large_read_starts_with_small_id_ranges_and_gives_every_row_once_in_id_order(any_spark, ledger, monkeypatch):
+    from pyspark.sql import functions as F
+
+    from minikafka.spark.stages import read
+
+    class N(BaseModel):
+        n: int
+
+    ledger.topic("n", N, dedup=None).extend([{"n": i} for i in range(1000)])
+    monkeypatch.setattr(read, "ROWS_PER_PARTITION", 100)  # as 100,000-row partitions of a 1,000,000-row read
+    rows = read_topic(any_spark, ledger, "n").select("_id", F.spark_partition_id().alias("part")).collect()
+    ids = [r["_id"] for r in rows]
+    assert sorted(ids) == list(range(1, 1001))
+    by_id = [r["part"] for r in sorted(rows, key=lambda r: r["_id"])]
+    assert by_id == sorted(by_id)  # each partition an id range, in id order
+    sizes = [by_id.count(p) for p in sorted(set(by_id))]
+    assert sizes[0] < sizes[-1] and sizes[0] <= sizes[1] <= sizes[2] <= sizes[3]
+
+
+def test_id_cuts_split_the_first_of_n_equal_ranges_into_a_quarter_a_quarter_and_a_half():
+    from minikafka.spark.stages.read import id_cuts
+
+    assert id_cuts(1, 1001, 4) == [63, 126, 251, 501, 751]
+    assert id_cuts(1, 3, 2) == [2]  # too few ids for the small ranges: each cut once, none at an end

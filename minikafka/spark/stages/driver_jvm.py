@@ -37,8 +37,9 @@ def _java() -> str | None:
     return shutil.which("java")
 
 
-def archive_path() -> Path | None:
-    """The archive for this Java and this Spark install (None: no Java found)."""
+def archive_path(kind: str = "spark") -> Path | None:
+    """The archive of ``kind`` ("spark": a stage's driver; "engine": an engine's, which holds
+    the Connect server's classes too) for this Java and this Spark install (None: no Java found)."""
     import pyspark
 
     java = _java()
@@ -46,20 +47,21 @@ def archive_path() -> Path | None:
         return None
     real = Path(java).resolve()
     key = f"{real}:{real.stat().st_mtime_ns}:{Path(pyspark.__file__).parent}:{pyspark.__version__}"
-    return cache_dir() / f"spark-{pyspark.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsa"
+    return cache_dir() / f"{kind}-{pyspark.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsa"
 
 
-def driver_options(base: str, rows: int | None) -> tuple[str, Path | None]:
+def driver_options(base: str, rows: int | None, kind: str = "spark") -> tuple[str, Path | None]:
     """(the driver's Java options: ``base`` and ours, the archive file this run writes or None).
 
-    ``rows``: the stage's input rows when known (C1 alone up to ``SMALL_STAGE_ROWS``).
+    ``rows``: the stage's input rows when known (C1 alone up to ``SMALL_STAGE_ROWS``);
+    ``kind``: which archive (``archive_path``).
     """
     options = [base] if base else []
     if rows is not None and rows <= SMALL_STAGE_ROWS:
         options.append("-XX:TieredStopAtLevel=1")
     writes = None
     if os.environ.get(CDS_ENV, "1") != "0":
-        archive = archive_path()
+        archive = archive_path(kind)
         if archive is not None and " " not in str(archive):
             if archive.is_file():
                 options.append(f"-XX:SharedArchiveFile={archive}")
