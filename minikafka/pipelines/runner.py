@@ -466,6 +466,7 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                                        "stages": [s.name for s in chosen], "phase": "engine"})
         raise
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
+    sessions = None
     try:
         py_files = None if (is_local_master(master) and url is None) else str(code_zip(defn, scratch.name))
         if in_process:
@@ -474,8 +475,15 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
         else:
             source.close()  # the stages' processes open it themselves; the runner reads their rows from their output
             width = max_parallel or (defn.engine.max_parallel if url else None) or (2 if url else 1)
+            if url is not None:  # per-row stages find their session made and their Python worker warm
+                from .stage_sessions import StageSessions
+
+                sessions = StageSessions(defn, [sd for sd in chosen if pending[sd.name] or _has_upstream(sd, chosen)],
+                                         url, py_files)
 
             def launch(sd: StageDefinition, run_id: str, procs: _Children) -> StageOutcome:
+                if sessions is not None:
+                    sessions.started(sd.name)
                 with procs.launching() as go:
                     if not go:  # Ctrl-C came first: the scheduler records the run, nothing starts
                         return StageOutcome(sd.name, "interrupted", error=INTERRUPTED)
@@ -484,15 +492,18 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
             def start(sd: StageDefinition, run_id: str, procs: _Children) -> StageOutcome:
                 # rows found pending before the run stay pending until the stage runs; a stage
                 # whose input an upstream stage of this run writes is asked again
-                upstream = any(set(o.outputs) & set(sd.inputs) for o in chosen if o is not sd)
+                upstream = _has_upstream(sd, chosen)
                 if (upstream or not pending[sd.name]) and not _has_pending(defn, sd):
                     # nothing new: record the empty run without a JVM
                     return _run_in_process(None, defn, sd, dry_run, run_id=run_id)
                 ids = _stage_ids(registered, sd)
                 archive = None  # the class-data archive this stage's driver writes (its first run)
+                stage_url = url
                 if url is not None:
-                    cmd = client_command(defn, sd, url, run_id, dry_run=dry_run, staging=staging, py_files=py_files,
-                                         consumer_ids=ids)
+                    made = sessions.url_for(sd) if sessions is not None else None  # its code is there already
+                    stage_url = made or url
+                    cmd = client_command(defn, sd, stage_url, run_id, dry_run=dry_run, staging=staging,
+                                         py_files=None if made else py_files, consumer_ids=ids)
                 else:
                     from ..spark.session import session_conf
                     from ..spark.stages.driver_jvm import driver_options
@@ -507,10 +518,10 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                     if width == 1:
                         with running(sd.name):
                             outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen,
-                                                 env=child_env_of(url))
+                                                 env=child_env_of(stage_url))
                     else:
                         outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen,
-                                                 env=child_env_of(url))
+                                             env=child_env_of(stage_url))
                 finally:
                     if archive is not None:
                         from ..spark.stages.driver_jvm import keep_archive
@@ -527,6 +538,8 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
             with lease or _nothing():
                 _run_scheduled(defn, chosen, result, strategy, width, launch, dry_run, echo)
     finally:
+        if sessions is not None:
+            sessions.close()
         scratch.cleanup()
         if host is not None:
             host.close()
@@ -536,6 +549,11 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
             stop_engine(defn)
         result.seconds = time.perf_counter() - t0
     return result
+
+
+def _has_upstream(sd: StageDefinition, chosen: list[StageDefinition]) -> bool:
+    """Another selected stage writes one of the stage's inputs."""
+    return any(set(o.outputs) & set(sd.inputs) for o in chosen if o is not sd)
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ CLIENT_MODULES = [
     "pyspark.sql.connect.dataframe", "minikafka.job", "minikafka.pipelines.runner",
     "minikafka.spark.engine", "minikafka.spark.staging", "minikafka.spark.stages.stage",
 ]
-QUALITY_MODULES = ["great_expectations", "minikafka.quality.validate"]
+QUALITY_MODULES = ["minikafka.quality.validate"]  # imports great-expectations as quality.gx_env does
 
 
 def enabled() -> bool:
@@ -54,7 +54,8 @@ class StageHost:
         env = child_env()
         env.setdefault("GX_ANALYTICS_ENABLED", "false")  # as quality.gx_env sets before its import
         env.setdefault("GX_USAGE_STATISTICS_ENABLED", "false")
-        # great-expectations (2.7 s) after the client's modules: a stage without a suite need not wait for it
+        # great-expectations (about 1 s, scipy and altair deferred) after the client's modules: a stage
+        # without a suite need not wait for it
         later = sorted({name for sd in chosen for name in needs(sd)}, key=QUALITY_MODULES.index)
         self.server = ForkServer(CLIENT_MODULES, later=later, env=env)
 
