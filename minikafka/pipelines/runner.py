@@ -340,7 +340,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                  in_process: bool = False, staging: str | None = None, echo=print,
                  running=None, engine: str = "submit", remote: str | None = None,
                  max_parallel: int | None = None, idle_timeout: float | None = None,
-                 backup_before: str | None = None) -> PipelineRun:
+                 backup_before: str | None = None, stage_host=None) -> PipelineRun:
     """Run the selected stages in DAG order.
 
     strict: after a failure no further stage starts (stages already running finish).
@@ -363,6 +363,9 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.backups``)
     before the first stage starts, so no stage of this run has committed into it.
 
+    ``stage_host``: a ``stagehost.StageHost`` the caller started early (``prestart_stage_host``):
+    the stages on an engine fork from it; closed by the run in any case.
+
     ``running(label)``: a context manager shown while a stage runs (the CLI's live spinner);
     default: a "still running" line through ``echo`` after 15 s, 30 s, 1 min, ...
 
@@ -373,6 +376,20 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         LedgerNotFoundError: the pipeline's ledger does not exist (a run never creates it).
         EngineError: no engine answers at ``remote``, or the one to start did not start.
     """
+    try:
+        return _run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
+                             in_process=in_process, staging=staging, echo=echo, running=running, engine=engine,
+                             remote=remote, max_parallel=max_parallel, idle_timeout=idle_timeout,
+                             backup_before=backup_before, stage_host=stage_host)
+    finally:
+        if stage_host is not None:
+            stage_host.close()
+
+
+def _run_pipeline(defn: PipelineDefinition, *, master: str | None, strategy: str, stage: str | None,
+                  start: str | None, dry_run: bool, in_process: bool, staging: str | None, echo, running,
+                  engine: str, remote: str | None, max_parallel: int | None, idle_timeout: float | None,
+                  backup_before: str | None, stage_host) -> PipelineRun:
     require_ledger(defn)
     if strategy not in STRATEGIES:
         raise PipelineDefinitionError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
@@ -395,7 +412,8 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         result = _run_pipeline_on(source, defn, chosen, result, registered, master=master, strategy=strategy,
                                   dry_run=dry_run, in_process=in_process, staging=staging, echo=echo,
                                   running=running, engine=engine, remote=remote, max_parallel=max_parallel,
-                                  idle_timeout=idle_timeout, backup_before=backup_before, notes=notes, t0=t0)
+                                  idle_timeout=idle_timeout, backup_before=backup_before, notes=notes, t0=t0,
+                                  stage_host=stage_host)
     return result
 
 
@@ -408,7 +426,7 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                      registered: dict[tuple[str, str], int], *, master: str, strategy: str, dry_run: bool,
                      in_process: bool, staging: str | None, echo, running, engine: str, remote: str | None,
                      max_parallel: int | None, idle_timeout: float | None, backup_before: str | None,
-                     notes: list[str], t0: float) -> PipelineRun:
+                     notes: list[str], t0: float, stage_host=None) -> PipelineRun:
     """``run_pipeline`` once the ledger is open (``source``) and the consumers registered."""
     import tempfile
 
@@ -448,7 +466,7 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
     if not in_process and engine != "submit":
         from .stagehost import start_stage_host
 
-        host = start_stage_host(defn, chosen)
+        host = stage_host.adopt(defn, chosen) if stage_host is not None else start_stage_host(defn, chosen)
     try:
         if in_process:  # one application: this process's own, or one client session of the engine named
             from .engine import named_engine

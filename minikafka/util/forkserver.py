@@ -84,6 +84,17 @@ class ForkServer:
                     self._stop()
             return self._ready
 
+    def preload(self, modules: list[str]) -> None:
+        """Have the host import ``modules`` too, once idle, as the ``later`` ones (a host started
+        before its caller knew what its children would need)."""
+        if not modules or self._ready is False:
+            return
+        try:
+            with self._lock:
+                self._control.send(json.dumps({"later": list(modules)}).encode())
+        except OSError:  # a host that is gone: popen starts fresh processes
+            pass
+
     def popen(self, cmd: list[str], *, env: dict[str, str] | None = None, stdout=None, stderr=None,
               text: bool = False, retry=None, needs: list[str] = ()):
         """A child running ``cmd`` (``[python, script, args...]``) forked from the host; a
@@ -312,7 +323,11 @@ def serve(control_fd: int, parent: int, preload: list[str], later: list[str] = (
                         message, fds = b"", []
                     if not message:  # the caller closed it (or died): stop; children die with the host
                         os._exit(0)
-                    waiting.append((json.loads(message), fds))
+                    request = json.loads(message)
+                    if "argv" not in request:  # preload(): more modules to import once idle
+                        later += [m for m in request.get("later", ()) if m not in later and m not in sys.modules]
+                        continue
+                    waiting.append((request, fds))
             else:
                 pidfd = key.fd
                 pid, reply = children.pop(pidfd)
