@@ -339,6 +339,14 @@ def serve(control_fd: int, parent: int, preload: list[str], later: list[str] = (
                 except OSError:
                     pass
                 reply.close()
+        if later and not events:  # nothing to answer now: import the next module (then fork
+            # what waited for it at once: no event may come to wake this loop again)
+            try:
+                importlib.import_module(later.pop(0))
+            except Exception:  # noqa: BLE001 - a child that needs it fails on its own import, as a fresh one would
+                pass
+            if threading.active_count() != 1:  # no more forks: the caller falls back to fresh processes
+                os._exit(1)
         for request, fds in list(waiting):
             if set(request.get("needs", ())) & set(later):
                 continue
@@ -370,13 +378,6 @@ def serve(control_fd: int, parent: int, preload: list[str], later: list[str] = (
             pidfd = os.pidfd_open(pid)
             children[pidfd] = (pid, reply)
             sel.register(pidfd, selectors.EVENT_READ)
-        if later and not events:  # nothing to answer now: import the next module
-            try:
-                importlib.import_module(later.pop(0))
-            except Exception:  # noqa: BLE001 - a child that needs it fails on its own import, as a fresh one would
-                pass
-            if threading.active_count() != 1:  # no more forks: the caller falls back to fresh processes
-                os._exit(1)
 
 
 def _recv_request(control: socket.socket) -> tuple[bytes, list[int]]:
