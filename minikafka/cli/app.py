@@ -10,9 +10,11 @@ import sys
 import click
 
 from ..errors import MinikafkaError
+from ..util.signals import Terminated
 from .output import DEBUG_HELP, QUIET_HELP, _set_debug, _set_quiet, output_options, print_traceback
 
 INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
+TERMINATED = 143  # 128 + SIGTERM: a command that records what SIGTERM stopped (util.signals)
 
 
 def working_directory_on_path() -> None:
@@ -51,7 +53,8 @@ def quiet_stdout() -> None:
 class MinikafkaGroup(click.Group):
     """The command group. A library or SQLite error no command caught is still one ``Error:``
     line (exit 1), never a traceback (``--debug`` adds it); Ctrl-C (SIGINT) ends a command
-    with exit code 130 after it recorded what it did; a reader closing standard output early
+    with exit code 130 after it recorded what it did (SIGTERM, in the commands that take it
+    as an interrupt: 143, ``util.signals``); a reader closing standard output early
     (``minikafka show T | head -1``) ends the command quietly with exit code 0, like other
     Unix tools (click would exit 1). Every command accepts ``--quiet`` and ``--debug``."""
 
@@ -63,6 +66,10 @@ class MinikafkaGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except Terminated as exc:
+            print_traceback(exc)
+            click.echo("stopped (SIGTERM): what was committed stays, the rest is as before", err=True)
+            raise click.exceptions.Exit(TERMINATED) from None
         except KeyboardInterrupt as exc:
             print_traceback(exc)
             click.echo("interrupted (Ctrl-C): stopped; what was committed stays, the rest is as before", err=True)

@@ -9,6 +9,7 @@ import click
 from ..errors import InputFileError, MinikafkaError
 from ..util.dumpfiles import DUMP_FORMATS
 from ..util.redact import redact_url
+from ..util.signals import sigterm_interrupts
 from .app import main
 from .common import (
     CREATE_HINT,
@@ -359,7 +360,8 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     Bad rows go to the quarantine with file:line and the reason; duplicates are skipped;
     a killed run can be re-run and loads nothing twice. Options, files and the topic are
     checked before Spark starts. Progress goes to stderr; Ctrl-C stops after the batch
-    being committed (exit 130, the run recorded as 'interrupted'; a re-run goes on).
+    being committed (exit 130, the run recorded as 'interrupted'; a re-run goes on);
+    SIGTERM does the same with exit 143.
 
     --json prints one object: {topic, run_id, status, files, skipped_files, rows_read,
     rows_loaded, rows_duplicate, rows_quarantined, seconds}.
@@ -402,8 +404,9 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
         note(f"starting Spark{hint}...")
         spark = build_session("minikafka:backfill", master)
     try:
-        result = _run_backfill(spark, source, topic, paths, model_cls, fmt, delimiter, quote, no_header, as_handled,
-                               batch_rows, staging, as_json)
+        with sigterm_interrupts():  # SIGTERM stops it as Ctrl-C does (exit 143)
+            result = _run_backfill(spark, source, topic, paths, model_cls, fmt, delimiter, quote, no_header,
+                                   as_handled, batch_rows, staging, as_json)
     finally:
         if remote:
             spark.stop()  # this client's session on the engine; the engine stays up

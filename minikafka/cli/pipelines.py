@@ -8,6 +8,7 @@ import click
 
 from ..errors import MinikafkaError
 from ..util.redact import redact_url
+from ..util.signals import sigterm_interrupts
 from .app import main
 from .common import (
     DefinitionProblem,
@@ -64,8 +65,8 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     rehearsed and rolled back).
 
     Exit code 0 when every stage succeeded, 1 when a stage failed, 2 for a bad
-    definition or usage, 130 when stopped by Ctrl-C (the stage in flight is recorded as
-    'interrupted' in the run log and commits nothing).
+    definition or usage, 130 when stopped by Ctrl-C, 143 by SIGTERM (the stages in flight
+    are recorded as 'interrupted' in the run log and commit nothing).
 
     On a non-local master (spark://, yarn, k8s://) the stages exchange data through a
     staging URI every node sees; the ledger never leaves this machine.
@@ -93,12 +94,15 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     try:
         defn = load_with_source(pipeline, source_override, suites=False)  # suites: once a stage has rows
         ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
-        result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
-                              in_process=in_process, staging=staging, echo=note, running=stage_running,
-                              engine=engine, remote=remote, max_parallel=max_parallel,
-                              idle_timeout=_duration(idle_timeout), backup_before=backup_before, stage_host=host)
-    except PipelineDefinitionError as exc:
-        raise DefinitionProblem(str(exc)) from exc
+        try:
+            with sigterm_interrupts():  # cron's timeout, systemctl stop: recorded as Ctrl-C is (exit 143)
+                result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start,
+                                      dry_run=dry_run, in_process=in_process, staging=staging, echo=note,
+                                      running=stage_running, engine=engine, remote=remote, max_parallel=max_parallel,
+                                      idle_timeout=_duration(idle_timeout), backup_before=backup_before,
+                                      stage_host=host)
+        except PipelineDefinitionError as exc:
+            raise DefinitionProblem(str(exc)) from exc
     finally:
         if host is not None:
             host.close()

@@ -18,9 +18,10 @@ So a row is a duplicate exactly when a stored row has its dedup values, as befor
 inserts compute the hash in SQL (:data:`FUNCTION`, registered on every connection of the
 ledger) from the values as the table stores them (each cast to its column's type), so every
 path (one row, ``executemany``, ``INSERT ... SELECT`` from a row file) computes the same
-number. A stage's commit of Arrow batches computes it a column at a time instead
-(:func:`arrow_hashes`: a third of the SQL function's cost per row) when the batch's types
-are exactly what the columns store, so the number is the same. The hash (blake2b, 8 bytes, of a typed encoding of the values) depends on nothing
+number. A write of several rows computes it in Python instead when each value's type is
+exactly what its column stores, so the number is the same: a stage's commit of Arrow
+batches a column at a time (:func:`arrow_hashes`: a third of the SQL function's cost per
+row), ``extend``, pipes and row files a row at a time (:func:`row_hashes`). The hash (blake2b, 8 bytes, of a typed encoding of the values) depends on nothing
 but the values: the same in every process, machine and version.
 
 A write that skipped rows as duplicates tells collisions apart with its upsert clause
@@ -151,6 +152,9 @@ def row_hashes(layout, rows) -> list[int | None] | None:
     types = [_PY_TYPES.get(layout.column(name).sql_type) for name in layout.dedup]
     if None in types:
         return None
+    if len(idx) == 1 and types[0] is str:  # the common key (one text field): no loop per value
+        i = idx[0]
+        return [dedup_hash(row[i]) if type(row[i]) is str else None for row in rows]
     checks = list(zip(idx, types))
     out: list[int | None] = []
     append = out.append

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..util.clock import utc_now
 from ..util.results import Result
+from ..util.signals import Terminated
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -77,6 +78,13 @@ class RunResult(Result):
 COLUMNS = list(RunResult("x", "x").as_row())
 STATUSES = ("running", "succeeded", "failed", "partial", "interrupted")
 INTERRUPTED = "interrupted by Ctrl-C (SIGINT)"
+TERMINATED = "stopped by SIGTERM"
+
+
+def interruption(exc: BaseException | None = None) -> str:
+    """The error recorded for a run an interrupt stopped: :data:`TERMINATED` for SIGTERM
+    (``util.signals.Terminated``), else :data:`INTERRUPTED`."""
+    return TERMINATED if isinstance(exc, Terminated) else INTERRUPTED
 
 
 def mark_interrupted_in_current_transaction(conn: sqlite3.Connection, run_ids: list[str]) -> None:

@@ -20,6 +20,7 @@ from ..ledger.runlog import (
     RunResult,
     decoded,
     insert_run_unless_present_in_current_transaction,
+    interruption,
     new_run_id,
     read_runs,
     write_run_in_current_transaction,
@@ -634,9 +635,9 @@ def _run_sequentially(defn: PipelineDefinition, chosen: list[StageDefinition], r
                     if spark is not None:
                         outcome = _run_in_process(spark, defn, sd, dry_run, staging, run_id=run_id, source=source,
                                                   consumer_ids=ids)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             if not dry_run:
-                _record_interrupted(defn, sd, run_id)
+                _record_interrupted(defn, sd, run_id, error=interruption(exc))
             raise
         _note_quarantine(defn, outcome, source)
         result.outcomes.append(outcome)
@@ -689,7 +690,7 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
                     r = outcome.run or {}
                     echo(f"   {sd.name}: {outcome.status} in {outcome.seconds:.1f}s "
                          f"(in {r.get('rows_in', 0) or 0}, out {r.get('rows_out', 0) or 0})")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         from ..util.procs import kill_group
 
         procs.interrupted.set()  # no stage process starts from now on; those running are killed
@@ -699,7 +700,7 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
         procs.wait_idle()  # a launch the interrupt caught inside submit() is not joined by the pool
         if not dry_run:  # every stage started gets its run's row: the one its process wrote, or this
             for sd, run_id in started.values():
-                _record_interrupted(defn, sd, run_id, procs.phases.get(sd.name, "start"))
+                _record_interrupted(defn, sd, run_id, procs.phases.get(sd.name, "start"), error=interruption(exc))
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -765,12 +766,13 @@ def record_failed_run(defn: PipelineDefinition, run_id: str, error: str, sd: Sta
         return None
 
 
-def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, run_id: str, phase: str = "start") -> None:
-    """After Ctrl-C, once no process of the run can write any more: an 'interrupted' row for
-    the stage's run ``run_id``, unless that run wrote its own (the stage's handler, its
-    commit just before, its failure). Keyed by the run id, in one transaction: the only
-    writer of a run's 'interrupted' row in a pipeline run."""
-    record_failed_run(defn, run_id, INTERRUPTED, sd, details={"phase": phase}, status="interrupted", keep=True)
+def _record_interrupted(defn: PipelineDefinition, sd: StageDefinition, run_id: str, phase: str = "start", *,
+                        error: str = INTERRUPTED) -> None:
+    """After Ctrl-C (or SIGTERM: ``error`` says which), once no process of the run can write
+    any more: an 'interrupted' row for the stage's run ``run_id``, unless that run wrote its
+    own (the stage's handler, its commit just before, its failure). Keyed by the run id, in
+    one transaction: the only writer of a run's 'interrupted' row in a pipeline run."""
+    record_failed_run(defn, run_id, error, sd, details={"phase": phase}, status="interrupted", keep=True)
 
 
 def _has_pending(defn: PipelineDefinition, sd: StageDefinition) -> bool:

@@ -290,3 +290,35 @@ def test_the_one_text_field_shortcut_of_the_hash_gives_the_typed_encodings_numbe
                               "big", signed=True)
         assert dedup_hash(text) == want
         assert dedup_hash(text, None) != want  # two values take the general path, with the same encodings
+
+
+def test_a_bulk_write_hashed_in_python_stores_the_hash_sql_computes_of_the_stored_values(source, monkeypatch):
+    """A write of several rows hashes their dedup values in Python when their types are the
+    columns' own (as a row file's writer does), and leaves every other row to SQL: either
+    way the stored ``_key`` is SQL's hash of the value stored."""
+    monkeypatch.setattr(keys, "dedup_hash", REAL)
+
+    class Mixed(BaseModel):
+        name: str | None
+        price: float
+        n: int
+        raw: bytes | None
+
+    source.topic("m", Mixed, dedup=("name", "price", "n", "raw"))
+    conn = source.ledger.conn
+    table = TopicTable(conn, source.layout("m"))
+    typed = [("a", 1.5, 1, b"\x00"), ("héllo ✓ \U0001f600", -0.0, 2**63 - 1, None), (None, 2.0, -(2**63), b"")]
+    cast = [("b", 1, 2.0, b"z"), ("c", 3.0, True, None)]  # an int for REAL, a float and a bool for INTEGER
+    calls = []
+    conn.create_function(keys.FUNCTION, -1, lambda *v: calls.append(v) or REAL(*v), deterministic=True)
+    with source.ledger.atomic():
+        assert table.insert_rows_in_current_transaction(typed, utc_now()) == 3
+        assert calls == []  # hashed in Python
+        assert table.insert_rows_in_current_transaction(cast, utc_now()) == 2
+        assert len(calls) == 2  # hashed by SQL, from the values as stored
+    rows = conn.execute('SELECT "_key", minikafka_key(name, price, n, raw), name FROM m ORDER BY "_id"').fetchall()
+    assert [name for *_, name in rows] == ["a", "héllo ✓ \U0001f600", None, "b", "c"]
+    assert all(stored == computed for stored, computed, _ in rows)
+    with source.ledger.atomic():  # the same keys written again, every type: all found
+        assert table.insert_rows_in_current_transaction(typed + [("b", 1.0, 2, b"z"), ("c", 3, 1, None)], utc_now(),
+                                                        ignore_duplicates=True) == 0

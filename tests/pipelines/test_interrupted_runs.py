@@ -4,6 +4,7 @@ flight recorded as 'interrupted', nothing of it committed, a re-run does the wor
 from __future__ import annotations
 
 import json
+import os
 import signal
 
 import pytest
@@ -11,8 +12,9 @@ import pytest
 from minikafka import Source
 from schemas.homelab import RssItem
 from tests.cli.helpers import Item, invoke, seed
-from tests.cli.test_interrupts import mk, wait_for_line
+from tests.cli.test_interrupts import mk, wait_for, wait_for_line
 from tests.pipelines.helpers import generate, homelab_copy
+from tests.util.procscan import marked_pids
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -38,6 +40,25 @@ def test_ctrl_c_while_spark_submit_runs_a_stage_exits_130_and_records_it_interru
     assert "interrupted" in err and "Traceback" not in err
     (run,) = _interrupted_runs(db, "split_youtube")  # one row, under load too (the run id has one writer)
     assert run["error"] == "interrupted by Ctrl-C (SIGINT)" and run["rows_out"] == 0
+    with Source(str(db)) as src:
+        assert src.topic("rss.youtube", RssItem, dedup=("url",)).count() == 0
+        assert src.topic("rss.items", RssItem, dedup=("url",)).count("new") > 0
+
+
+def test_sigterm_while_a_stage_runs_exits_143_records_it_and_leaves_no_stage_process(tmp_path):
+    """cron's ``timeout`` and ``systemctl stop`` send SIGTERM to the run alone: the stage in
+    flight is stopped and recorded as Ctrl-C's is, with the signal named."""
+    pipeline, db = _pipeline_with_rows(tmp_path)
+    marker = f"sigterm-{os.getpid()}-{tmp_path.name}"
+    proc = mk("run", pipeline, "--stage", "split_youtube", env={"MK_TEST_MARKER": marker})
+    wait_for_line(proc.stderr, "-> split_youtube")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "stopped (SIGTERM)" in err and "Traceback" not in err
+    (run,) = _interrupted_runs(db, "split_youtube")
+    assert run["error"] == "stopped by SIGTERM" and run["rows_out"] == 0
+    wait_for(lambda: not marked_pids("MK_TEST_MARKER", marker), timeout=30)  # the stage's JVM went with it
     with Source(str(db)) as src:
         assert src.topic("rss.youtube", RssItem, dedup=("url",)).count() == 0
         assert src.topic("rss.items", RssItem, dedup=("url",)).count("new") > 0

@@ -26,7 +26,7 @@ from ...errors import BackfillError, BackfillOptionError, InputFileError
 from ...ledger import bulk, catalog, loads
 from ...ledger.commit import commit_slices
 from ...ledger.layout import TopicLayout
-from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
+from ...ledger.runlog import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
 from ...util import dumpfiles
 from ...util.clock import utc_now
 from ...util.redact import redact_url
@@ -380,7 +380,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
         run.finish("failed", f"backfill of {topic!r} is running ({exc.holder})")
         raise StageRunningError(f"a backfill of topic {topic!r} is running ({exc.holder}); this one did nothing") from None
     except BaseException as exc:
-        run.finish(failure_status(exc), INTERRUPTED if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
+        run.finish(failure_status(exc),
+                   interruption(exc) if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
         if staging_uri is not None:
             try:  # the chunks and staged rows of a failed run: nothing of them is trusted later
                 stg.remove(staging_uri)

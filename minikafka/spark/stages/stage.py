@@ -19,7 +19,7 @@ from ...ledger.commit import InputState, StagedOutput, commit_stage
 from ...ledger.events import Event
 from ...ledger.identifiers import validate_consumer_name, validate_topic_name
 from ...ledger.layout import TopicLayout
-from ...ledger.runlog import INTERRUPTED, RunResult, failure_status, new_run_id, write_run_in_current_transaction
+from ...ledger.runlog import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
 from ...util.faults import checkpoint
 from ..engine import is_connect, master_of
 from ..staging import lock_path
@@ -257,7 +257,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
     try:
         _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run, upto, layouts, consumer_ids)
     except BaseException as exc:
-        run.finish(failure_status(exc), INTERRUPTED if isinstance(exc, KeyboardInterrupt) else describe(exc))
+        run.finish(failure_status(exc), interruption(exc) if isinstance(exc, KeyboardInterrupt) else describe(exc))
         if not dry_run:
             try:
                 with source.ledger.atomic() as conn:
