@@ -59,7 +59,7 @@ class StageSessions:
     the warm-ups spread over the run instead of all crowding its start (the engine and this
     host share their cores with the stages and with the stage host's imports)."""
 
-    CLOSE_WAIT_S = 10.0  # at the run's end, for a warm-up still running (its session is then released)
+    CLOSE_WAIT_S = 2.0  # at the run's end (or Ctrl-C), for a warm-up still running; past it the engine drops what is left
 
     def __init__(self, defn: PipelineDefinition, stages: list[StageDefinition], url: str, code_zip: str | None):
         import queue
