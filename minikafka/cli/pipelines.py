@@ -86,16 +86,26 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     from ..pipelines.runner import run_pipeline
     from .engine import _duration
 
-    defn = load_with_source(pipeline, source_override, suites=False)  # suites: once a stage has rows
-    ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
+    host = None  # stages on an engine fork from a stage host: started first, its imports overlap ours
+    if engine != "submit" and not in_process:
+        from ..pipelines.stagehost import prestart_stage_host
+
+        host = prestart_stage_host()
     try:
-        with sigterm_interrupts():  # cron's timeout, systemctl stop: recorded as Ctrl-C is (exit 143)
-            result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
-                                  in_process=in_process, staging=staging, echo=note, running=stage_running,
-                                  engine=engine, remote=remote, max_parallel=max_parallel,
-                                  idle_timeout=_duration(idle_timeout), backup_before=backup_before)
-    except PipelineDefinitionError as exc:
-        raise DefinitionProblem(str(exc)) from exc
+        defn = load_with_source(pipeline, source_override, suites=False)  # suites: once a stage has rows
+        ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
+        try:
+            with sigterm_interrupts():  # cron's timeout, systemctl stop: recorded as Ctrl-C is (exit 143)
+                result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start,
+                                      dry_run=dry_run, in_process=in_process, staging=staging, echo=note,
+                                      running=stage_running, engine=engine, remote=remote, max_parallel=max_parallel,
+                                      idle_timeout=_duration(idle_timeout), backup_before=backup_before,
+                                      stage_host=host)
+        except PipelineDefinitionError as exc:
+            raise DefinitionProblem(str(exc)) from exc
+    finally:
+        if host is not None:
+            host.close()
     if as_json:
         echo_json(result.as_dict())
     else:

@@ -341,7 +341,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
                  in_process: bool = False, staging: str | None = None, echo=print,
                  running=None, engine: str = "submit", remote: str | None = None,
                  max_parallel: int | None = None, idle_timeout: float | None = None,
-                 backup_before: str | None = None) -> PipelineRun:
+                 backup_before: str | None = None, stage_host=None) -> PipelineRun:
     """Run the selected stages in DAG order.
 
     strict: after a failure no further stage starts (stages already running finish).
@@ -364,6 +364,9 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.backups``)
     before the first stage starts, so no stage of this run has committed into it.
 
+    ``stage_host``: a ``stagehost.StageHost`` the caller started early (``prestart_stage_host``):
+    the stages on an engine fork from it; closed by the run in any case.
+
     ``running(label)``: a context manager shown while a stage runs (the CLI's live spinner);
     default: a "still running" line through ``echo`` after 15 s, 30 s, 1 min, ...
 
@@ -374,6 +377,20 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         LedgerNotFoundError: the pipeline's ledger does not exist (a run never creates it).
         EngineError: no engine answers at ``remote``, or the one to start did not start.
     """
+    try:
+        return _run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
+                             in_process=in_process, staging=staging, echo=echo, running=running, engine=engine,
+                             remote=remote, max_parallel=max_parallel, idle_timeout=idle_timeout,
+                             backup_before=backup_before, stage_host=stage_host)
+    finally:
+        if stage_host is not None:
+            stage_host.close()
+
+
+def _run_pipeline(defn: PipelineDefinition, *, master: str | None, strategy: str, stage: str | None,
+                  start: str | None, dry_run: bool, in_process: bool, staging: str | None, echo, running,
+                  engine: str, remote: str | None, max_parallel: int | None, idle_timeout: float | None,
+                  backup_before: str | None, stage_host) -> PipelineRun:
     require_ledger(defn)
     if strategy not in STRATEGIES:
         raise PipelineDefinitionError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
@@ -396,7 +413,8 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         result = _run_pipeline_on(source, defn, chosen, result, registered, master=master, strategy=strategy,
                                   dry_run=dry_run, in_process=in_process, staging=staging, echo=echo,
                                   running=running, engine=engine, remote=remote, max_parallel=max_parallel,
-                                  idle_timeout=idle_timeout, backup_before=backup_before, notes=notes, t0=t0)
+                                  idle_timeout=idle_timeout, backup_before=backup_before, notes=notes, t0=t0,
+                                  stage_host=stage_host)
     return result
 
 
@@ -409,7 +427,7 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                      registered: dict[tuple[str, str], int], *, master: str, strategy: str, dry_run: bool,
                      in_process: bool, staging: str | None, echo, running, engine: str, remote: str | None,
                      max_parallel: int | None, idle_timeout: float | None, backup_before: str | None,
-                     notes: list[str], t0: float) -> PipelineRun:
+                     notes: list[str], t0: float, stage_host=None) -> PipelineRun:
     """``run_pipeline`` once the ledger is open (``source``) and the consumers registered."""
     import tempfile
 
@@ -449,7 +467,7 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
     if not in_process and engine != "submit":
         from .stagehost import start_stage_host
 
-        host = start_stage_host(defn, chosen)
+        host = stage_host.adopt(defn, chosen) if stage_host is not None else start_stage_host(defn, chosen)
     try:
         if in_process:  # one application: this process's own, or one client session of the engine named
             from .engine import named_engine
@@ -467,6 +485,7 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                                        "stages": [s.name for s in chosen], "phase": "engine"})
         raise
     scratch = tempfile.TemporaryDirectory(prefix="minikafka-run-")
+    sessions = None
     try:
         py_files = None if (is_local_master(master) and url is None) else str(code_zip(defn, scratch.name))
         if in_process:
@@ -475,8 +494,15 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
         else:
             source.close()  # the stages' processes open it themselves; the runner reads their rows from their output
             width = max_parallel or (defn.engine.max_parallel if url else None) or (2 if url else 1)
+            if url is not None:  # per-row stages find their session made and their Python worker warm
+                from .stage_sessions import StageSessions
+
+                sessions = StageSessions(defn, [sd for sd in chosen if pending[sd.name] or _has_upstream(sd, chosen)],
+                                         url, py_files)
 
             def launch(sd: StageDefinition, run_id: str, procs: _Children) -> StageOutcome:
+                if sessions is not None:
+                    sessions.started(sd.name)
                 with procs.launching() as go:
                     if not go:  # Ctrl-C came first: the scheduler records the run, nothing starts
                         return StageOutcome(sd.name, "interrupted", error=INTERRUPTED)
@@ -485,15 +511,18 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
             def start(sd: StageDefinition, run_id: str, procs: _Children) -> StageOutcome:
                 # rows found pending before the run stay pending until the stage runs; a stage
                 # whose input an upstream stage of this run writes is asked again
-                upstream = any(set(o.outputs) & set(sd.inputs) for o in chosen if o is not sd)
+                upstream = _has_upstream(sd, chosen)
                 if (upstream or not pending[sd.name]) and not _has_pending(defn, sd):
                     # nothing new: record the empty run without a JVM
                     return _run_in_process(None, defn, sd, dry_run, run_id=run_id)
                 ids = _stage_ids(registered, sd)
                 archive = None  # the class-data archive this stage's driver writes (its first run)
+                stage_url = url
                 if url is not None:
-                    cmd = client_command(defn, sd, url, run_id, dry_run=dry_run, staging=staging, py_files=py_files,
-                                         consumer_ids=ids)
+                    made = sessions.url_for(sd) if sessions is not None else None  # its code is there already
+                    stage_url = made or url
+                    cmd = client_command(defn, sd, stage_url, run_id, dry_run=dry_run, staging=staging,
+                                         py_files=None if made else py_files, consumer_ids=ids)
                 else:
                     from ..spark.session import session_conf
                     from ..spark.stages.driver_jvm import driver_options
@@ -508,10 +537,10 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
                     if width == 1:
                         with running(sd.name):
                             outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen,
-                                                 env=child_env_of(url))
+                                                 env=child_env_of(stage_url))
                     else:
                         outcome = _run_child(defn, sd, cmd, run_id, dry_run, echo, procs, url is None, popen,
-                                                 env=child_env_of(url))
+                                             env=child_env_of(stage_url))
                 finally:
                     if archive is not None:
                         from ..spark.stages.driver_jvm import keep_archive
@@ -528,6 +557,8 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
             with lease or _nothing():
                 _run_scheduled(defn, chosen, result, strategy, width, launch, dry_run, echo)
     finally:
+        if sessions is not None:
+            sessions.close()
         scratch.cleanup()
         if host is not None:
             host.close()
@@ -537,6 +568,11 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
             stop_engine(defn)
         result.seconds = time.perf_counter() - t0
     return result
+
+
+def _has_upstream(sd: StageDefinition, chosen: list[StageDefinition]) -> bool:
+    """Another selected stage writes one of the stage's inputs."""
+    return any(set(o.outputs) & set(sd.inputs) for o in chosen if o is not sd)
 
 
 @contextlib.contextmanager

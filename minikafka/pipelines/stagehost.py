@@ -33,7 +33,7 @@ CLIENT_MODULES = [
     "pyspark.sql.connect.dataframe", "minikafka.job", "minikafka.pipelines.runner",
     "minikafka.spark.engine", "minikafka.spark.staging", "minikafka.spark.stages.stage",
 ]
-QUALITY_MODULES = ["great_expectations", "minikafka.quality.validate"]
+QUALITY_MODULES = ["minikafka.quality.validate"]  # imports great-expectations as quality.gx_env does
 
 
 def enabled() -> bool:
@@ -47,16 +47,26 @@ def needs(sd: StageDefinition) -> list[str]:
 
 
 class StageHost:
-    """One run's host; ``launcher(...)`` gives ``runner._run_child`` its process starter."""
+    """One run's host; ``launcher(...)`` gives ``runner._run_child`` its process starter.
 
-    def __init__(self, defn: PipelineDefinition, chosen: list[StageDefinition]):
+    ``defn``/``chosen`` None: started before the pipeline is read (``prestart_stage_host``);
+    ``adopt`` then names the run's pipeline and stages.
+    """
+
+    def __init__(self, defn: PipelineDefinition | None, chosen: list[StageDefinition]):
         self.defn = defn
         env = child_env()
         env.setdefault("GX_ANALYTICS_ENABLED", "false")  # as quality.gx_env sets before its import
         env.setdefault("GX_USAGE_STATISTICS_ENABLED", "false")
-        # great-expectations (2.7 s) after the client's modules: a stage without a suite need not wait for it
-        later = sorted({name for sd in chosen for name in needs(sd)}, key=QUALITY_MODULES.index)
-        self.server = ForkServer(CLIENT_MODULES, later=later, env=env)
+        # great-expectations (about 1 s, scipy and altair deferred) after the client's modules: a stage
+        # without a suite need not wait for it
+        self.server = ForkServer(CLIENT_MODULES, later=_later(chosen), env=env)
+
+    def adopt(self, defn: PipelineDefinition, chosen: list[StageDefinition]) -> StageHost:
+        """Serve the run of ``defn``'s stages ``chosen`` (the modules their children need are imported next)."""
+        self.defn = defn
+        self.server.preload(_later(chosen))
+        return self
 
     def launcher(self, sd: StageDefinition, run_id: str):
         """A ``popen_tied``-like callable that starts a stage's client command in the host;
@@ -74,6 +84,17 @@ class StageHost:
         self.server.close()
 
 
+def _later(chosen: list[StageDefinition]) -> list[str]:
+    return sorted({name for sd in chosen for name in needs(sd)}, key=QUALITY_MODULES.index)
+
+
 def start_stage_host(defn: PipelineDefinition, chosen: list[StageDefinition]) -> StageHost | None:
     """The run's stage host, started now (it imports in the background); None when turned off."""
     return StageHost(defn, chosen) if enabled() else None
+
+
+def prestart_stage_host() -> StageHost | None:
+    """A stage host started before the pipeline is read (``run`` on an engine starts it first
+    thing, so its imports overlap the command's own start); hand it to ``run_pipeline``, which
+    adopts or closes it. None when turned off."""
+    return StageHost(None, []) if enabled() else None

@@ -1,4 +1,8 @@
-"""Run suites on a stage's output DataFrame with great-expectations (Spark datasource)."""
+"""Run suites on a stage's output DataFrame with great-expectations (Spark datasource).
+
+Importing this module imports great-expectations (``gx_env.import_gx``): the stage host
+imports it before it forks a stage that has a suite.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from ..util.results import Result
 from .gx_env import context, import_gx
 from .report import describe, write_report  # noqa: F401  (stage.py writes the report through this module)
 from .suite import Suite, expectation_class, expectation_columns, expectation_label, is_row_level
+
+import_gx()
 
 ROW_KEY = "_mk_row"
 
@@ -98,7 +104,9 @@ def _validate(df, name: str, expectations: list, result_format: dict[str, Any]):
     gx = import_gx()
     ctx = context()
     tag = f"{name}-{uuid.uuid4().hex[:8]}"
-    source = ctx.data_sources.add_or_update_spark(name="minikafka")
+    # persist=False: the stage persisted the frame it hands over (``_apply_quality``); a second
+    # cache of the same rows would cost a round trip and the engine's memory, and outlive the check
+    source = ctx.data_sources.add_or_update_spark(name="minikafka", persist=False)
     asset = source.add_dataframe_asset(name=tag)
     batch_definition = asset.add_batch_definition_whole_dataframe("whole")
     gx_suite = gx.ExpectationSuite(name=tag)

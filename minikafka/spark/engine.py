@@ -261,8 +261,11 @@ def stop_pid(pid: int, timeout: float = STOP_TIMEOUT_S + 5) -> bool:
     return True
 
 
-def connect(url: str, *, conf: dict[str, str] | None = None):
+def connect(url: str, *, conf: dict[str, str] | None = None, new: bool = False):
     """A Spark Connect session on the engine at ``url``, with the runtime SQL settings of ``conf``.
+
+    ``new``: a client of its own even when this process has one already (pyspark otherwise hands
+    back the process's active session, whatever ``url`` names).
 
     Raises:
         EngineError: nothing answers at ``url``.
@@ -281,7 +284,8 @@ def connect(url: str, *, conf: dict[str, str] | None = None):
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-    spark = RemoteSparkSession.builder.remote(url).getOrCreate()
+    builder = RemoteSparkSession.builder.remote(url)
+    spark = builder.create() if new else builder.getOrCreate()
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     # an engine that went away fails the stage within seconds (Spark's default retries for 10 minutes)

@@ -84,6 +84,17 @@ class ForkServer:
                     self._stop()
             return self._ready
 
+    def preload(self, modules: list[str]) -> None:
+        """Have the host import ``modules`` too, once idle, as the ``later`` ones (a host started
+        before its caller knew what its children would need)."""
+        if not modules or self._ready is False:
+            return
+        try:
+            with self._lock:
+                self._control.send(json.dumps({"later": list(modules)}).encode())
+        except OSError:  # a host that is gone: popen starts fresh processes
+            pass
+
     def popen(self, cmd: list[str], *, env: dict[str, str] | None = None, stdout=None, stderr=None,
               text: bool = False, retry=None, needs: list[str] = ()):
         """A child running ``cmd`` (``[python, script, args...]``) forked from the host; a
@@ -312,7 +323,11 @@ def serve(control_fd: int, parent: int, preload: list[str], later: list[str] = (
                         message, fds = b"", []
                     if not message:  # the caller closed it (or died): stop; children die with the host
                         os._exit(0)
-                    waiting.append((json.loads(message), fds))
+                    request = json.loads(message)
+                    if "argv" not in request:  # preload(): more modules to import once idle
+                        later += [m for m in request.get("later", ()) if m not in later and m not in sys.modules]
+                        continue
+                    waiting.append((request, fds))
             else:
                 pidfd = key.fd
                 pid, reply = children.pop(pidfd)
@@ -324,6 +339,14 @@ def serve(control_fd: int, parent: int, preload: list[str], later: list[str] = (
                 except OSError:
                     pass
                 reply.close()
+        if later and not events:  # nothing to answer now: import the next module (then fork
+            # what waited for it at once: no event may come to wake this loop again)
+            try:
+                importlib.import_module(later.pop(0))
+            except Exception:  # noqa: BLE001 - a child that needs it fails on its own import, as a fresh one would
+                pass
+            if threading.active_count() != 1:  # no more forks: the caller falls back to fresh processes
+                os._exit(1)
         for request, fds in list(waiting):
             if set(request.get("needs", ())) & set(later):
                 continue
@@ -355,13 +378,6 @@ def serve(control_fd: int, parent: int, preload: list[str], later: list[str] = (
             pidfd = os.pidfd_open(pid)
             children[pidfd] = (pid, reply)
             sel.register(pidfd, selectors.EVENT_READ)
-        if later and not events:  # nothing to answer now: import the next module
-            try:
-                importlib.import_module(later.pop(0))
-            except Exception:  # noqa: BLE001 - a child that needs it fails on its own import, as a fresh one would
-                pass
-            if threading.active_count() != 1:  # no more forks: the caller falls back to fresh processes
-                os._exit(1)
 
 
 def _recv_request(control: socket.socket) -> tuple[bytes, list[int]]:

@@ -191,3 +191,16 @@ def test_a_child_that_needs_no_deferred_module_is_forked_before_the_host_imports
             first, second = (json.loads(p.communicate()[0]) for p in (needing.result(), plain))
     assert first["slowmod"] and first["t"] - t0 >= 2.4  # forked once the host had imported it
     assert not second["slowmod"] and second["t"] < first["t"]  # forked at once, not behind the import
+
+
+def test_modules_asked_for_after_the_host_started_are_imported_before_a_child_that_needs_them(tmp_path):
+    import json
+
+    (tmp_path / "asked.py").write_text("import time\ntime.sleep(0.5)\n")
+    (tmp_path / "which.py").write_text("import json, sys\nprint(json.dumps({'asked': 'asked' in sys.modules}))\n")
+    env = {**child_env(), "PYTHONPATH": os.pathsep.join([child_env()["PYTHONPATH"], str(tmp_path)])}
+    with ForkServer(["json"], env=env) as server:  # started before anyone knew a child would need 'asked'
+        server.preload(["asked"])
+        needing = launch(server, tmp_path / "which.py", env=env, needs=["asked"])
+        assert isinstance(needing, HostedProcess)
+        assert json.loads(needing.communicate()[0]) == {"asked": True}  # imported in the host, before the fork

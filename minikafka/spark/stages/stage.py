@@ -348,15 +348,26 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
             if unknown:
                 raise PipelineError(f"stage {stage.name!r} returned frames for undeclared topic(s) {unknown!r}")
             for dst, frame in result.items():
+                uri = stg.join(run_uri, "out", dst)
+
+                def follow(out, dst=dst, uri=uri) -> FollowedWrite:
+                    conformed = conform(out, out_layouts[dst], stage=stage.name)
+                    return FollowedWrite(spark, lambda u, df=conformed: _stage_write(df, u, options=V2_COMMITTER), uri,
+                                         batch_rows, on_written=lambda: checkpoint("stage:staged"))
+
+                following = FOLLOW_WRITE and not dry_run and len(result) == 1  # the commit reads the output as Spark writes it
+                if following and _checks_keep_every_row(stage, dst):
+                    # the checks cannot change what is written: Spark writes it while they run, and
+                    # the commit starts once they passed (a failure cancels the write)
+                    followed = (dst, _write_while_checking(frame, follow, stage, dst, out_layouts[dst], run, outcomes,
+                                                           quarantined, report_dir))
+                    continue
                 frame = _apply_quality(frame, stage, dst, out_layouts[dst], run, outcomes, quarantined, "_id",
                                        report_dir)
-                conformed = conform(frame, out_layouts[dst], stage=stage.name)
-                uri = stg.join(run_uri, "out", dst)
-                if FOLLOW_WRITE and not dry_run and len(result) == 1:  # the commit reads the output while Spark writes it
-                    followed = (dst, FollowedWrite(
-                        spark, lambda u, df=conformed: _stage_write(df, u, options=V2_COMMITTER), uri, batch_rows,
-                        on_written=lambda: checkpoint("stage:staged")))
+                if following:
+                    followed = (dst, follow(frame))
                     continue
+                conformed = conform(frame, out_layouts[dst], stage=stage.name)
                 staged[dst] = (uri, _stage_write(conformed, uri))
                 quarantined += refused_rows(stg.open_staged(*staged[dst]), dst)  # values the ledger refuses
     t1 = time.perf_counter()
@@ -452,9 +463,43 @@ def _stage_write(df, uri: str, options: dict[str, str] | None = None) -> int:
     return write_counted(df, uri, row_group_bytes=STAGING_ROW_GROUP_BYTES, options=options)
 
 
+def _checks_keep_every_row(stage: Stage, topic: str) -> bool:
+    """The topic has suites and none sets rows aside (policy fail or warn): what the checks let
+    through is the whole frame or nothing."""
+    suites = [s for s in stage.suites if s.topic == topic]
+    return bool(suites) and all(s.policy != "quarantine" for s in suites)
+
+
+def _write_while_checking(frame, follow, stage: Stage, topic: str, layout: TopicLayout, run: RunResult,
+                          outcomes: list, quarantined: list, report_dir: Path) -> FollowedWrite:
+    """``_apply_quality`` with the staged write started (``follow``) as soon as the checked
+    frame is persisted, so Spark writes while the checks run; cancelled if they fail."""
+    write, problem = None, None
+
+    def start(out) -> None:
+        nonlocal write, problem
+        try:
+            write = follow(out)
+        except Exception as exc:  # noqa: BLE001 - an output that does not fit its topic: after the checks, as before
+            problem = exc
+
+    try:
+        _apply_quality(frame, stage, topic, layout, run, outcomes, quarantined, "_id", report_dir, before_checks=start)
+    except BaseException:
+        if write is not None:
+            write.close()
+        raise
+    if problem is not None:
+        raise problem
+    return write
+
+
 def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: RunResult, outcomes: list,
-                   quarantined: list, parent_column: str, report_dir: Path):
-    """Run the topic's suites on ``frame``; apply each suite's policy; return what may be committed."""
+                   quarantined: list, parent_column: str, report_dir: Path, before_checks=None):
+    """Run the topic's suites on ``frame``; apply each suite's policy; return what may be committed.
+
+    ``before_checks(out)``: called with what is committed when no row is set aside, before the
+    suites run (``_write_while_checking``)."""
     suites = [s for s in stage.suites if s.topic == topic]
     if not suites:
         return frame
@@ -470,6 +515,8 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
     # the suites see the model's fields in order, nothing internal (a missing optional field as null)
     view = [F.col(quote_back(c.name)) if c.name in keyed.columns
             else F.lit(None).cast(storage_sql_type(c)).alias(c.name) for c in layout.columns]
+    if before_checks is not None:
+        before_checks(keyed.drop(ROW_KEY))
     results = [run_suite(checked.select(*view), suite, rows_in=run.rows_in, stage=stage.name,
                          keyed=checked.select(*view, ROW_KEY)) for suite in suites]
     outcomes.extend(results)
