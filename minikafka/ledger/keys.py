@@ -143,8 +143,9 @@ _INT64 = range(-(2**63), 2**63)
 
 def row_hashes(layout, rows) -> list[int | None] | None:
     """:func:`dedup_hash` of each row's dedup values (rows of storage values, fields in
-    order), for a row file (``rowfiles``) written where the rows were checked: the commit
-    then reads the hash instead of computing it. A row gets None where a value is not of
+    order): for a row file (``rowfiles``) written where the rows were checked, so the commit
+    reads the hash instead of computing it, and for an insert of several rows
+    (``table.TopicTable``), so SQLite does not call the hash per row. A row gets None where a value is not of
     the exact Python type its column stores (a NaN, a bool, text in an INTEGER column...):
     its hash is computed in SQL from the value as cast. None when a dedup column's type is
     not one of INTEGER, REAL, TEXT and BLOB."""

@@ -365,7 +365,8 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     before the first stage starts, so no stage of this run has committed into it.
 
     ``stage_host``: a ``stagehost.StageHost`` the caller started early (``prestart_stage_host``):
-    the stages on an engine fork from it; closed by the run in any case.
+    the stages on an engine fork from it and the run closes it once they are done; the caller
+    closes it too (a run that ends before its stages, or fails, leaves it open).
 
     ``running(label)``: a context manager shown while a stage runs (the CLI's live spinner);
     default: a "still running" line through ``echo`` after 15 s, 30 s, 1 min, ...
@@ -377,20 +378,6 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
         LedgerNotFoundError: the pipeline's ledger does not exist (a run never creates it).
         EngineError: no engine answers at ``remote``, or the one to start did not start.
     """
-    try:
-        return _run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
-                             in_process=in_process, staging=staging, echo=echo, running=running, engine=engine,
-                             remote=remote, max_parallel=max_parallel, idle_timeout=idle_timeout,
-                             backup_before=backup_before, stage_host=stage_host)
-    finally:
-        if stage_host is not None:
-            stage_host.close()
-
-
-def _run_pipeline(defn: PipelineDefinition, *, master: str | None, strategy: str, stage: str | None,
-                  start: str | None, dry_run: bool, in_process: bool, staging: str | None, echo, running,
-                  engine: str, remote: str | None, max_parallel: int | None, idle_timeout: float | None,
-                  backup_before: str | None, stage_host) -> PipelineRun:
     require_ledger(defn)
     if strategy not in STRATEGIES:
         raise PipelineDefinitionError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
