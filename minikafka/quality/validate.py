@@ -134,37 +134,97 @@ def run_suite(df, suite: Suite, *, rows_in: int, stage: str | None = None, keyed
     Raises:
         QualityCheckError: an expectation raised instead of giving a verdict (names stage, suite).
     """
-    gx = import_gx()
     t0 = time.perf_counter()
-    expectations = [expectation_class(e.type)(**e.kwargs) for e in suite.expectations]
-    if suite.min_ratio is not None or suite.max_ratio is not None:
-        low = math.floor(rows_in * suite.min_ratio) if suite.min_ratio is not None else None
-        high = math.ceil(rows_in * suite.max_ratio) if suite.max_ratio is not None else None
-        expectations.append(gx.expectations.ExpectTableRowCountToBeBetween(min_value=low, max_value=high))
-    validation = _validate(df, suite.name, expectations,
-                           {"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_VALUES})
+    validation, verdicts = _validate_sampling_failures(df, suite, rows_in)
     results, to_locate = [], []
-    for r in validation.results:
+    for r in verdicts:
         cfg = r.expectation_config
         kwargs = cfg.kwargs
         row_level = is_row_level(cfg.type)
         messages = raised_exceptions(r.exception_info)
         if messages:
             raise QualityCheckError(stage, suite.name, cfg.type, messages)
-        res = r.result or {}
-        results.append({
-            "expectation": cfg.type, "column": ", ".join(expectation_columns(kwargs)) or None,
-            "success": bool(r.success), "row_level": row_level,
-            "observed_value": _jsonable(res.get("observed_value")),
-            "unexpected_count": res.get("unexpected_count"), "unexpected_percent": res.get("unexpected_percent"),
-            "element_count": res.get("element_count"), "missing_count": res.get("missing_count"),
-            "arguments": arguments(kwargs), "unexpected_sample": sample(res.get("partial_unexpected_list")),
-        })
+        results.append(result_row(r))
         if not r.success and row_level and suite.policy == "quarantine":
-            to_locate.append((cfg.type, dict(kwargs), res.get("unexpected_count")))
+            to_locate.append((cfg.type, dict(kwargs), (r.result or {}).get("unexpected_count")))
     bad_rows = _locate(keyed, row_key, suite, stage, to_locate) if to_locate else {}
     return SuiteOutcome(suite.name, suite.topic, suite.policy, bool(validation.success), results, bad_rows,
                         time.perf_counter() - t0)
+
+
+def result_row(r) -> dict[str, Any]:
+    """One expectation's result as the run log and the report keep it."""
+    cfg = r.expectation_config
+    res = r.result or {}
+    return {
+        "expectation": cfg.type, "column": ", ".join(expectation_columns(cfg.kwargs)) or None,
+        "success": bool(r.success), "row_level": is_row_level(cfg.type),
+        "observed_value": _jsonable(res.get("observed_value")),
+        "unexpected_count": res.get("unexpected_count"), "unexpected_percent": res.get("unexpected_percent"),
+        "element_count": res.get("element_count"), "missing_count": res.get("missing_count"),
+        "arguments": arguments(cfg.kwargs), "unexpected_sample": sample(res.get("partial_unexpected_list")),
+    }
+
+
+def _expectations(suite: Suite, rows_in: int) -> list:
+    """The suite's expectations as great-expectations objects (new ones on every call: a GX
+    suite takes its expectations over), the row-count check last."""
+    gx = import_gx()
+    expectations = [expectation_class(e.type)(**e.kwargs) for e in suite.expectations]
+    if suite.min_ratio is not None or suite.max_ratio is not None:
+        low = math.floor(rows_in * suite.min_ratio) if suite.min_ratio is not None else None
+        high = math.ceil(rows_in * suite.max_ratio) if suite.max_ratio is not None else None
+        expectations.append(gx.expectations.ExpectTableRowCountToBeBetween(min_value=low, max_value=high))
+    return expectations
+
+
+SUMMARY = {"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_VALUES}
+# the same, without the failing values: GX's query for them becomes a LIMIT 0 that Spark's
+# optimizer answers without running a job (it still costs one round trip to the engine)
+COUNTS_ONLY = {"result_format": "SUMMARY", "partial_unexpected_count": 0}
+
+
+def _validate_sampling_failures(df, suite: Suite, rows_in: int):
+    """(the validation, its results) as one validation with ``SUMMARY`` would give them, with
+    fewer Spark queries.
+
+    great-expectations asks Spark for a sample of failing values per row-level expectation,
+    one query each, even when there are none. The first validation asks for no sample: an
+    expectation that passed with no unexpected value has an empty sample anyway, so its
+    result is final. Every other result (a failure, or unexpected values under ``mostly``)
+    is replaced by the result of a second validation of just those expectations, with the
+    sample, as before. The overall verdict does not depend on samples.
+    """
+    validation = _validate(df, suite.name, _expectations(suite, rows_in), COUNTS_ONLY)
+    results = list(validation.results)
+    again = [i for i, r in enumerate(results) if not _final_without_sample(r)]
+    if again:
+        wanted: dict[str, list[int]] = {}  # identity -> the places of its results (a suite may repeat one)
+        for i in again:
+            wanted.setdefault(_identity(results[i].expectation_config), []).append(i)
+        left = {key: len(places) for key, places in wanted.items()}
+        chosen = []
+        for expectation in _expectations(suite, rows_in):
+            key = _identity(expectation.configuration)
+            if left.get(key):
+                left[key] -= 1
+                chosen.append(expectation)
+        for r in _validate(df, suite.name, chosen, SUMMARY).results:
+            results[wanted[_identity(r.expectation_config)].pop(0)] = r
+    return validation, results
+
+
+def _final_without_sample(r) -> bool:
+    """A result that a validation with samples gives the same: passed, no unexpected value, no error."""
+    if not r.success or raised_exceptions(r.exception_info):
+        return False
+    count = (r.result or {}).get("unexpected_count")
+    return not count
+
+
+def _identity(cfg) -> str:
+    """An expectation's type and arguments (GX's bookkeeping, such as its id, left out)."""
+    return json.dumps([cfg.type, arguments(cfg.kwargs)], sort_keys=True, default=str)
 
 
 def _locate(keyed, row_key: str, suite: Suite, stage: str | None, failed: list) -> dict[int, list[str]]:
