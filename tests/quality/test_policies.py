@@ -97,6 +97,30 @@ def test_quarantine_policy_sets_failing_rows_aside_and_commits_the_rest(any_spar
     assert ledger.topic("items", Item, dedup=("url",)).count("new") == 0
 
 
+def labelled(item: Item) -> Out:
+    if item.n == 4:
+        raise ValueError("no label for 4")
+    return Out(url=item.url, n=item.n, label="a")
+
+
+@pytest.mark.parametrize("checks", ["pass", "set rows aside"])
+def test_a_per_row_stage_under_quarantine_commits_what_its_checks_let_through(any_spark, ledger, tmp_path, checks):
+    # Spark writes the whole output while the checks run; when they set rows aside that
+    # write is dropped and what they let through is written instead (error rows in both)
+    extra = "max_value = 1000\n" if checks == "pass" else "max_value = 100\n"
+    path = tmp_path / "q.toml"
+    path.write_text('policy = "quarantine"\n[[expect]]\ntype = "expect_column_values_to_be_between"\n'
+                    'column = "n"\nmin_value = 0\n' + extra)
+    suite = load_suite(path, fields={"out": ["url", "n", "label"]}, topic="out")
+    result = run_stage(any_spark, ledger, Stage("label", ["items"], ["out"], row_fn=labelled, strategy="best_effort",
+                                                suites=[suite]))
+    kept = [1, 2, 500] if checks == "pass" else [1, 2]
+    assert (result.rows_out, result.rows_quarantined, result.rows_failed) == (len(kept), 3 - len(kept), 1)
+    assert sorted(o.n for o in ledger.topic("out", Out, dedup=("url",)).iter_new()) == kept
+    assert [q["row_id"] for q in ledger.quarantined("out")] == ([] if checks == "pass" else [3])
+    assert [r.n for r in ledger.topic("items", Item, dedup=("url",)).iter_new()] == [4]  # its error: retried
+
+
 def test_quarantine_policy_fails_on_table_level_checks(spark, ledger, tmp_path):
     path = suite_file(tmp_path, "quarantine", "[row_count]\nmin_ratio = 2.0\n")
     with pytest.raises(StageFailed, match="expect_table_row_count_to_be_between"):

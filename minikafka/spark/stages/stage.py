@@ -330,10 +330,9 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
             (src,), (dst,) = stage.inputs, stage.outputs
             out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage, "input", in_layouts[src]),
                                      _model(source, dst, stage, "output", out_layouts[dst]), out_layouts[dst])
-            out = _apply_quality(out, stage, dst, out_layouts[dst], run, outcomes, quarantined, "_parent_id",
-                                 report_dir)
             uri = stg.join(run_uri, "out", dst)
-            staged[dst] = (uri, _stage_write(out, uri))
+            staged[dst] = _checked_write(spark, out, stage, dst, out_layouts[dst], run, outcomes, quarantined,
+                                         "_parent_id", report_dir, uri, batch_rows)
             failures = _split_failures(stg.open_staged(*staged[dst]), stage)
         else:
             arg = frames[stage.inputs[0]] if len(stage.inputs) == 1 else frames
@@ -494,12 +493,44 @@ def _write_while_checking(frame, follow, stage: Stage, topic: str, layout: Topic
     return write
 
 
+def _checked_write(spark, out, stage: Stage, topic: str, layout: TopicLayout, run: RunResult, outcomes: list,
+                   quarantined: list, parent_column: str, report_dir: Path, uri: str,
+                   batch_rows: int) -> tuple[str, int]:
+    """``_apply_quality`` then the staged write of what it lets through: (uri, rows written).
+
+    With suites, Spark starts writing the whole frame as soon as it is persisted, while the
+    checks run: that is what is written when no row is set aside, the common case. If the
+    checks set rows aside (policy quarantine), that write is cancelled and what they let
+    through is written beside it instead; if they fail, it is cancelled."""
+    if not any(s.topic == topic for s in stage.suites):
+        return uri, _stage_write(out, uri)
+    started: list = []  # (frame, its write)
+
+    def start(whole) -> None:
+        started.append((whole, FollowedWrite(spark, lambda u, df=whole: _stage_write(df, u), uri, batch_rows)))
+
+    try:
+        kept = _apply_quality(out, stage, topic, layout, run, outcomes, quarantined, parent_column, report_dir,
+                              before_checks=start)
+    except BaseException:
+        for _frame, write in started:
+            write.close()
+        raise
+    (whole, write), = started
+    if kept is whole:
+        return uri, write.result()
+    write.close()
+    uri = uri.rstrip("/") + "-kept"  # beside the cancelled write, whatever it left
+    return uri, _stage_write(kept, uri)
+
+
 def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: RunResult, outcomes: list,
                    quarantined: list, parent_column: str, report_dir: Path, before_checks=None):
     """Run the topic's suites on ``frame``; apply each suite's policy; return what may be committed.
 
     ``before_checks(out)``: called with what is committed when no row is set aside, before the
-    suites run (``_write_while_checking``)."""
+    suites run (``_write_while_checking``, ``_checked_write``); when none is, that same frame
+    is returned."""
     suites = [s for s in stage.suites if s.topic == topic]
     if not suites:
         return frame
@@ -515,8 +546,9 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
     # the suites see the model's fields in order, nothing internal (a missing optional field as null)
     view = [F.col(quote_back(c.name)) if c.name in keyed.columns
             else F.lit(None).cast(storage_sql_type(c)).alias(c.name) for c in layout.columns]
+    whole = keyed.drop(ROW_KEY)  # what is committed when no row is set aside (this very frame)
     if before_checks is not None:
-        before_checks(keyed.drop(ROW_KEY))
+        before_checks(whole)
     results = [run_suite(checked.select(*view), suite, rows_in=run.rows_in, stage=stage.name,
                          keyed=checked.select(*view, ROW_KEY)) for suite in suites]
     outcomes.extend(results)
@@ -534,7 +566,7 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
         for key, labels in o.bad_rows.items():
             bad.setdefault(key, []).extend(labels)
     if not bad:
-        return keyed.drop(ROW_KEY)
+        return whole
     spark = frame.sparkSession
     ids = spark.createDataFrame([(k, "; ".join(v)) for k, v in bad.items()], f"{ROW_KEY} long, _mk_reason string")
     fields = [c for c in layout.field_names if c in keyed.columns]
