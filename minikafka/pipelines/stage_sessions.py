@@ -55,9 +55,12 @@ def is_per_row(sd: StageDefinition) -> bool:
 
 class StageSessions:
     """The sessions of one run's per-row stages: made (with the code) in a background thread as
-    the run starts; each warmed once every stage it reads from has started, one at a time, so
-    the warm-ups spread over the run instead of all crowding its start (the engine and this
-    host share their cores with the stages and with the stage host's imports)."""
+    the run starts; each warmed, in a thread of its own, as soon as every stage it reads from
+    has started. Warm-ups that are due together run together: measured on the example DAG
+    (2 cores), warming llm_summary's session only after transcribe's made it run beside
+    split_youtube's checks, the run's critical path, and llm_summary's first task waited for
+    its worker anyway; warmed together at the start, they run while the first stages with a
+    suite wait for the stage host's import of great-expectations (warm DAG about 0.4 s sooner)."""
 
     CLOSE_WAIT_S = 2.0  # at the run's end (or Ctrl-C), for a warm-up still running; past it the engine drops what is left
 
@@ -100,11 +103,17 @@ class StageSessions:
             except Exception as exc:  # noqa: BLE001 - the stage makes its own session instead
                 log.debug("stage %s: no session made ahead: %s", sd.name, exc)
         self.started("")  # stages with no upstream stage are due now
+        warming: list[threading.Thread] = []
         while not self._stopped.is_set():
             name = self._asks.get()
             if name is None:
                 break
-            self._warm(by_name[name], self._made[name][1])
+            thread = threading.Thread(target=self._warm, args=(by_name[name], self._made[name][1]),
+                                      name=f"minikafka-warm-{name}", daemon=True)
+            thread.start()
+            warming.append(thread)
+        for thread in warming:  # close() waits for this thread at most CLOSE_WAIT_S in all
+            thread.join()
         with self._lock:
             clients = [client for _sid, client in self._made.values()]
         for client in clients:
