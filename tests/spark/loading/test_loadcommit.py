@@ -54,14 +54,14 @@ def test_row_files_are_committed_in_line_order_with_duplicates_refused_lines_and
 def test_a_failed_commit_stores_nothing_of_its_slice_and_leaves_no_row_file_attached(tmp_path):
     with Source(str(tmp_path / "l.sqlite")) as src:
         topic = src.topic("items", Item, dedup=("url",))
-        good = _part(tmp_path, "good.sqlite", [("u1", 1)], [1])
-        bad = _part(tmp_path, "bad.sqlite", [("u2", 2), ("u3", "not an int")], [2, 3])  # the table refuses TEXT
+        good = _part(tmp_path, "good.sqlite", [("u1", 1), ("u2", 2)], [1, 2])
+        bad = _part(tmp_path, "bad.sqlite", [("u3", 3), ("u4", "not an int")], [3, 4])  # the table refuses TEXT
         with pytest.raises(InvalidRecordError, match="cannot store TEXT value in INTEGER column items.n"):
             _commit(src, topic, [good, bad])
         conn = src.ledger.conn
         assert not conn.in_transaction
         assert [name for _s, name, _f in conn.execute("PRAGMA database_list")] == ["main"]
-        assert conn.execute('SELECT url FROM "items"').fetchall() == [("u1",)]  # the first slice only
-        assert conn.execute("SELECT rows_done FROM _minikafka_loads").fetchone()[0] == 1
+        assert conn.execute('SELECT url FROM "items"').fetchall() == [("u1",), ("u2",)]  # the first slice only
+        assert conn.execute("SELECT rows_done FROM _minikafka_loads").fetchone()[0] == 2
         run, _result = _commit(src, topic, [_part(tmp_path, "next.sqlite", [("u9", 9)], [1])])  # attaches again
         assert run.rows_out == 1
