@@ -55,7 +55,7 @@ def fill(src: Source, table: str, start: int, count: int, status: str, keys: str
          key_order: bool = False) -> None:
     """Bulk rows straight in SQL (benchmark set-up only). ``key_order``: insert the rows in
     the order of their keys (a large history set up fast; ids then do not follow ``i``)."""
-    from minikafka.ledger import acks
+    from minikafka.ledger import acks, counts
 
     conn = src.ledger.conn
     url = URL_SQL[keys]
@@ -74,6 +74,7 @@ def fill(src: Source, table: str, start: int, count: int, status: str, keys: str
                 "INSERT INTO scored (url, score, _created_at) "
                 f"SELECT {url}, i, ? FROM c{order}",
                 (start, start + count - 1, utc_now()))
+        counts.note_appended_in_current_transaction(conn, table)  # row marks, as every ledger writer adds
         if status == "handled":  # history: handled for every consumer (a position, no per-row write)
             acks.mark_appended_handled_in_current_transaction(conn, table, before, utc_now())
 

@@ -36,3 +36,20 @@ def test_transactions_and_the_page_cache_grow_with_the_key_index_and_the_cache_c
         assert conn.execute("PRAGMA cache_size").fetchone()[0] == -CACHE_KIB
         with bulk.page_cache(conn, "plain") as kib:
             assert kib == CACHE_KIB
+
+
+def test_sizing_a_bulk_write_reads_one_id_and_counts_no_rows():
+    with Source(":memory:") as src:
+        t = src.topic("t", Item, dedup=("url",))
+        t.extend([{"url": f"u{i}"} for i in range(5000)])
+        conn = src.ledger.conn
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        try:
+            rows = bulk.transaction_rows(conn, "t", 50)
+            with bulk.page_cache(conn, "t"):
+                pass
+        finally:
+            conn.set_trace_callback(None)
+        assert rows == max(50, min(bulk.MAX_ROWS, 5000 * bulk.ENTRY_BYTES // bulk.PAGE_BYTES * bulk.LEAF_ROWS))
+        assert not [s for s in statements if "count(" in s.lower()]  # a count reads rows, and grows with them
