@@ -151,7 +151,7 @@ def discover(paths: list[str | Path]) -> list[Path]:
     return found
 
 
-LINE_BYTES = 512  # a JSONL line of a dump, about: a chunk holds one transaction's rows
+LINE_BYTES = 512  # a JSONL line of a dump, about: chunks are sized from the rows of a transaction
 
 
 def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,

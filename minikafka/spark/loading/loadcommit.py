@@ -4,8 +4,9 @@ slices of at most ``batch_rows`` accepted rows (``ledger.commit.LoadSlice``) tha
 
 Rows arrive in one of two forms:
 
-- row files (``ledger.rowfiles``: a JSONL dump's chunks): the ledger attaches each and
-  inserts a slice with one ``INSERT ... SELECT``, no Python per row;
+- row files (``ledger.rowfiles``: a JSONL dump's chunks): the ledger attaches up to
+  ``rowfiles.MAX_ATTACHED`` at once and inserts a slice with one ``INSERT ... SELECT`` per
+  file it spans, no Python per row;
 - Arrow batches (CSV and Parquet files staged by Spark as Parquet): inserted with
   ``executemany``.
 """
