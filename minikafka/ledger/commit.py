@@ -235,6 +235,7 @@ def _commit_each(ledger: Ledger, layout: TopicLayout, file_name: str, sha256: st
                 for line, error, payload in piece.refused))
             loads.record_progress_in_current_transaction(conn, layout.name, sha256, file_name, piece.last_line,
                                                          run.run_id, now)
+            checkpoint("backfill:batch-inserted")  # before its COMMIT
         run.details["commit_seconds"] = round(run.details.get("commit_seconds", 0) + time.perf_counter() - t1,
                                               2)
         checkpoint("backfill:batch-committed")

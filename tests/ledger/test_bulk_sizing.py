@@ -15,7 +15,7 @@ class Item(BaseModel):
 
 
 def test_transactions_and_the_page_cache_grow_with_the_key_index_and_the_cache_comes_back(monkeypatch):
-    monkeypatch.setattr(bulk, "ENTRY_BYTES", 4096 * 1024)  # each row: 1,024 leaves of the key index
+    monkeypatch.setattr(bulk, "ENTRY_BYTES", 4096 * 256)  # each row: 256 leaves of the key index
     with Source(":memory:") as src:
         t = src.topic("t", Item, dedup=("url",))
         plain = src.topic("plain", Item, dedup=None)
@@ -23,7 +23,10 @@ def test_transactions_and_the_page_cache_grow_with_the_key_index_and_the_cache_c
         assert bulk.transaction_rows(conn, "t", 50) == 50  # empty: the caller's batch
         t.extend([{"url": f"u{i}"} for i in range(40)])
         plain.extend([{"url": f"u{i}"} for i in range(40)])
-        assert bulk.transaction_rows(conn, "t", 50) == 40 * 1024 * bulk.LEAF_ROWS
+        assert bulk.transaction_rows(conn, "t", 50) == 40 * 256 * bulk.LEAF_ROWS
+        # a load that says how many rows it adds: sized by the index those rows grow it to
+        assert bulk.transaction_rows(conn, "t", 50, adding=40) == 80 * 256 * bulk.LEAF_ROWS
+        assert bulk.transaction_rows(src.ledger.conn, "plain", 50, adding=10**6) == 50
         assert bulk.transaction_rows(conn, "plain", 50) == 50  # no dedup: no key index
         t.extend([{"url": f"v{i}"} for i in range(400)])
         assert bulk.transaction_rows(conn, "t", 50) == bulk.MAX_ROWS

@@ -26,6 +26,7 @@ from ...errors import BackfillError, BackfillOptionError, InputFileError
 from ...ledger import bulk, catalog, loads
 from ...ledger.commit import commit_slices
 from ...ledger.layout import TopicLayout
+from ...ledger.rowfiles import MAX_ATTACHED
 from ...ledger.runlog import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
 from ...util import dumpfiles
 from ...util.clock import utc_now
@@ -150,7 +151,7 @@ def discover(paths: list[str | Path]) -> list[Path]:
     return found
 
 
-LINE_BYTES = 512  # a JSONL line of a dump, about: a chunk holds one transaction's rows
+LINE_BYTES = 512  # a JSONL line of a dump, about: chunks are sized from the rows of a transaction
 
 
 def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
@@ -319,9 +320,10 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             finished = {sha for sha, (_rows, status) in done.items() if status == "done"}
             # transactions (and the JSONL chunks that feed them) grow with the topic's key index
             grown = bulk.transaction_rows(source.ledger.conn, topic, batch_rows)
-            # chunks grow with them once a transaction outgrows the usual chunk
-            chunk_bytes = grown * LINE_BYTES if grown > batch_rows and grown * LINE_BYTES > dumpsplit.CHUNK_BYTES \
-                else None
+            # chunks grow with them once a transaction outgrows the usual chunks it spans
+            # (a JSONL transaction spans up to MAX_ATTACHED chunks: loadcommit.row_file_slices)
+            chunk_bytes = grown * LINE_BYTES // MAX_ATTACHED \
+                if grown > batch_rows and grown * LINE_BYTES // MAX_ATTACHED > dumpsplit.CHUNK_BYTES else None
             batch_rows = run.details["transaction_rows"] = grown
             t0 = time.perf_counter()
             # with no partly loaded file in the topic, no line is to be skipped: Spark
@@ -457,9 +459,14 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
             for chunk in chunks:
                 jobs.submit(chunk)
         jobs.on_wait = source.ledger.checkpoint  # the WAL is checkpointed while Spark validates
+        # a transaction spans several chunks: sized by the key index this dump's rows grow it to
+        rows = bulk.transaction_rows(source.ledger.conn, layout.name, batch_rows,
+                                     adding=sum(c.lines for c in dump.chunks))
+        details["transaction_rows"] = max(details.get("transaction_rows", 0), rows)
         try:
             commit_slices(source.ledger, layout, dump.path.name, dump.sha256,
-                          row_file_slices(source, jobs, layout, batch_rows, already, run.run_id), run, result,
+                          row_file_slices(source, jobs, layout, rows, already, run.run_id,
+                                          commit_now=jobs.last_running), run, result,
                           as_handled=as_handled, progress=progress)
         finally:
             jobs.close()

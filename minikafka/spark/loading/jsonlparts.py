@@ -201,7 +201,9 @@ class ChunkJobs:
         self._futures: list = []
         from ..engine import parallelism
 
-        self._pool = ThreadPoolExecutor(max(2, parallelism(spark)) + 1, thread_name_prefix="minikafka-chunk-job")
+        self.parallel = max(2, parallelism(spark))
+        self._pool = ThreadPoolExecutor(self.parallel + 1, thread_name_prefix="minikafka-chunk-job")
+        self._given = 0  # parts the iteration gave so far
         self._started: float | None = None
         self._ended: float | None = None
 
@@ -234,16 +236,39 @@ class ChunkJobs:
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         """(local path of part k, rows its task reported: accepted and refused) for chunk
-        0, 1, 2..., each once its job is done; a downloaded copy lives until the next step."""
+        0, 1, 2..., each once its job is done. A downloaded copy lives until
+        ``rowfiles.MAX_ATTACHED`` more parts were given (the commit holds that many
+        attached at once: ``loadcommit.row_file_slices``) or the iteration ends."""
+        from collections import deque
+        from contextlib import ExitStack
+
+        from ...ledger.rowfiles import MAX_ATTACHED
         from .parts import local_part
 
-        for k, future in enumerate(self._futures):
-            if self.on_wait is not None and not future.done():
-                self.on_wait()
-            reported = future.result()  # the job's own error is raised here
-            with local_part(self.fs, self.dir, k) as path:
+        copies: deque[ExitStack] = deque()
+        try:
+            for k, future in enumerate(self._futures):
+                if self.on_wait is not None and not future.done():
+                    self.on_wait()
+                reported = future.result()  # the job's own error is raised here
+                copy = ExitStack()
+                copies.append(copy)
+                path = copy.enter_context(local_part(self.fs, self.dir, k))
+                if len(copies) > MAX_ATTACHED:
+                    copies.popleft().close()
                 self.rows += reported
+                self._given = k + 1
                 yield path, reported
+        finally:
+            while copies:
+                copies.pop().close()
+
+    def last_running(self) -> bool:
+        """Whether the next part is still being validated and is one of the last (all that
+        is left runs at once): what the commit holds will not grow much before Spark ends,
+        so it is committed now rather than after (``loadcommit.row_file_slices``)."""
+        left = self._futures[self._given:]
+        return bool(left) and len(left) <= self.parallel and not left[0].done()
 
     def close(self) -> None:
         if any(not f.done() for f in self._futures):

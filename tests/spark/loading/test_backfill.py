@@ -161,6 +161,49 @@ def test_kill_9_between_batches_then_rerun_loads_exactly_once(spark, ledger, tmp
     assert len(ledger.quarantined("plain")) == 1
 
 
+SPANNING_CHILD = """
+import sys
+from minikafka import Source
+from minikafka.spark import build_session
+from minikafka.spark.loading import dumpsplit
+from minikafka.spark.loading.backfill import backfill
+from tests.spark.loading.test_backfill import Event
+dumpsplit.CHUNK_BYTES = 8192  # chunks of ~200 lines: a transaction of 1,000 rows spans several chunk files
+spark = build_session(master="local[1]", testing=True)
+with Source(sys.argv[1]) as src:
+    src.topic("plain", Event, dedup=None)
+    backfill(spark, src, "plain", [sys.argv[2]], model=Event, batch_rows=1000, progress=None)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point, kept", [("backfill:batch-inserted", 0), ("backfill:batch-committed", 1000)])
+def test_a_transaction_spanning_several_chunk_files_killed_before_or_after_its_commit_then_rerun_loads_once(
+        spark, ledger, tmp_path, monkeypatch, point, kept):
+    from minikafka.spark.loading import dumpsplit
+
+    path = write_jsonl(tmp_path / "big.jsonl.gz", rows(0, 5000), gz=True, extra_lines=["not json"])
+    writer = dumpsplit.ChunkWriter(f"file://{tmp_path}/cut", 8192)
+    writer.feed(gzip.decompress(path.read_bytes()))
+    assert len([c for c in writer.close() if c.first_line <= 1000]) >= 4  # the first transaction spans 4+ files
+    env = {**os.environ, ENV: point, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", SPANNING_CHILD, ledger.path, str(path)], cwd=ROOT, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 240
+    for line in proc.stderr:
+        if line.startswith("FROZEN") or time.time() > deadline:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    plain = ledger.topic("plain", Event, dedup=None)
+    assert plain.count() == kept  # the transaction is whole or absent
+    monkeypatch.setattr(dumpsplit, "CHUNK_BYTES", 8192)
+    again = load(spark, ledger, [path], topic="plain", batch_rows=1000)
+    assert again.run.rows_out == 5000 - kept and again.run.status == "succeeded"
+    assert [e.n for e in plain.iter_new()] == list(range(5000))  # every line once, ids in line order
+    assert len(ledger.quarantined("plain")) == 1
+
+
 def test_a_recompressed_copy_of_a_loaded_dump_is_skipped_although_spark_began_validating_it(spark, ledger, tmp_path,
                                                                                           monkeypatch):
     from minikafka.spark.loading import dumpsplit

@@ -28,7 +28,7 @@ class Row(BaseModel):
     n: int
 
 
-def _jobs(spark, tmp_path, already=0, on_wait=None):
+def _jobs(spark, tmp_path, already=0, on_wait=None, chunk_bytes=100):
     from minikafka import Source
     from minikafka.spark.loading.dumpsplit import ChunkWriter
     from minikafka.spark.loading.jsonlparts import ChunkJobs
@@ -37,7 +37,7 @@ def _jobs(spark, tmp_path, already=0, on_wait=None):
         layout = src.topic("rows", Row, dedup=("url",)).layout
     text = "".join(json.dumps({"url": f"u{i}", "n": i}) + "\n" if i != 7 else "not json\n" for i in range(1, 41))
     jobs = ChunkJobs(spark, Row, layout, "dump.jsonl", f"file://{tmp_path}/parts", already=already, on_wait=on_wait)
-    writer = ChunkWriter(f"file://{tmp_path}/chunks", chunk_bytes=100, on_chunk=jobs.submit)
+    writer = ChunkWriter(f"file://{tmp_path}/chunks", chunk_bytes=chunk_bytes, on_chunk=jobs.submit)
     writer.feed(text.encode())
     chunks = writer.close()
     return jobs, chunks
@@ -86,3 +86,32 @@ def test_chunk_jobs_keep_a_refused_line_in_its_place_with_ingest_reason(spark, t
         jobs.close()
     assert [r[0] for r in rows] == list(range(1, 41))
     assert [r for r in rows if r[2]] == [(7, None, rows[6][2])] and rows[6][2].startswith("malformed JSON")
+
+
+@pytest.mark.spark
+def test_chunk_jobs_keep_each_downloaded_part_while_a_transaction_may_still_hold_it_attached(spark, tmp_path):
+    import os
+
+    import pyarrow.fs as pafs
+
+    from minikafka.ledger.rowfiles import MAX_ATTACHED
+
+    jobs, chunks = _jobs(spark, tmp_path, chunk_bytes=40)
+    try:
+        assert len(chunks) > MAX_ATTACHED + 1
+        for f in jobs._futures:
+            f.result()
+        # the staging location seen through a filesystem that is not local: each part is downloaded
+        jobs.fs, jobs.dir = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()), "parts"
+        paths = []
+        last_running = []
+        for path, _reported in jobs:
+            assert not path.startswith(str(tmp_path))  # a downloaded copy
+            paths.append(path)
+            kept = [os.path.exists(p) for p in paths]
+            assert kept == [len(paths) - i <= MAX_ATTACHED for i in range(len(paths))]  # the last MAX_ATTACHED
+            last_running.append(jobs.last_running())
+    finally:
+        jobs.close()
+    assert not any(os.path.exists(p) for p in paths)  # all removed once the iteration ends
+    assert not any(last_running)  # every job had ended: nothing is still being validated
