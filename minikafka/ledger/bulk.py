@@ -34,9 +34,11 @@ PAGE_BYTES = 4096
 # 8 rows per leaf of the final index (~100k rows) committed in 8.5 s, of 32 (~400k) in 8.0 s
 LEAF_ROWS = 32
 ROW_BYTES = 512  # cache room per row being written (table and index pages)
-MAX_ROWS = 1_000_000  # rows per transaction at most (a crash redoes at most this many)
+# rows per transaction at most (a crash redoes at most this many). A 1M cap stopped the growth
+# at about 4M rows of history, and the backfill's rate fell with the history past it (2026-11-27)
+MAX_ROWS = 4_000_000
 CACHE_SHARE = 4  # the cache takes at most this share of the machine's memory (1/4)
-MAX_CACHE_BYTES = 2 << 30
+MAX_CACHE_BYTES = 4 << 30
 
 
 def key_index_bytes(conn: sqlite3.Connection, topic: str, adding: int = 0) -> int:
@@ -67,7 +69,7 @@ def _memory_bytes() -> int:
 def page_cache(conn: sqlite3.Connection, topics: str | list[str], *, extra_bytes: int = 0) -> Iterator[int]:
     """A page cache for the block that holds the key indexes of ``topics`` and
     ``extra_bytes`` (the rows of one transaction), never less than the connection's own and
-    at most a quarter of the machine's memory (2 GiB); yields its size in KiB. Pages are
+    at most a quarter of the machine's memory (4 GiB); yields its size in KiB. Pages are
     allocated only as used."""
     from .connection import CACHE_KIB
 

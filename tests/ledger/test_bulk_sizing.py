@@ -28,7 +28,7 @@ def test_transactions_and_the_page_cache_grow_with_the_key_index_and_the_cache_c
         assert bulk.transaction_rows(conn, "t", 50, adding=40) == 80 * 256 * bulk.LEAF_ROWS
         assert bulk.transaction_rows(src.ledger.conn, "plain", 50, adding=10**6) == 50
         assert bulk.transaction_rows(conn, "plain", 50) == 50  # no dedup: no key index
-        t.extend([{"url": f"v{i}"} for i in range(400)])
+        t.extend([{"url": f"v{i}"} for i in range(4000)])
         assert bulk.transaction_rows(conn, "t", 50) == bulk.MAX_ROWS
         with bulk.page_cache(conn, ["t", "plain"]) as kib:
             assert kib > CACHE_KIB
