@@ -124,6 +124,19 @@ def test_load_as_handled(spark, ledger, tmp_path):
     assert events.count("handled") == 5 and events.count("new") == 0
 
 
+def kill_9_at(point: str, child: str, *args: str) -> None:
+    """Run ``child`` in a new interpreter until it freezes at fault point ``point``, then SIGKILL it."""
+    env = {**os.environ, ENV: point, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", child, *args], cwd=ROOT, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 240
+    for line in proc.stderr:
+        if line.startswith("FROZEN") or time.time() > deadline:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 CHILD = """
 import sys
 from minikafka import Source
@@ -140,15 +153,7 @@ with Source(sys.argv[1]) as src:
 @pytest.mark.slow
 def test_kill_9_between_batches_then_rerun_loads_exactly_once(spark, ledger, tmp_path, monkeypatch):
     path = write_jsonl(tmp_path / "big.jsonl.gz", rows(0, 5000), gz=True, extra_lines=["not json"])
-    env = {**os.environ, ENV: "backfill:batch-committed", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, ledger.path, str(path)], cwd=ROOT, env=env,
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    deadline = time.time() + 240
-    for line in proc.stderr:
-        if line.startswith("FROZEN") or time.time() > deadline:
-            break
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_9_at("backfill:batch-committed", CHILD, ledger.path, str(path))
     plain = ledger.topic("plain", Event, dedup=None)
     assert plain.count() == 1000  # the first batch was committed, then the process died
     from minikafka.spark.loading import dumpsplit
@@ -186,15 +191,7 @@ def test_a_transaction_spanning_several_chunk_files_killed_before_or_after_its_c
     writer = dumpsplit.ChunkWriter(f"file://{tmp_path}/cut", 8192)
     writer.feed(gzip.decompress(path.read_bytes()))
     assert len([c for c in writer.close() if c.first_line <= 1000]) >= 4  # the first transaction spans 4+ files
-    env = {**os.environ, ENV: point, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", SPANNING_CHILD, ledger.path, str(path)], cwd=ROOT, env=env,
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    deadline = time.time() + 240
-    for line in proc.stderr:
-        if line.startswith("FROZEN") or time.time() > deadline:
-            break
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_9_at(point, SPANNING_CHILD, ledger.path, str(path))
     plain = ledger.topic("plain", Event, dedup=None)
     assert plain.count() == kept  # the transaction is whole or absent
     monkeypatch.setattr(dumpsplit, "CHUNK_BYTES", 8192)
