@@ -121,7 +121,7 @@ def main() -> None:
     a, b, c, d = (pipeline_copy(tmp / name, ledger) for name in ("a", "b", "c", "d"))
 
     from minikafka.pipelines import load_pipeline
-    from minikafka.pipelines.engine import find_engine, stop_engine
+    from minikafka.pipelines.launch.engine import find_engine, stop_engine
 
     engine_of_b = load_pipeline(b, suites=False)
     atexit.register(stop_engine, engine_of_b)

@@ -107,7 +107,7 @@ def items(start: int, n: int) -> list[dict]:
 
 def watch_latency(samples: int, rows: int) -> None:
     from minikafka.pipelines import load_pipeline
-    from minikafka.pipelines.runner import open_source
+    from minikafka.pipelines.opening import open_source
     from minikafka.pipelines.watch import Watch
     from minikafka.spark.session import build_session
 

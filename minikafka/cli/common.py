@@ -344,9 +344,6 @@ def verbose_option(fn):
                         help="Show the JVM's start-up noise and Spark's log lines.")(fn)
 
 
-ENGINE_ENV = "MINIKAFKA_ENGINE"
-
-
 def remote_option(what: str):
     """--remote sc://HOST:PORT: the warm engine a command runs on; ``what`` is its help."""
     return click.option("--remote", metavar="sc://HOST:PORT", help=what)
@@ -361,10 +358,10 @@ def engine_options(fn):
                       help="Run at most N independent stages at once (default: 2 on an engine, 1 with "
                            "--engine submit).")(fn)
     fn = remote_option("Run the stages on the engine at this URL (default: the pipeline's [engine] remote).")(fn)
-    fn = click.option("--engine", "engine", type=click.Choice(["auto", "submit", "connect"]), envvar=ENGINE_ENV,
-                      default="auto", show_default=True,
+    fn = click.option("--engine", "engine", type=click.Choice(["auto", "submit", "connect"]),
                       help="auto: a warm engine (the one running, else one started for this run); connect: only "
-                           "an engine already running; submit: one spark-submit per stage.")(fn)
+                           "an engine already running; submit: one spark-submit per stage. Default: "
+                           "$MINIKAFKA_ENGINE, else auto (as for run_pipeline).")(fn)
     return fn
 
 

@@ -104,7 +104,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     import tempfile
 
     from ..connectors.ingest import ingest_jsonl
-    from ..pipelines.runner import open_source
+    from ..pipelines.opening import open_source
 
     ctx = click.get_current_context()
     explicit_source = source_path and ctx.get_parameter_source("source_path").name == "COMMANDLINE"

@@ -48,8 +48,8 @@ def serve(pipeline: str | None, master: str | None, host: str | None, port: int 
 
     Example: minikafka serve --pipeline conf/homelab.toml --port 0 --idle-timeout 10m
     """
-    from ..pipelines.engine import serve as serve_engine
-    from ..pipelines.engine import stop_engine
+    from ..pipelines.launch.engine import serve as serve_engine
+    from ..pipelines.launch.engine import stop_engine
 
     defn = None
     if pipeline:

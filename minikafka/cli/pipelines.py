@@ -9,6 +9,7 @@ import click
 from ..errors import MinikafkaError
 from ..util.redact import redact_url
 from ..util.signals import sigterm_interrupts
+from ..util.strategy import STRATEGIES
 from .app import main
 from .common import (
     DefinitionProblem,
@@ -31,7 +32,7 @@ from .output import note, stage_running
 @main.command()
 @pipeline_argument
 @stage_selection
-@click.option("--strategy", type=click.Choice(["strict", "best_effort"]), default="strict", show_default=True,
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="strict", show_default=True,
               help="strict: stop after a failed stage; best_effort: run every branch not downstream of a failure.")
 @click.option("--dry-run", is_flag=True,
               help="Compute every stage and count what it would commit (duplicates, quarantine), writing nothing.")
@@ -47,7 +48,7 @@ from .output import note, stage_running
 @create_option
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
         dry_run: bool, in_process: bool, source_override: str | None, staging: str | None,
-        create_ledger: bool, as_json: bool, engine: str, remote: str | None, max_parallel: int | None,
+        create_ledger: bool, as_json: bool, engine: str | None, remote: str | None, max_parallel: int | None,
         idle_timeout: str | None, backup_before: str | None) -> None:
     """Run a pipeline's stages in DAG order, each as its own process, on a warm engine.
 
@@ -83,12 +84,20 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     Example: minikafka run conf/homelab.toml --strategy best_effort
     """
     from ..pipelines.definition import PipelineDefinitionError
+    from ..pipelines.options import RunOptions
     from ..pipelines.runner import run_pipeline
     from .engine import _duration
 
+    try:
+        options = RunOptions(master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
+                             in_process=in_process, staging=staging, remote=remote, max_parallel=max_parallel,
+                             idle_timeout=_duration(idle_timeout), backup_before=backup_before,
+                             **({"engine": engine} if engine else {}))  # else the one default (RunOptions)
+    except PipelineDefinitionError as exc:
+        raise DefinitionProblem(str(exc)) from exc
     host = None  # stages on an engine fork from a stage host: started first, its imports overlap ours
-    if engine != "submit" and not in_process:
-        from ..pipelines.stagehost import prestart_stage_host
+    if options.engine != "submit" and not in_process:
+        from ..pipelines.launch.stagehost import prestart_stage_host
 
         host = prestart_stage_host()
     try:
@@ -96,11 +105,7 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
         ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
         try:
             with sigterm_interrupts():  # cron's timeout, systemctl stop: recorded as Ctrl-C is (exit 143)
-                result = run_pipeline(defn, master=master, strategy=strategy, stage=stage, start=start,
-                                      dry_run=dry_run, in_process=in_process, staging=staging, echo=note,
-                                      running=stage_running, engine=engine, remote=remote, max_parallel=max_parallel,
-                                      idle_timeout=_duration(idle_timeout), backup_before=backup_before,
-                                      stage_host=host)
+                result = run_pipeline(defn, options, echo=note, running=stage_running, stage_host=host)
         except PipelineDefinitionError as exc:
             raise DefinitionProblem(str(exc)) from exc
     finally:
@@ -201,9 +206,11 @@ def plan(pipeline: str, master: str | None, stage: str | None, start: str | None
     """
     import shlex
 
-    from ..pipelines.engine import find_engine
+    from ..pipelines.definition import select_stages
+    from ..pipelines.launch.client import client_command
+    from ..pipelines.launch.engine import find_engine
+    from ..pipelines.launch.submit import submit_command
     from ..pipelines.retired import retired_messages
-    from ..pipelines.runner import client_command, select_stages, submit_command
 
     defn = load_with_source(pipeline, source_override, suites=False)
     ensure_pipeline_ledger(defn)  # the commands would fail on a missing ledger (a typo in 'source =')

@@ -211,6 +211,24 @@ class PipelineDefinition:
         return [(i, o) for s in self.stages for i in s.inputs for o in s.outputs]
 
 
+def has_upstream(sd: StageDefinition, chosen: list[StageDefinition]) -> bool:
+    """Another of the stages ``chosen`` writes one of ``sd``'s inputs."""
+    return any(set(o.outputs) & set(sd.inputs) for o in chosen if o is not sd)
+
+
+def select_stages(defn: PipelineDefinition, *, stage: str | None = None, start: str | None = None) -> list[StageDefinition]:
+    """The stages a run takes: only ``stage``, ``start`` and everything downstream of it, or all."""
+    if stage and start:
+        raise PipelineDefinitionError("use --stage or --from, not both")
+    if stage:
+        return [defn.stage(stage)]
+    if start:
+        defn.stage(start)
+        names = set(defn.downstream_of(start))
+        return [s for s in defn.stages if s.name in names]
+    return list(defn.stages)
+
+
 def _fail(path: Path, where: str, message: str) -> PipelineDefinitionError:
     return PipelineDefinitionError(f"{path}: {where}: {message}")
 

@@ -38,7 +38,9 @@ from ..util import clock
 from ..util.clock import format_timestamp, parse_timestamp
 from ..util.results import Result
 from .definition import PipelineDefinition, StageDefinition
-from .runner import StageOutcome, _run_in_process, open_source
+from .launch import run_in_process
+from .opening import open_source
+from .results import StageOutcome
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 DEFAULT_DEBOUNCE = 0.2
@@ -227,7 +229,7 @@ class Watch:
     def _run(self, st: StageState, upto: dict[str, int] | None) -> StageOutcome:
         spark = self._session()
         try:
-            outcome = _run_in_process(spark, self.defn, st.sd, False, staging=self.defn.staging, upto=upto)
+            outcome = run_in_process(spark, self.defn, st.sd, False, staging=self.defn.staging, upto=upto)
         except Exception as exc:  # a stage that cannot even start must not stop the others
             outcome = StageOutcome(st.sd.name, "failed", 0.0, None, f"{type(exc).__name__}: {exc}")
         st.runs += 1
@@ -247,8 +249,8 @@ class Watch:
         if self.spark is None and self.remote:
             import tempfile
 
-            from .engine import engine_session, named_engine
-            from .runner import code_zip
+            from .launch.code import code_zip
+            from .launch.engine import engine_session, named_engine
 
             with tempfile.TemporaryDirectory(prefix="minikafka-watch-") as scratch:
                 self.spark = engine_session(self.defn, named_engine(self.defn, self.remote),

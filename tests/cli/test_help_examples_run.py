@@ -73,7 +73,7 @@ def _bash(session: Session, command: str, timeout: float = 300) -> subprocess.Co
 def example(tmp_path_factory):
     from examples.myjobs import Summarise
     from minikafka.pipelines.definition import load_pipeline
-    from minikafka.pipelines.runner import open_source
+    from minikafka.pipelines.opening import open_source
     from schemas.homelab import RssItem
 
     session = Session(tmp_path_factory.mktemp("help-examples"))

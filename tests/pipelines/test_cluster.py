@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from minikafka.pipelines import load_pipeline
-from minikafka.pipelines.cluster import standalone_cluster, unshare_permitted
+from minikafka.pipelines.launch.cluster import standalone_cluster, unshare_permitted
 from minikafka.pipelines.runner import run_pipeline
 from tests.pipelines.helpers import ROOT, generate, homelab_copy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minikafka.pipelines import PipelineDefinitionError, load_pipeline
-from minikafka.pipelines.runner import select_stages
+from minikafka.pipelines.definition import select_stages
 from tests.pipelines.helpers import ROOT, homelab_copy
 
 

@@ -10,6 +10,7 @@ import pytest
 from minikafka import Source
 from minikafka.pipelines import load_pipeline
 from minikafka.pipelines import runner as runner_module
+from minikafka.pipelines.launch import submit
 from minikafka.spark.session import MasterUnreachableError, check_master, master_addresses
 from tests.cli.helpers import invoke
 from tests.pipelines.helpers import homelab_copy
@@ -90,7 +91,7 @@ def test_check_with_an_unreachable_master_exits_1_before_the_jvm(tmp_path, no_jv
 def test_spark_submit_that_cannot_launch_is_recorded_as_a_failed_run(tmp_path, monkeypatch):
     defn = load_pipeline(homelab_copy(tmp_path))
     _seed(tmp_path)
-    monkeypatch.setattr(runner_module, "spark_submit", lambda: str(tmp_path / "no-such-spark-submit"))
+    monkeypatch.setattr(submit, "spark_submit", lambda: str(tmp_path / "no-such-spark-submit"))
     result = runner_module.run_pipeline(defn, stage="split_youtube", echo=lambda m: None)
     [outcome] = result.outcomes
     assert outcome.status == "failed" and "spark-submit did not launch" in outcome.error
@@ -108,7 +109,7 @@ def test_a_job_failing_before_its_stage_runs_is_recorded_with_its_own_message(tm
                     "echo 'minikafka: pipeline.toml: stages.split_youtube.job: cannot import job module' >&2\n"
                     "exit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(runner_module, "spark_submit", lambda: str(fake))
+    monkeypatch.setattr(submit, "spark_submit", lambda: str(fake))
     result = runner_module.run_pipeline(defn, stage="split_youtube", echo=lambda m: None)
     assert result.outcomes[0].error == "pipeline.toml: stages.split_youtube.job: cannot import job module"
     [run] = _runs(tmp_path)
@@ -119,6 +120,6 @@ def test_a_job_failing_before_its_stage_runs_is_recorded_with_its_own_message(tm
 def test_a_dry_run_that_fails_to_launch_records_nothing(tmp_path, monkeypatch):
     defn = load_pipeline(homelab_copy(tmp_path))
     _seed(tmp_path)
-    monkeypatch.setattr(runner_module, "spark_submit", lambda: str(tmp_path / "no-such-spark-submit"))
+    monkeypatch.setattr(submit, "spark_submit", lambda: str(tmp_path / "no-such-spark-submit"))
     result = runner_module.run_pipeline(defn, stage="split_youtube", dry_run=True, echo=lambda m: None)
     assert result.outcomes[0].status == "failed" and _runs(tmp_path) == []

@@ -12,7 +12,9 @@ import pytest
 from minikafka import Source
 from minikafka.ledger.runlog import INTERRUPTED
 from minikafka.pipelines import load_pipeline
-from minikafka.pipelines.runner import PipelineRun, StageOutcome, _run_scheduled, record_failed_run
+from minikafka.pipelines.failures import record_failed_run
+from minikafka.pipelines.results import PipelineRun, StageOutcome
+from minikafka.pipelines.runner import run_scheduled
 from tests.pipelines.helpers import homelab_copy
 
 
@@ -42,7 +44,7 @@ class Launcher:
 def schedule(tmp_path, width: int, strategy: str = "strict", fail=()):
     defn = load_pipeline(homelab_copy(tmp_path), suites=False)
     launch, lines, result = Launcher(fail), [], PipelineRun(defn.name)
-    _run_scheduled(defn, list(defn.stages), result, strategy, width, launch, False, lines.append)
+    run_scheduled(defn, list(defn.stages), result, strategy, width, launch, False, lines.append)
     return launch, lines, result
 
 
@@ -98,7 +100,7 @@ def test_ctrl_c_leaves_each_stage_in_flight_one_interrupted_row_under_the_run_id
         return StageOutcome(sd.name, "interrupted", error=INTERRUPTED)
 
     with pytest.raises(KeyboardInterrupt):
-        _run_scheduled(defn, list(defn.stages), PipelineRun(defn.name), "strict", 2, launch, False, lambda m: None)
+        run_scheduled(defn, list(defn.stages), PipelineRun(defn.name), "strict", 2, launch, False, lambda m: None)
     with Source(str(defn.source)) as src:
         for stage in ("split_youtube", "keep_articles"):
             (run,) = src.runs(stage=stage, limit=10)

@@ -6,7 +6,8 @@ import pytest
 
 from minikafka.connectors.delivery import load_deliveries
 from minikafka.pipelines import PipelineDefinitionError, load_pipeline
-from minikafka.pipelines.runner import build_stage, open_source
+from minikafka.pipelines.launch.inprocess import build_stage
+from minikafka.pipelines.opening import open_source
 from tests.pipelines.helpers import homelab_copy
 
 YOUTUBE = '[topics."rss.youtube"]\nmodel = "schemas.homelab:RssItem"\ndedup = ["url"]\n'

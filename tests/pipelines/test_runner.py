@@ -7,7 +7,8 @@ import pytest
 from minikafka import Source
 from minikafka.connectors.ingest import ingest_jsonl
 from minikafka.pipelines import load_pipeline
-from minikafka.pipelines.runner import open_source, run_pipeline
+from minikafka.pipelines.opening import open_source
+from minikafka.pipelines.runner import run_pipeline
 from schemas.homelab import Scored
 from tests.pipelines.helpers import generate, homelab_copy
 

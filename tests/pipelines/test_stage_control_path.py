@@ -18,7 +18,9 @@ import pytest
 import minikafka.ledger.connection as connection
 from minikafka import job
 from minikafka.pipelines import load_pipeline
-from minikafka.pipelines.runner import open_source, run_pipeline, submit_command
+from minikafka.pipelines.launch.submit import submit_command
+from minikafka.pipelines.opening import open_source
+from minikafka.pipelines.runner import run_pipeline
 from tests.pipelines.helpers import generate, homelab_copy
 from tests.pipelines.test_runner import ingest
 

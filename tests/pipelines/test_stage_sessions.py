@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minikafka.pipelines.stage_sessions import with_session
+from minikafka.pipelines.launch.stage_sessions import with_session
 from minikafka.spark.engine import parse_remote
 
 

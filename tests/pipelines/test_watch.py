@@ -14,7 +14,8 @@ from minikafka import Source
 from minikafka.connectors.ingest import ingest_jsonl
 from minikafka.ledger.identifiers import quote_identifier
 from minikafka.pipelines import load_pipeline
-from minikafka.pipelines.runner import open_source, run_pipeline
+from minikafka.pipelines.opening import open_source
+from minikafka.pipelines.runner import run_pipeline
 from minikafka.pipelines.watch import Watch, WatchResult
 from tests.pipelines.helpers import ROOT, generate, homelab_copy
 

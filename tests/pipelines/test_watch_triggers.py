@@ -8,7 +8,7 @@ import pytest
 
 from minikafka import Source
 from minikafka.pipelines import PipelineDefinitionError, load_pipeline
-from minikafka.pipelines.runner import open_source
+from minikafka.pipelines.opening import open_source
 from minikafka.pipelines.watch import Watch
 from minikafka.util.clock import ManualClock, use_clock
 from tests.pipelines.helpers import homelab_copy

@@ -62,7 +62,7 @@ def test_the_archive_is_off_when_the_environment_says_so(monkeypatch):
 
 def test_the_submit_command_carries_the_driver_options_unless_the_pipeline_sets_its_own(tmp_path):
     from minikafka.pipelines import load_pipeline
-    from minikafka.pipelines.runner import submit_command
+    from minikafka.pipelines.launch.submit import submit_command
     from tests.pipelines.helpers import homelab_copy
 
     defn = load_pipeline(homelab_copy(tmp_path), suites=False)

@@ -13,7 +13,7 @@ from minikafka.connectors.delivery import DeliverySummary, PartitionStats
 from minikafka.connectors.ingest import IngestResult
 from minikafka.ledger.runlog import RunResult
 from minikafka.ledger.runlog_retention import PruneResult
-from minikafka.pipelines.runner import PipelineRun, StageOutcome
+from minikafka.pipelines.results import PipelineRun, StageOutcome
 from minikafka.pipelines.watch import WatchResult
 from minikafka.quality.validate import SuiteOutcome
 from minikafka.util.results import Result, plain

@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -33,6 +33,7 @@ from ...util.clock import utc_now
 from ...util.dag import topological_order
 from ...util.gcpause import gc_paused
 from ...util.mermaid import render
+from ...util.strategy import Strategy, strategy_problem
 from ..core import engines
 
 if TYPE_CHECKING:
@@ -41,9 +42,6 @@ if TYPE_CHECKING:
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 OutT = TypeVar("OutT")
-
-Strategy = Literal["strict", "best_effort"]
-STRATEGIES: tuple[Strategy, ...] = ("strict", "best_effort")
 
 
 class Pipeline(Generic[ModelT, OutT]):
@@ -186,8 +184,8 @@ class FullPipeline:
             PipelineCycleError: the arms form a cycle (nothing runs).
             FanOutError: best_effort run with failures (``.failures``).
         """
-        if strategy not in STRATEGIES:
-            raise InvalidSettingError(f"strategy must be 'strict' or 'best_effort', got {strategy!r}")
+        if strategy_problem(strategy):
+            raise InvalidSettingError(strategy_problem(strategy))
         groups = self._groups()
         if engine is not None:
             return engines.engine("spark").run_arms(self, engine, groups, strategy, dry_run)

@@ -20,7 +20,7 @@ import logging
 import threading
 import uuid
 
-from .definition import PipelineDefinition, StageDefinition
+from ..definition import PipelineDefinition, StageDefinition
 
 log = logging.getLogger("minikafka.pipelines")
 
@@ -129,7 +129,7 @@ class StageSessions:
             log.debug("stage %s: warm-up failed: %s", sd.name, exc)
 
     def _make(self, sd: StageDefinition) -> None:
-        from ..spark.engine import connect
+        from ...spark.engine import connect
 
         session_id = str(uuid.uuid4())
         spark = connect(with_session(self.url, session_id), conf={**self.defn.spark, **sd.spark}, new=True)
@@ -167,7 +167,7 @@ class StageSessions:
 
 
 def _release(url: str, session_id: str) -> None:
-    from ..spark.engine import connect
+    from ...spark.engine import connect
 
     try:
         connect(with_session(url, session_id), new=True).stop()  # stop() releases the session on the engine

@@ -20,9 +20,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import EngineError
-from ..util.redact import redact_url
-from .definition import PipelineDefinition
+from ...errors import EngineError
+from ...util.redact import redact_url
+from ..definition import PipelineDefinition
 
 WARMUP_SQL = "SELECT k, count(*) AS n, max(s) AS s FROM (SELECT id % 7 AS k, CAST(id AS STRING) AS s FROM range(20000)) GROUP BY k"
 HEARTBEAT_S = 5.0  # how often a run marks its engine used while stages run
@@ -55,7 +55,7 @@ def server_settings(defn: PipelineDefinition | None) -> dict[str, str]:
     Raises:
         SparkSetupError: no Java, or no SQLite JDBC jar.
     """
-    from ..spark.session import check_java, jdbc_jar, session_conf
+    from ...spark.session import check_java, jdbc_jar, session_conf
 
     check_java()
     settings = session_conf(jar=jdbc_jar())
@@ -65,7 +65,7 @@ def server_settings(defn: PipelineDefinition | None) -> dict[str, str]:
 
 def find_engine(defn: PipelineDefinition | None):
     """The recorded engine of this pipeline if it answers, else None (a stale record is removed)."""
-    from ..spark.engine import EngineState
+    from ...spark.engine import EngineState
 
     path = state_path(defn)
     state = EngineState.read(path)
@@ -100,12 +100,12 @@ def serve(defn: PipelineDefinition | None, *, master: str | None = None, host: s
             exited before it was ready.
         SparkSetupError: no Java, or no SQLite JDBC jar.
     """
-    from ..spark import engine as eng
+    from ...spark import engine as eng
 
     settings = server_settings(defn)
     archive = None
     if "spark.driver.extraJavaOptions" not in (defn.spark if defn is not None else {}):  # the pipeline's own wins
-        from ..spark.stages.driver_jvm import driver_options
+        from ...spark.stages.driver_jvm import driver_options
 
         java, archive = driver_options(settings["spark.driver.extraJavaOptions"], None, kind="engine")
         settings["spark.driver.extraJavaOptions"] = f"{java} {ENGINE_JIT}"
@@ -142,7 +142,7 @@ def _serving(defn: PipelineDefinition | None):
 
 def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: str, host: str, port: int,
            idle_timeout: float | None, echo, warm_up: bool, archive: Path | None = None) -> str:
-    from ..spark import engine as eng
+    from ...spark import engine as eng
 
     problem = eng.port_problem(host, port)
     if problem:
@@ -185,7 +185,7 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
     finally:
         code = jvm.stop()
         if archive is not None:  # the class-data archive its JVM wrote as it exited (not when it was killed)
-            from ..spark.stages.driver_jvm import keep_archive
+            from ...spark.stages.driver_jvm import keep_archive
 
             keep_archive(archive, ok=code in (0, JVM_SIGTERM_EXIT))
         state = eng.EngineState.read(path)
@@ -201,7 +201,7 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
 
 def _server_env() -> dict[str, str]:
     """The server's environment: its Python workers import what this process imports."""
-    from ..util.procs import child_env
+    from ...util.procs import child_env
 
     return child_env()
 
@@ -214,10 +214,10 @@ def _warm_up(url: str) -> None:
 
     from pydantic import BaseModel
 
-    from ..api.source import Source
-    from ..spark.engine import connect
-    from ..spark.stages.read import read_topic
-    from ..spark.staging import write_counted
+    from ...api.source import Source
+    from ...spark.engine import connect
+    from ...spark.stages.read import read_topic
+    from ...spark.staging import write_counted
 
     class Warm(BaseModel):
         url: str
@@ -240,7 +240,7 @@ def _warm_up(url: str) -> None:
 
 def stop_engine(defn: PipelineDefinition | None) -> str | None:
     """Stop the recorded engine of this pipeline; return its URL, or None when none runs."""
-    from ..spark.engine import EngineState, stop_pid
+    from ...spark.engine import EngineState, stop_pid
 
     path = state_path(defn)
     state = EngineState.read(path)
@@ -274,7 +274,7 @@ def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_t
     Raises:
         EngineError: the new engine did not start (the last lines of its log say why).
     """
-    from ..spark.engine import READY_TIMEOUT_S, EngineState
+    from ...spark.engine import READY_TIMEOUT_S, EngineState
 
     with _start_lock(defn):
         found = find_engine(defn)
@@ -320,7 +320,7 @@ class EngineLease:
         self._thread = threading.Thread(target=self._beat, name="minikafka-engine-lease", daemon=True)
 
     def _beat(self) -> None:
-        from ..spark.engine import touch
+        from ...spark.engine import touch
 
         touch(self.path)
         while not self._stop.wait(HEARTBEAT_S):
@@ -343,7 +343,7 @@ def named_engine(defn: PipelineDefinition, remote: str | None = None) -> str | N
     Raises:
         EngineError: a named engine does not answer.
     """
-    from ..spark.engine import answers, parse_remote
+    from ...spark.engine import answers, parse_remote
 
     url = remote or defn.engine.remote
     if url:
@@ -358,7 +358,7 @@ def named_engine(defn: PipelineDefinition, remote: str | None = None) -> str | N
 def engine_session(defn: PipelineDefinition, url: str, code_zip: str | None = None):
     """A client session of the engine at ``url`` with the pipeline's SQL settings; ``code_zip``
     (the jobs' and models' code) is shipped so the engine's Python workers import it."""
-    from ..spark.engine import connect
+    from ...spark.engine import connect
 
     spark = connect(url, conf=defn.spark)
     if code_zip:

@@ -19,18 +19,19 @@ from __future__ import annotations
 
 import os
 
-from ..api.source import Source
-from ..ledger.runlog import read_runs
-from ..util.forkserver import ForkServer
-from ..util.procs import child_env
-from .definition import PipelineDefinition, StageDefinition
+from ...api.source import Source
+from ...ledger.runlog import read_runs
+from ...util.forkserver import ForkServer
+from ...util.procs import child_env
+from ..definition import PipelineDefinition, StageDefinition
 
 ENV = "MINIKAFKA_STAGE_HOST"
 # what every stage client imports (measured: the modules a stage's child loads that are not the user's)
 CLIENT_MODULES = [
     "pandas", "pyarrow", "pyarrow.dataset", "pyarrow.parquet", "grpc", "pyspark.sql.connect.session",
     "pyspark.sql.connect.functions",
-    "pyspark.sql.connect.dataframe", "minikafka.job", "minikafka.pipelines.runner",
+    "pyspark.sql.connect.dataframe", "minikafka.job", "minikafka.pipelines.launch.call",
+    "minikafka.pipelines.launch.inprocess", "minikafka.pipelines.opening",
     "minikafka.spark.engine", "minikafka.spark.staging", "minikafka.spark.stages.stage",
 ]
 QUALITY_MODULES = ["minikafka.quality.validate"]  # imports great-expectations as quality.gx_env does
@@ -47,7 +48,7 @@ def needs(sd: StageDefinition) -> list[str]:
 
 
 class StageHost:
-    """One run's host; ``launcher(...)`` gives ``runner._run_child`` its process starter.
+    """One run's host; ``launcher(...)`` gives ``child.run_child`` its process starter.
 
     ``defn``/``chosen`` None: started before the pipeline is read (``prestart_stage_host``);
     ``adopt`` then names the run's pipeline and stages.
