@@ -1,7 +1,10 @@
 """The package's folders are layers: imports point down, and there is no import circle.
 
 Function-level (lazy) imports count; ``if TYPE_CHECKING:`` imports are not run and do not,
-except inside ``api/``, whose rooms (core < modes < face) hold for type hints too.
+except inside ``api/``, whose rooms (core < modes < face) hold for type hints too. A module
+named in a string (a preload list, ``python -m minikafka...``, a worker's imports) is a
+dependency as well, and points down like an import (it may point back: a process started by
+name is not an import circle).
 """
 
 from __future__ import annotations
@@ -46,8 +49,9 @@ def _type_checking_lines(tree: ast.AST) -> set[int]:
     return lines
 
 
-def imports_of(path: Path, modules: set[str], *, type_only: bool = False) -> set[str]:
-    """The package modules ``path`` imports (``type_only``: ``if TYPE_CHECKING:`` ones too)."""
+def imports_of(path: Path, modules: set[str], *, type_only: bool = False, strings: bool = False) -> set[str]:
+    """The package modules ``path`` imports (``type_only``: ``if TYPE_CHECKING:`` ones too;
+    ``strings``: and the ones a string names, exactly: ``"minikafka.job"``)."""
     tree = ast.parse(path.read_text())
     skip = set() if type_only else _type_checking_lines(tree)
     name = module_name(path)
@@ -72,19 +76,29 @@ def imports_of(path: Path, modules: set[str], *, type_only: bool = False) -> set
             for alias in node.names:
                 if alias.name.startswith("minikafka"):
                     found.add(alias.name)
+        elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules \
+                and node.value != "minikafka":  # the bare name is the logger's and the distribution's
+            found.add(node.value)
     found.discard(name)
     return {m for m in found if m in modules}
 
 
-def graph() -> dict[str, set[str]]:
+def graph(*, strings: bool = False) -> dict[str, set[str]]:
     paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     modules = set(paths)
-    return {m: imports_of(p, modules) for m, p in paths.items()}
+    return {m: imports_of(p, modules, strings=strings) for m, p in paths.items()}
+
+
+def test_module_names_written_as_strings_count_as_dependencies():
+    g = graph(strings=True)
+    assert "minikafka.spark.stages.rowfn" in g["minikafka.pipelines.launch.stage_sessions"]
+    assert "minikafka.pipelines.launch.engine_main" in g["minikafka.pipelines.launch.engine"]
+    assert "minikafka.pipelines.launch.call" in g["minikafka.pipelines.launch.stagehost"]
 
 
 def test_imports_point_down_the_layers():
     wrong = []
-    for module, targets in graph().items():
+    for module, targets in graph(strings=True).items():
         mine = LAYERS.index(layer_of(module))
         for target in targets:
             if LAYERS.index(layer_of(target)) > mine:
@@ -279,3 +293,53 @@ def test_the_public_names_are_listed_sorted_and_no_module_holds_three_blank_line
     assert minikafka.__all__ == sorted(minikafka.__all__, key=lambda n: (n.lower(), n))
     runs = [str(p.relative_to(PACKAGE.parent)) for p in sorted(PACKAGE.rglob("*.py")) if "\n\n\n\n" in p.read_text()]
     assert not runs, runs
+
+
+# -- inside pipelines/: what a run is < how a stage starts < what runs next --------------------
+# dagster's split: the scheduler (runner.py, watch.py) decides what runs next and never knows how a
+# stage starts; the launch room (pipelines/launch/: one launcher per mode, the StageCall contract,
+# the engine, the stage host, the per-row sessions) knows how, and never imports the scheduler;
+# both stand on the pipeline's plan (definition, schema, options, results, failures, the run's
+# ledger questions). A stage's own process (minikafka.job) imports the launch room, no scheduler.
+PIPELINE_ROOMS = ["plan", "launch", "scheduler"]
+SCHEDULER = {"minikafka.pipelines.runner", "minikafka.pipelines.watch"}
+
+
+def pipeline_room(module: str) -> str | None:
+    if module in SCHEDULER:
+        return "scheduler"
+    if module.startswith("minikafka.pipelines.launch"):
+        return "launch"
+    if module == "minikafka.pipelines" or module.startswith("minikafka.pipelines."):
+        return "plan"
+    return None
+
+
+def test_the_launch_room_sits_below_the_scheduler_strings_included():
+    wrong = []
+    for module, targets in graph(strings=True).items():
+        mine = pipeline_room(module)
+        if mine is None:
+            continue
+        for target in targets:
+            theirs = pipeline_room(target)
+            if theirs is not None and PIPELINE_ROOMS.index(theirs) > PIPELINE_ROOMS.index(mine):
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    assert not wrong, "pipelines/ imports pointing up a room (plan < launch < scheduler):\n" + "\n".join(sorted(wrong))
+
+
+def test_a_stage_process_imports_no_scheduler():
+    g = graph(strings=True)
+    assert not g["minikafka.job"] & SCHEDULER
+    assert "minikafka.pipelines.launch.call" in g["minikafka.job"]
+
+
+def test_the_scheduler_starts_no_process_and_imports_no_spark():
+    for module in sorted(SCHEDULER):
+        tree = ast.parse((PACKAGE.parent / (module.replace(".", "/") + ".py")).read_text())
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                 for alias in node.names} | {node.module or "" for node in ast.walk(tree)
+                                             if isinstance(node, ast.ImportFrom)}
+        assert not {n for n in names if n.split(".")[0] in ("subprocess", "pyspark") or ".spark" in f".{n}"}, module
+    runner = PACKAGE / "pipelines" / "runner.py"
+    assert len(runner.read_text().splitlines()) <= 300

@@ -38,7 +38,7 @@ from ..util import clock
 from ..util.clock import format_timestamp, parse_timestamp
 from ..util.results import Result
 from .definition import PipelineDefinition, StageDefinition
-from .launch import run_in_process
+from .launch import run_in_process, watch_session
 from .opening import open_source
 from .results import StageOutcome
 
@@ -246,20 +246,8 @@ class Watch:
         return outcome
 
     def _session(self):
-        if self.spark is None and self.remote:
-            import tempfile
-
-            from .launch.code import code_zip
-            from .launch.engine import engine_session, named_engine
-
-            with tempfile.TemporaryDirectory(prefix="minikafka-watch-") as scratch:
-                self.spark = engine_session(self.defn, named_engine(self.defn, self.remote),
-                                            str(code_zip(self.defn, scratch)))
         if self.spark is None:
-            from ..spark.session import build_session, check_master
-
-            check_master(self.master)  # an unreachable spark:// master is named before the JVM starts
-            self.spark = build_session(f"minikafka:{self.defn.name}:watch", self.master, conf=self.defn.spark)
+            self.spark = watch_session(self.defn, self.master, self.remote)
         return self.spark
 
     def _status(self, st: StageState, outcome: StageOutcome, reason: str) -> None:

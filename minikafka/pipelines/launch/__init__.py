@@ -24,7 +24,7 @@ from ..results import StageOutcome
 from .call import StageCall
 from .child import ChildLauncher, Children
 from .client import ClientLauncher
-from .inprocess import InProcessLauncher, run_in_process
+from .inprocess import InProcessLauncher, run_in_process, watch_session
 from .modes import open_launcher
 from .submit import SubmitLauncher
 
@@ -41,4 +41,4 @@ class Launcher(Protocol):
 
 
 __all__ = ["ChildLauncher", "Children", "ClientLauncher", "InProcessLauncher", "Launcher", "StageCall", "SubmitLauncher",
-           "open_launcher", "run_in_process"]
+           "open_launcher", "run_in_process", "watch_session"]

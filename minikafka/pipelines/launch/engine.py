@@ -289,7 +289,7 @@ def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_t
         log = path.with_suffix(".serve.log")
         # 0: the run stops it at its end; the engine's own timeout is only the fallback. No
         # warm-up: this run's stages are the engine's first work (measured: the cold DAG about 1 s faster)
-        cmd = [sys.executable, "-m", "minikafka.cli", "serve", "--pipeline", str(defn.path), "--source",
+        cmd = [sys.executable, "-m", "minikafka.pipelines.launch.engine_main", "--pipeline", str(defn.path), "--source",
                str(defn.source), "--port", "0", "--idle-timeout", f"{timeout or 60:g}", "--no-warm-up"]
         if master:
             cmd += ["--master", master]

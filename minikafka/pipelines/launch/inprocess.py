@@ -97,6 +97,28 @@ def start_session(defn: PipelineDefinition, sd: StageDefinition, master: str, py
     return spark, None
 
 
+def watch_session(defn: PipelineDefinition, master: str, remote: str | None):
+    """``watch``'s one Spark session: a client session of the engine ``remote`` names (the
+    project's code shipped to it), else an application of its own on ``master``.
+
+    Raises:
+        MasterUnreachableError: nothing answers at a spark:// master (before the JVM starts).
+        EngineError: no engine answers at ``remote``.
+    """
+    if remote:
+        import tempfile
+
+        from .code import code_zip
+        from .engine import engine_session, named_engine
+
+        with tempfile.TemporaryDirectory(prefix="minikafka-watch-") as scratch:
+            return engine_session(defn, named_engine(defn, remote), str(code_zip(defn, scratch)))
+    from ...spark.session import build_session, check_master
+
+    check_master(master)  # an unreachable spark:// master is named before the JVM starts
+    return build_session(f"minikafka:{defn.name}:watch", master, conf=defn.spark)
+
+
 class InProcessLauncher:
     """``run --in-process``: every stage in this process, in one Spark application started at
     the first stage with rows (or one client session of the engine at ``url``), on the

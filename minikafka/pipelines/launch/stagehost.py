@@ -30,7 +30,7 @@ ENV = "MINIKAFKA_STAGE_HOST"
 CLIENT_MODULES = [
     "pandas", "pyarrow", "pyarrow.dataset", "pyarrow.parquet", "grpc", "pyspark.sql.connect.session",
     "pyspark.sql.connect.functions",
-    "pyspark.sql.connect.dataframe", "minikafka.job", "minikafka.pipelines.launch.call",
+    "pyspark.sql.connect.dataframe", "minikafka.pipelines.launch.call",
     "minikafka.pipelines.launch.inprocess", "minikafka.pipelines.opening",
     "minikafka.spark.engine", "minikafka.spark.staging", "minikafka.spark.stages.stage",
 ]
