@@ -83,6 +83,8 @@ def _type_name(annotation) -> str:
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
         return _type_name(args[0])
+    if origin is typing.Literal:
+        return " or ".join(f'"{a}"' for a in args)
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         names = [_type_name(a) for a in args if a is not type(None)]
         seen = []

@@ -355,21 +355,14 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
             for t in names:
                 if t not in topics:
                     raise _fail(path, f"{where}.{key}", f"unknown topic {t!r} (declared: {sorted(topics)})")
-        strategy = spec.get("strategy", "strict")
-        if strategy not in ("strict", "best_effort"):
-            raise _fail(path, f"{where}.strategy", f"must be 'strict' or 'best_effort', got {strategy!r}")
+        strategy = spec.get("strategy", "strict")  # strategy, start, max_attempts: checked by the schema
         attempts = spec.get("max_attempts", 3)
-        if attempts < 1:
-            raise _fail(path, f"{where}.max_attempts", f"must be an integer >= 1, got {attempts!r}")
         consumer = spec.get("consumer", stage_name)
         try:
             validate_consumer_name(consumer)
         except InvalidNameError as exc:
             raise _fail(path, f"{where}.consumer", str(exc)) from exc
         start = spec.get("start", "earliest")
-        if start not in ("earliest", "latest"):
-            raise _fail(path, f"{where}.start", f"must be 'earliest' (a new consumer sees every row) or 'latest' "
-                                                f"(only rows appended from then on), got {start!r}")
         stage = StageDefinition(
             name=stage_name, job=spec["job"], inputs=inputs, outputs=outputs,
             consumer=consumer, strategy=strategy, start=start, max_attempts=attempts,

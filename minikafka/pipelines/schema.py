@@ -11,12 +11,15 @@ afterwards by ``definition.load_pipeline``.
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
+from ..util.strategy import STRATEGIES, Strategy
+
 Scalar = StrictStr | StrictInt | StrictFloat | StrictBool
 StrList = Annotated[list[StrictStr], Field(min_length=1)]
+Start = Literal["earliest", "latest"]  # where a new consumer starts
 NamesOrName = StrictStr | StrList  # inputs/outputs/key: one name or a list of them
 Duration = StrictStr | StrictInt | StrictFloat | dict[str, StrictInt | StrictFloat]  # "5m", seconds, {minutes = 5}
 
@@ -60,9 +63,9 @@ class StageSpec(_Table):
     inputs: NamesOrName
     outputs: NamesOrName
     consumer: StrictStr | None = None
-    start: StrictStr | None = None
-    strategy: StrictStr | None = None
-    max_attempts: StrictInt | None = None
+    start: Start | None = None
+    strategy: Strategy | None = None
+    max_attempts: Annotated[StrictInt, Field(ge=1)] | None = None
     expectations: list[StrictStr] | None = None
     spark: dict[str, Scalar] | None = None
     partitions: StrictInt | list[StrictInt] | None = None
@@ -149,7 +152,7 @@ EXPECTED = {
     ("stage", "outputs"): 'a list of topic names, e.g. ["rss.scored"]',
     ("stage", "consumer"): "a consumer name (a string)",
     ("stage", "start"): "'earliest' (a new consumer sees every row) or 'latest' (only rows appended from then on)",
-    ("stage", "strategy"): "'strict' or 'best_effort'",
+    ("stage", "strategy"): " or ".join(repr(s) for s in STRATEGIES),
     ("stage", "max_attempts"): "an integer >= 1",
     ("stage", "expectations"): 'a list of suite files, e.g. ["quality/scored.toml"]',
     ("stage", "spark"): 'a table of Spark settings, e.g. { "spark.executor.memory" = "2g" }',

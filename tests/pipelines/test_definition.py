@@ -36,7 +36,7 @@ def test_stage_and_from_selection(tmp_path):
     ({'name = "score"': 'name = "transcribe"'}, r"stages.transcribe: duplicate stage name"),
     ({'inputs = ["rss.youtube"]\noutputs = ["rss.summaries"]\nstrategy = "best_effort"':
       'inputs = ["rss.youtube"]\noutputs = ["rss.summaries"]\nstrategy = "sometimes"'},
-     r"stages.transcribe.strategy: must be 'strict' or 'best_effort'"),
+     r"stages.transcribe.strategy: expected 'strict' or 'best_effort', got the string \"sometimes\""),
     ({'dedup = ["url"]\n\n[topics."rss.youtube"]': 'dedup = ["link"]\n\n[topics."rss.youtube"]'},
      r"topics.\"rss.items\".dedup: dedup field\(s\) \['link'\]"),
     ({"[[stages]]\nname = \"score\"": "[[stages]]\nbogus = 1\nname = \"score\""}, r"stages.score: unknown key 'bogus'"),

@@ -21,6 +21,7 @@ from ...ledger.identifiers import validate_consumer_name, validate_topic_name
 from ...ledger.layout import TopicLayout
 from ...ledger.runlog import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
 from ...util.faults import checkpoint
+from ...util.strategy import strategy_problem
 from ..engine import is_connect, master_of
 from ..staging import lock_path
 from ..types import quote_back, storage_sql_type
@@ -29,9 +30,6 @@ from .follow import V2_COMMITTER, FollowedWrite
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
-
-STRATEGIES = ("strict", "best_effort")
-
 
 _PYTHON_ERROR = re.compile(r"^(?!(org|java|scala|py4j)\.)[A-Za-z_][\w.]*(Error|Exception)(: .*)?$")
 
@@ -103,8 +101,8 @@ class Stage:
             raise PipelineError(f"stage {self.name!r} needs exactly one of transform= or row_fn=")
         if self.row_fn is not None and (len(self.inputs) != 1 or len(self.outputs) != 1):
             raise PipelineError(f"stage {self.name!r}: row_fn stages take one input and one output topic")
-        if self.strategy not in STRATEGIES:
-            raise PipelineError(f"stage {self.name!r}: strategy must be 'strict' or 'best_effort', got {self.strategy!r}")
+        if strategy_problem(self.strategy):
+            raise PipelineError(f"stage {self.name!r}: {strategy_problem(self.strategy)}")
         if self.max_attempts < 1:
             raise PipelineError(f"stage {self.name!r}: max_attempts must be >= 1")
         validate_consumer_name(self.consumer_name)
@@ -304,104 +302,151 @@ def _read_inputs(spark, source: Source, stage: Stage, in_layouts: dict, bounds: 
     return frames
 
 
+@dataclass
+class _Work:
+    """One run of a stage from its plan to its commit: what every write path reads and adds to."""
+
+    spark: Any
+    source: Source
+    stage: Stage
+    run: RunResult
+    out_layouts: dict[str, TopicLayout]
+    run_uri: str | None
+    batch_rows: int
+    dry_run: bool
+    report_dir: Path
+    outcomes: list = field(default_factory=list)  # the suites' results, every output's
+    quarantined: list[tuple] = field(default_factory=list)  # (topic, parent id, payload, reason)
+    staged: dict[str, tuple[str, int]] = field(default_factory=dict)  # topic -> (uri, rows Spark wrote)
+    followed: tuple[str, FollowedWrite] | None = None  # (topic, its write, read while it runs)
+    failures: dict[int, str] = field(default_factory=dict)  # a row_fn's failing input rows
+
+    def uri(self, topic: str) -> str:
+        from ..staging import join
+
+        return join(self.run_uri, "out", topic)
+
+    def checked(self, frame, topic: str, parent_column: str = "_id", before_checks=None):
+        """``_apply_quality`` of ``frame`` for ``topic``: what may be committed."""
+        return _apply_quality(self, frame, topic, parent_column, before_checks=before_checks)
+
+    def follow(self, topic: str, frame) -> FollowedWrite:
+        """Start the staged write of ``frame`` that the commit reads while Spark writes it."""
+        conformed = conform(frame, self.out_layouts[topic], stage=self.stage.name)
+        return FollowedWrite(self.spark, lambda u, df=conformed: _stage_write(df, u, options=V2_COMMITTER),
+                             self.uri(topic), self.batch_rows, on_written=lambda: checkpoint("stage:staged"))
+
+
 def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str | None, batch_rows: int,
          dry_run: bool, upto: dict[str, int], layouts: dict[str, TopicLayout],
          consumer_ids: dict[str, int] | None) -> None:
-    from .. import staging as stg
-
-    consumer = stage.consumer_name
     # one read of the ledger fixes the plan: layouts, the consumer's ids, the bounds (a dry
     # run of a stage whose consumer is not registered yet reads what it would start with)
     plan = plan_stage(source, stage, upto=upto, dry_run=dry_run, layouts=layouts, consumer_ids=consumer_ids)
-    in_layouts, out_layouts, bounds = plan.inputs, plan.outputs, plan.bounds
     run.watermarks = plan.watermarks
     run.rows_in = plan.rows_in
+    work = _Work(spark, source, stage, run, plan.outputs, run_uri, batch_rows, dry_run,
+                 retention.report_dir(source.path))
     t0 = time.perf_counter()
-    failures: dict[int, str] = {}
-    staged: dict[str, tuple[str, int]] = {}  # topic -> (uri, rows Spark wrote)
-    outcomes: list = []
-    quarantined: list[tuple] = []
-    followed: tuple[str, FollowedWrite] | None = None  # (topic, its write read while it runs)
-    report_dir = retention.report_dir(source.path)
     if run.rows_in:
-        frames = _read_inputs(spark, source, stage, in_layouts, bounds, area, run_uri, run)
+        frames = _read_inputs(spark, source, stage, plan.inputs, plan.bounds, area, run_uri, run)
         checkpoint("stage:read")  # the inputs are planned, Spark has run nothing yet
         if stage.row_fn is not None:
-            (src,), (dst,) = stage.inputs, stage.outputs
-            out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage, "input", in_layouts[src]),
-                                     _model(source, dst, stage, "output", out_layouts[dst]), out_layouts[dst])
-            uri = stg.join(run_uri, "out", dst)
-            staged[dst] = _checked_write(spark, out, stage, dst, out_layouts[dst], run, outcomes, quarantined,
-                                         "_parent_id", report_dir, uri, batch_rows)
-            failures = _split_failures(stg.open_staged(*staged[dst]), stage)
+            _write_rows(work, frames, plan.inputs)
         else:
-            arg = frames[stage.inputs[0]] if len(stage.inputs) == 1 else frames
-            result = stage.transform(arg)
-            if not isinstance(result, dict):
-                if len(stage.outputs) != 1:
-                    raise PipelineError(
-                        f"stage {stage.name!r} has outputs {stage.outputs!r}: its transform must return "
-                        "a dict {topic: DataFrame}")
-                result = {stage.outputs[0]: result}
-            unknown = sorted(set(result) - set(stage.outputs))
-            if unknown:
-                raise PipelineError(f"stage {stage.name!r} returned frames for undeclared topic(s) {unknown!r}")
+            result = _transformed(stage, frames)
             for dst, frame in result.items():
-                uri = stg.join(run_uri, "out", dst)
+                _write_output(work, dst, frame, only=len(result) == 1)
+    _commit(work, plan, t0)
 
-                def follow(out, dst=dst, uri=uri) -> FollowedWrite:
-                    conformed = conform(out, out_layouts[dst], stage=stage.name)
-                    return FollowedWrite(spark, lambda u, df=conformed: _stage_write(df, u, options=V2_COMMITTER), uri,
-                                         batch_rows, on_written=lambda: checkpoint("stage:staged"))
 
-                following = FOLLOW_WRITE and not dry_run and len(result) == 1  # the commit reads the output as Spark writes it
-                if following and _checks_keep_every_row(stage, dst):
-                    # the checks cannot change what is written: Spark writes it while they run, and
-                    # the commit starts once they passed (a failure cancels the write)
-                    followed = (dst, _write_while_checking(frame, follow, stage, dst, out_layouts[dst], run, outcomes,
-                                                           quarantined, report_dir))
-                    continue
-                frame = _apply_quality(frame, stage, dst, out_layouts[dst], run, outcomes, quarantined, "_id",
-                                       report_dir)
-                if following:
-                    followed = (dst, follow(frame))
-                    continue
-                conformed = conform(frame, out_layouts[dst], stage=stage.name)
-                staged[dst] = (uri, _stage_write(conformed, uri))
-                quarantined += refused_rows(stg.open_staged(*staged[dst]), dst)  # values the ledger refuses
+def _transformed(stage: Stage, frames: dict) -> dict:
+    """The stage's transform on its inputs, as {output topic: DataFrame}."""
+    result = stage.transform(frames[stage.inputs[0]] if len(stage.inputs) == 1 else frames)
+    if not isinstance(result, dict):
+        if len(stage.outputs) != 1:
+            raise PipelineError(f"stage {stage.name!r} has outputs {stage.outputs!r}: its transform must return "
+                                "a dict {topic: DataFrame}")
+        result = {stage.outputs[0]: result}
+    unknown = sorted(set(result) - set(stage.outputs))
+    if unknown:
+        raise PipelineError(f"stage {stage.name!r} returned frames for undeclared topic(s) {unknown!r}")
+    return result
+
+
+def _write_rows(work: _Work, frames: dict, in_layouts: dict[str, TopicLayout]) -> None:
+    """A row_fn stage: the function on the executors, checked, staged; its failing rows kept."""
+    from ..staging import open_staged
+
+    stage, source = work.stage, work.source
+    (src,), (dst,) = stage.inputs, stage.outputs
+    out = apply_row_function(frames[src], stage.row_fn, _model(source, src, stage, "input", in_layouts[src]),
+                             _model(source, dst, stage, "output", work.out_layouts[dst]), work.out_layouts[dst])
+    work.staged[dst] = _checked_write(work, out, dst)
+    work.failures = _split_failures(open_staged(*work.staged[dst]), stage)
+
+
+def _write_output(work: _Work, dst: str, frame, *, only: bool) -> None:
+    """One output of a transform, by one of three write paths: the commit follows Spark's write
+    while the checks run, or after them, or reads a finished staged write (several outputs, a
+    dry run, or rows the checks may set aside)."""
+    following = FOLLOW_WRITE and not work.dry_run and only  # the commit reads the output as Spark writes it
+    if following and _checks_keep_every_row(work.stage, dst):
+        work.followed = (dst, _write_while_checking(work, dst, frame))
+    elif following:
+        work.followed = (dst, work.follow(dst, work.checked(frame, dst)))
+    else:
+        _write_staged(work, dst, work.checked(frame, dst))
+
+
+def _write_staged(work: _Work, dst: str, frame) -> None:
+    """Conform and stage ``frame``; the values the ledger would refuse go to the quarantine."""
+    from ..staging import open_staged
+
+    uri = work.uri(dst)
+    work.staged[dst] = (uri, _stage_write(conform(frame, work.out_layouts[dst], stage=work.stage.name), uri))
+    work.quarantined += refused_rows(open_staged(*work.staged[dst]), dst)
+
+
+def _commit(work: _Work, plan, t0: float) -> None:
+    """Commit what was staged (or followed) with the inputs' acks; a dry run rehearses it."""
+    from .. import staging as stg
+
+    stage, run = work.stage, work.run
     t1 = time.perf_counter()
-    inputs = [InputState(name, b.upto, b.rows, failures if name == stage.inputs[0] else {}, partitions=b.partitions,
-                         consumer_id=plan.consumer_ids[name])
-              for name, b in bounds.items()]
+    inputs = [InputState(name, b.upto, b.rows, work.failures if name == stage.inputs[0] else {},
+                         partitions=b.partitions, consumer_id=plan.consumer_ids[name])
+              for name, b in plan.bounds.items()]
     outputs: list[StagedOutput] = []
-    if followed is None:
+    if work.followed is None:
         run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
-        _unpersist_all(spark if run.rows_in else None)
-        datasets = {dst: stg.open_staged(uri, rows) for dst, (uri, rows) in staged.items()}
-        if not dry_run:
+        _unpersist_all(work.spark if run.rows_in else None)
+        datasets = {dst: stg.open_staged(uri, rows) for dst, (uri, rows) in work.staged.items()}
+        if not work.dry_run:
             checkpoint("stage:staged")
         t1 = time.perf_counter()
-        outputs = [StagedOutput(out_layouts[dst], _batches(datasets[dst], batch_rows, *staged[dst]))
-                   for dst in staged]
+        outputs = [StagedOutput(work.out_layouts[dst], _batches(datasets[dst], work.batch_rows, *work.staged[dst]))
+                   for dst in work.staged]
 
     def commit(outputs: list[StagedOutput], quarantine: list[tuple] | Callable[[], list[tuple]]) -> None:
-        commit_stage(source.ledger, run, consumer=consumer, inputs=inputs, outputs=outputs,
+        commit_stage(work.source.ledger, run, consumer=stage.consumer_name, inputs=inputs, outputs=outputs,
                      max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
                      default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
                      quarantine=quarantine)
 
-    if followed is not None:
-        dst, write = followed
-        _commit_following(spark, run, commit, write, out_layouts[dst], dst, quarantined, batch_rows, t0)
-    elif dry_run:  # the very commit, rolled back: the counts (duplicates included) are what a run would do
+    if work.followed is not None:
+        dst, write = work.followed
+        _commit_following(work.spark, run, commit, write, work.out_layouts[dst], dst, work.quarantined,
+                          work.batch_rows, t0)
+    elif work.dry_run:  # the very commit, rolled back: the counts (duplicates included) are what a run would do
         def rehearsed() -> None:
-            register_consumers(source, [stage])  # as the real run does first (its start rule), rolled back too
-            commit(outputs, quarantined)
+            register_consumers(work.source, [stage])  # as the real run does first (its start rule), rolled back too
+            commit(outputs, work.quarantined)
 
-        _rehearse(source, rehearsed)
+        _rehearse(work.source, rehearsed)
         run.details["dry_run"] = True
     else:
-        commit(outputs, quarantined)
+        commit(outputs, work.quarantined)
     run.details["commit_seconds"] = round(time.perf_counter() - t1, 3)
 
 
@@ -469,21 +514,20 @@ def _checks_keep_every_row(stage: Stage, topic: str) -> bool:
     return bool(suites) and all(s.policy != "quarantine" for s in suites)
 
 
-def _write_while_checking(frame, follow, stage: Stage, topic: str, layout: TopicLayout, run: RunResult,
-                          outcomes: list, quarantined: list, report_dir: Path) -> FollowedWrite:
-    """``_apply_quality`` with the staged write started (``follow``) as soon as the checked
-    frame is persisted, so Spark writes while the checks run; cancelled if they fail."""
+def _write_while_checking(work: _Work, topic: str, frame) -> FollowedWrite:
+    """The checks of ``topic`` with the followed write started as soon as the checked frame is
+    persisted, so Spark writes while the checks run; cancelled if they fail."""
     write, problem = None, None
 
     def start(out) -> None:
         nonlocal write, problem
         try:
-            write = follow(out)
+            write = work.follow(topic, out)
         except Exception as exc:  # noqa: BLE001 - an output that does not fit its topic: after the checks, as before
             problem = exc
 
     try:
-        _apply_quality(frame, stage, topic, layout, run, outcomes, quarantined, "_id", report_dir, before_checks=start)
+        work.checked(frame, topic, before_checks=start)
     except BaseException:
         if write is not None:
             write.close()
@@ -493,25 +537,24 @@ def _write_while_checking(frame, follow, stage: Stage, topic: str, layout: Topic
     return write
 
 
-def _checked_write(spark, out, stage: Stage, topic: str, layout: TopicLayout, run: RunResult, outcomes: list,
-                   quarantined: list, parent_column: str, report_dir: Path, uri: str,
-                   batch_rows: int) -> tuple[str, int]:
-    """``_apply_quality`` then the staged write of what it lets through: (uri, rows written).
+def _checked_write(work: _Work, out, topic: str) -> tuple[str, int]:
+    """A row_fn's output checked, then the staged write of what the checks let through: (uri, rows written).
 
     With suites, Spark starts writing the whole frame as soon as it is persisted, while the
     checks run: that is what is written when no row is set aside, the common case. If the
     checks set rows aside (policy quarantine), that write is cancelled and what they let
     through is written beside it instead; if they fail, it is cancelled."""
-    if not any(s.topic == topic for s in stage.suites):
+    uri = work.uri(topic)
+    if not any(s.topic == topic for s in work.stage.suites):
         return uri, _stage_write(out, uri)
     started: list = []  # (frame, its write)
 
     def start(whole) -> None:
-        started.append((whole, FollowedWrite(spark, lambda u, df=whole: _stage_write(df, u), uri, batch_rows)))
+        started.append((whole, FollowedWrite(work.spark, lambda u, df=whole: _stage_write(df, u), uri,
+                                             work.batch_rows)))
 
     try:
-        kept = _apply_quality(out, stage, topic, layout, run, outcomes, quarantined, parent_column, report_dir,
-                              before_checks=start)
+        kept = work.checked(out, topic, "_parent_id", before_checks=start)
     except BaseException:
         for _frame, write in started:
             write.close()
@@ -524,13 +567,14 @@ def _checked_write(spark, out, stage: Stage, topic: str, layout: TopicLayout, ru
     return uri, _stage_write(kept, uri)
 
 
-def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: RunResult, outcomes: list,
-                   quarantined: list, parent_column: str, report_dir: Path, before_checks=None):
+def _apply_quality(work: _Work, frame, topic: str, parent_column: str, before_checks=None):
     """Run the topic's suites on ``frame``; apply each suite's policy; return what may be committed.
 
     ``before_checks(out)``: called with what is committed when no row is set aside, before the
     suites run (``_write_while_checking``, ``_checked_write``); when none is, that same frame
     is returned."""
+    stage, layout, run, outcomes, quarantined = work.stage, work.out_layouts[topic], work.run, work.outcomes, \
+        work.quarantined
     suites = [s for s in stage.suites if s.topic == topic]
     if not suites:
         return frame
@@ -552,7 +596,7 @@ def _apply_quality(frame, stage: Stage, topic: str, layout: TopicLayout, run: Ru
     results = [run_suite(checked.select(*view), suite, rows_in=run.rows_in, stage=stage.name,
                          keyed=checked.select(*view, ROW_KEY)) for suite in suites]
     outcomes.extend(results)
-    report = write_report(report_dir / f"{run.run_id}.html", run.run_id, stage.name, outcomes)
+    report = write_report(work.report_dir / f"{run.run_id}.html", run.run_id, stage.name, outcomes)
     run.quality = {"suites": [o.as_dict() for o in outcomes], "report": str(report.resolve()),
                    "seconds": round((run.quality or {}).get("seconds", 0) + time.perf_counter() - t0, 3)}
     failing = [o for o in results if (o.policy == "fail" and not o.success) or (o.policy == "quarantine" and o.table_failures)]
