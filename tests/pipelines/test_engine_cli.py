@@ -17,6 +17,8 @@ from minikafka.spark.engine import EngineState
 from tests.pipelines.helpers import ROOT, generate, homelab_copy
 from tests.util.ports import unused_port
 
+pytestmark = pytest.mark.spark  # engines are JVMs (the no-JVM run skips these)
+
 ENV = {**os.environ, "MINIKAFKA_ENGINE": "auto"}
 
 
