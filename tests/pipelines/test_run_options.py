@@ -1,0 +1,45 @@
+"""A run's options are checked once (RunOptions) and the command line and the library share
+one default engine."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from minikafka.cli import main
+from minikafka.pipelines import PipelineDefinitionError, load_pipeline
+from minikafka.pipelines.options import DEFAULT_ENGINE, ENGINE_ENV, RunOptions
+from minikafka.pipelines.runner import run_pipeline
+from tests.pipelines.helpers import homelab_copy
+
+
+def test_the_library_and_the_command_default_to_the_same_engine(monkeypatch):
+    monkeypatch.delenv(ENGINE_ENV, raising=False)
+    assert RunOptions().engine == DEFAULT_ENGINE == "auto"
+    engine = next(p for p in main.commands["run"].params if p.name == "engine")
+    # the command leaves the default (and $MINIKAFKA_ENGINE) to RunOptions
+    assert engine.envvar is None and engine.default in (None, getattr(click.core, "UNSET", None))
+    monkeypatch.setenv(ENGINE_ENV, "submit")
+    assert RunOptions().engine == "submit"
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"strategy": "sometimes"}, "strategy must be 'strict' or 'best_effort', got 'sometimes'"),
+    ({"engine": "warp"}, "engine must be one of"),
+    ({"max_parallel": 0}, "max_parallel must be >= 1, got 0"),
+])
+def test_a_run_option_no_run_takes_is_one_line_naming_it(given, message):
+    with pytest.raises(PipelineDefinitionError, match=message):
+        RunOptions(**given)
+
+
+def test_run_pipeline_takes_run_options_or_keywords_not_both(tmp_path):
+    defn = load_pipeline(homelab_copy(tmp_path), suites=False)
+    with pytest.raises(TypeError, match="not both"):
+        run_pipeline(defn, RunOptions(), dry_run=True)
+
+
+def test_run_options_take_the_pipelines_master_and_staging_when_none_is_given(tmp_path):
+    defn = load_pipeline(homelab_copy(tmp_path), suites=False)
+    assert RunOptions().of(defn).master == defn.master
+    assert RunOptions(master="local[3]").of(defn).master == "local[3]"
