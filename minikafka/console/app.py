@@ -237,7 +237,9 @@ class Guard:
             given = request.query_params.get("token")
             if same_secret(given, token):
                 rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                url = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+                path = request.url.path
+                path = "/" if path.startswith(("//", "/\\")) or _CONTROL.search(path) else path  # not another site
+                url = path + (f"?{urlencode(rest)}" if rest else "")
                 response = RedirectResponse(url, status_code=303)
                 response.set_cookie(AUTH_COOKIE, token, httponly=True, samesite="strict")
                 return await response(scope, receive, send)

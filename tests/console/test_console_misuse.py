@@ -270,3 +270,12 @@ def test_no_route_answers_500_to_overflowing_bad_non_ascii_or_oversized_input_si
         assert response.status_code < 500, (response.request.method, str(response.request.url)[:300],
                                             response.text[-300:])
         assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize("path", ["//evil.example/x", "/\\evil.example/x"])
+def test_opening_the_token_link_on_a_path_that_names_another_site_redirects_to_the_overview(ledger, path):
+    with client(ledger, auth_token=TOKEN) as c:
+        opened = c.get(f"http://127.0.0.1{path}?token={TOKEN}", follow_redirects=False)
+    location = opened.headers["location"]
+    assert opened.status_code == 303 and location.startswith("/"), location
+    assert not location.startswith("//") and "\\" not in location  # a browser would leave for evil.example
