@@ -52,7 +52,7 @@ from typing import Any
 
 from ..errors import InvalidNameError, InvalidRecordError, InvalidSettingError, SchemaMismatchError
 from ..util.faults import checkpoint
-from . import counts, keys, status
+from . import bulk, counts, keys, status
 from .identifiers import quote_identifier
 from .layout import TopicLayout, canonical_json
 
@@ -65,6 +65,7 @@ SUMMABLE = ("int", "float")
 ORDERED = ("int", "float", "str", "bool", "date", "datetime")
 WORK = "temp.mk_keyed"
 FOLDED = "temp.mk_keyed_folded"
+CHANGED = "temp.mk_keyed_changed"
 
 
 def current_map_name(topic: str) -> str:
@@ -270,7 +271,14 @@ def _create_work(conn: sqlite3.Connection, layout: TopicLayout, name: str) -> No
     conn.execute(f"DROP TABLE IF EXISTS {name}")
     cols = ", ".join(f"{quote_identifier(c.name)} {c.sql_type}" for c in layout.columns)
     conn.execute(f'CREATE TABLE {name} ("_seq" INTEGER PRIMARY KEY, "_k" INTEGER, {cols}, "_parent_id" INTEGER, '
-                 f'"_parent_topic" TEXT, "_old" INTEGER, "_nid" INTEGER, "_same" INTEGER NOT NULL DEFAULT 0)')
+                 '"_parent_topic" TEXT)')
+
+
+def _create_changed(conn: sqlite3.Connection, layout: TopicLayout) -> None:
+    conn.execute(f"DROP TABLE IF EXISTS {CHANGED}")
+    cols = ", ".join(f"{quote_identifier(c.name)} {c.sql_type}" for c in layout.columns)
+    conn.execute(f'CREATE TABLE {CHANGED} ("_n" INTEGER PRIMARY KEY, "_k" INTEGER, "_old" INTEGER, {cols}, '
+                 '"_parent_id" INTEGER, "_parent_topic" TEXT)')
 
 
 def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout, batches: Iterable[Any],
@@ -312,7 +320,7 @@ def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLay
         conn.executemany(insert, zip(range(seq + 1, seq + n + 1), repeat(None, n) if hashes is None else hashes.tolist(),
                                      *[batch.column(name).to_pylist() for name in names], parents, parent_topics))
         seq += n
-    return _merge_work(conn, layout, spec, seq, now, run_id)
+    return _merge(conn, layout, spec, seq, now, run_id)
 
 
 def merge_values_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout, rows: list[tuple],
@@ -329,7 +337,7 @@ def merge_values_in_current_transaction(conn: sqlite3.Connection, layout: TopicL
     else:
         params = [(i, h, *r, *line) for i, h, r, line in zip(range(1, n + 1), hashes, rows, lineage)]
     conn.executemany(_work_insert(layout), params)
-    return _merge_work(conn, layout, spec, n, now, run_id)
+    return _merge(conn, layout, spec, n, now, run_id)
 
 
 def _work_insert(layout: TopicLayout) -> str:
@@ -342,6 +350,18 @@ def _require_spec(conn: sqlite3.Connection, layout: TopicLayout) -> TableSpec:
     if spec is None:
         raise SchemaMismatchError(f"topic {layout.name!r} is not a keyed table: rows cannot be merged into it")
     return spec
+
+
+def _merge(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, n: int, now: str,
+           run_id: str | None) -> MergeCounts:
+    """The merge of the loaded rows with a page cache that holds the table's map and the pages
+    being written (bulk.py), then the work tables dropped."""
+    top = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
+    with bulk.page_cache(conn, [], extra_bytes=top * bulk.ENTRY_BYTES + n * bulk.ROW_BYTES):
+        result = _merge_work(conn, layout, spec, n, now, run_id)
+    for name in (WORK, FOLDED, CHANGED):
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+    return result
 
 
 def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, n: int, now: str,
@@ -359,40 +379,37 @@ def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, 
     conn.execute(f'UPDATE {work} SET "_k" = {key_layout.key_sql(fields)} WHERE "_k" IS NULL')
     if n > 1 and conn.execute(f'SELECT 1 FROM {work} GROUP BY "_k" HAVING count(*) > 1 LIMIT 1').fetchone():
         work = _fold(conn, layout, spec, fields, keyq)
-    # each row's current version: the map's entries of its hash whose key fields are the row's
-    same_key = " AND ".join(f"o.{q} IS w.{q}" for q in keyq)
+    # each row's current version (the map's entry of its hash whose key fields are the row's),
+    # merged with the row; the rows that change their key's row, numbered in order (_n)
+    same_key = " AND ".join(f"p.{q} IS w.{q}" for q in keyq)
     current, superseded = quote_identifier(current_map_name(layout.name)), quote_identifier(superseded_name(layout.name))
-    conn.execute(f'UPDATE {work} AS w SET "_old" = (SELECT c.id FROM {current} c JOIN {table} o ON o."_id" = c.id '
-                 f'WHERE c.k = w."_k" AND {same_key})')
-    # the merged values, and whether the key's row stays exactly as stored
-    merged = {f: _merged(spec.merge_of(name), f"w.{f}", f"o.{f}") for f, name in zip(fields, layout.field_names)}
-    sets = ", ".join(f"{f} = {merged[f]}" for f in fields if merged[f] != f"w.{f}")
-    same = " AND ".join(f"({merged[f]}) IS o.{f}" for f in fields)
-    conn.execute(f'UPDATE {work} AS w SET {sets + ", " if sets else ""}"_same" = ({same}) FROM {table} AS o '
-                 f'WHERE o."_id" = w."_old"')
-    top = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {table}').fetchone()[0]
-    conn.execute(f'UPDATE {work} AS w SET "_nid" = ? + r.n FROM (SELECT "_seq", row_number() OVER (ORDER BY "_seq") '
-                 f'AS n FROM {work} WHERE NOT "_same") AS r WHERE w."_seq" = r."_seq"', (top,))
-    rows, versions, inserted = conn.execute(
-        f'SELECT count(*), count("_nid"), count("_nid") - count("_nid" * "_old") FROM {work}').fetchone()
-    result.unchanged = rows - versions
-    result.inserted, result.updated = inserted, versions - inserted
+    merged = [_merged(spec.merge_of(name), f"w.{f}", f"o.{f}") for f, name in zip(fields, layout.field_names)]
+    same = " AND ".join(f"({m}) IS o.{f}" for m, f in zip(merged, fields))
+    _create_changed(conn, layout)
+    conn.execute(
+        f'INSERT INTO {CHANGED} ("_k", "_old", {", ".join(fields)}, "_parent_id", "_parent_topic") '
+        f'SELECT w."_k", o."_id", {", ".join(merged)}, w."_parent_id", w."_parent_topic" FROM {work} w '
+        f'LEFT JOIN {table} o ON o."_id" = (SELECT c.id FROM {current} c JOIN {table} p ON p."_id" = c.id '
+        f'WHERE c.k = w."_k" AND {same_key}) WHERE o."_id" IS NULL OR NOT ({same}) ORDER BY w."_seq"')
+    versions, updated = conn.execute(f'SELECT count(*), count("_old") FROM {CHANGED}').fetchone()
+    result.unchanged = n - versions
+    result.inserted, result.updated = versions - updated, updated
     if not versions:
         return result
+    top = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {table}').fetchone()[0]
     cols = ", ".join(['"_id"', *fields, '"_created_at"', '"_parent_id"', '"_parent_topic"', '"_run_id"'])
     try:
-        conn.execute(f'INSERT INTO {table} ({cols}) SELECT "_nid", {", ".join(fields)}, ?, "_parent_id", '
-                     f'"_parent_topic", ? FROM {work} WHERE "_nid" IS NOT NULL ORDER BY "_nid"', (now, run_id))
+        conn.execute(f'INSERT INTO {table} ({cols}) SELECT ? + "_n", {", ".join(fields)}, ?, "_parent_id", '
+                     f'"_parent_topic", ? FROM {CHANGED} ORDER BY "_n"', (top, now, run_id))
     except (sqlite3.IntegrityError, OverflowError) as exc:
-        bad = conn.execute(f'SELECT {", ".join(fields)} FROM {work} WHERE "_nid" IS NOT NULL ORDER BY "_nid"').fetchall()
+        bad = conn.execute(f'SELECT {", ".join(fields)} FROM {CHANGED} ORDER BY "_n"').fetchall()
         raise layout.explain_write_error(exc, bad) from None
     checkpoint("keyed:versions-inserted")
-    conn.execute(f'DELETE FROM {current} WHERE (k, id) IN (SELECT "_k", "_old" FROM {work} '
-                 f'WHERE "_nid" IS NOT NULL AND "_old" IS NOT NULL)')
-    conn.execute(f'INSERT INTO {current} (k, id) SELECT "_k", "_nid" FROM {work} WHERE "_nid" IS NOT NULL '
-                 'ORDER BY "_k", "_nid"')
-    conn.execute(f'INSERT INTO {superseded} (id, by) SELECT "_old", "_nid" FROM {work} '
-                 'WHERE "_nid" IS NOT NULL AND "_old" IS NOT NULL ORDER BY "_old"')
+    conn.execute(f'DELETE FROM {current} WHERE (k, id) IN (SELECT "_k", "_old" FROM {CHANGED} '
+                 'WHERE "_old" IS NOT NULL)')
+    conn.execute(f'INSERT INTO {current} (k, id) SELECT "_k", ? + "_n" FROM {CHANGED} ORDER BY "_k"', (top,))
+    conn.execute(f'INSERT INTO {superseded} (id, by) SELECT "_old", ? + "_n" FROM {CHANGED} '
+                 'WHERE "_old" IS NOT NULL ORDER BY "_old"', (top,))
     checkpoint("keyed:current-updated")
     counts.note_appended_in_current_transaction(conn, layout.name, partitions=1, top=top + versions)
     result.first_id, result.last_id = top + 1, top + versions
