@@ -246,13 +246,14 @@ def _key_layout(layout: TopicLayout, spec: TableSpec) -> TopicLayout:
 
 
 def _merged(fn: str, new: str, old: str) -> str:
-    """SQL of the merged value of a column (``new``: the upsert's value, ``old``: the stored one)."""
+    """SQL of the merged value of a column (``new``: the upsert's value, ``old``: the stored
+    one, a column of the stored row ``o``)."""
     if fn == "sum":
         return f"coalesce({old} + {new}, {new}, {old})"
     if fn in ("max", "min"):
         return f"coalesce({fn}({old}, {new}), {new}, {old})"
-    if fn == "first":
-        return old
+    if fn == "first":  # the stored value, once there is a stored row
+        return f'CASE WHEN o."_id" IS NULL THEN {new} ELSE {old} END'
     return new
 
 

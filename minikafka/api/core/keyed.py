@@ -48,7 +48,13 @@ class KeyedRows(TopicRows[ModelT]):
         Emits:
             message_appended per version written (queued until the commit).
         """
-        encoded = [self.encode(m) for m in models]
+        return self.merge_encoded_in_current_transaction([self.encode(m) for m in models], lineage=lineage,
+                                                         run_id=run_id, now=now)
+
+    def merge_encoded_in_current_transaction(self, encoded: list[tuple], *, lineage: Sequence[tuple] | None = None,
+                                             run_id: str | None = None, now: str | None = None) -> keyed.MergeCounts:
+        """As ``merge_in_current_transaction``, from rows encoded by ``self.encode``
+        (``lineage``: (parent id, parent topic) per row)."""
         result = keyed.merge_values_in_current_transaction(self.conn, self.layout, encoded, now or utc_now(),
                                                            lineage=lineage, run_id=run_id, spec=self.spec)
         if self.ledger.on_event is not None and result.first_id is not None:
