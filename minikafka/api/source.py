@@ -427,6 +427,28 @@ class Source:
         return apply_retention(self.ledger)
 
 
+    def compact_tables(self, names: Sequence[str] | None = None) -> dict[str, int]:
+        """Compact every keyed table (or those named): delete the superseded versions every
+        consumer of the table has acked, one transaction per table (``KeyedTable.compact``).
+
+        Returns:
+            {table: versions deleted}.
+
+        Raises:
+            SchemaMismatchError: a name that is not a keyed table.
+        """
+        from ..ledger import keyed
+
+        tables = keyed.table_names(self._ledger.conn)
+        for name in names or ():
+            if name not in tables:
+                raise SchemaMismatchError(f"{name!r} is not a keyed table (tables: {tables!r})")
+        deleted = {}
+        for name in (tables if names is None else list(names)):
+            with self._ledger.atomic() as conn:
+                deleted[name] = keyed.compact_in_current_transaction(conn, catalog.read_layout(conn, name))
+        return deleted
+
     def group(self, name: str, *, start: str = "earliest") -> ConsumerGroup:
         """The consumer group ``name``: fetch, commit, seek, lag, follow (see api/modes/groups.py).
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import SchemaMismatchError
+from ..errors import InvalidSettingError, SchemaMismatchError
 from ..ledger import acks, keyed
 from ..util.faults import checkpoint
 from ..util.gcpause import gc_paused
@@ -159,5 +159,19 @@ class KeyedTable(Topic[ModelT]):
         when no consumer is registered); returns how many. A consumer's unread versions stay."""
         return self.rows.compact()
 
-    def migrate(self, new_model: type[BaseModel], fn: Any) -> Topic:  # noqa: D102
+    def migrate(self, new_model: type[BaseModel], fn: Any) -> Topic:
+        """Not supported yet for a keyed table.
+
+        Raises:
+            SchemaMismatchError: always; nothing changes.
+        """
         raise SchemaMismatchError(f"table {self.name!r}: migrating a keyed table is not supported yet")
+
+    def set_retention(self, max_age: Any) -> None:
+        """A keyed table is kept by ``compact()``, not by age (its current rows must stay).
+
+        Raises:
+            InvalidSettingError: always; nothing changes.
+        """
+        raise InvalidSettingError(f"table {self.name!r}: a keyed table has no retention by age; "
+                                  "compact() deletes its superseded versions")

@@ -200,3 +200,28 @@ def test_a_table_survives_reopening_the_file(db_path):
         assert t.get("AA", day(1)).n == 2
     with Source(db_path, read_only=True) as src:
         assert src.table("daily", Daily, key=("carrier", "day"), merge={"n": "sum"}).get("AA", day(1)).n == 2
+
+
+def test_the_compact_command_compacts_every_keyed_table_and_refuses_a_plain_topic(db_path):
+    from click.testing import CliRunner
+
+    from minikafka.cli.app import main
+
+    with Source(db_path) as src:
+        t = src.table("daily", Daily, key=("carrier", "day"))
+        t.upsert({"carrier": "AA", "day": day(1), "n": 1})
+        t.upsert({"carrier": "AA", "day": day(1), "n": 2})
+        src.topic("plain", Daily, dedup=None)
+    out = CliRunner().invoke(main, ["compact", "--source", db_path])
+    assert out.exit_code == 0 and "daily: 1 superseded version(s) deleted" in out.output
+    out = CliRunner().invoke(main, ["compact", "plain", "--source", db_path])
+    assert out.exit_code == 1 and "'plain' is not a keyed table" in out.output
+    with Source(db_path) as src:
+        assert src.table("daily", Daily, key=("carrier", "day")).count() == 1
+
+
+def test_a_table_refuses_retention_by_age_and_migration(table):
+    with pytest.raises(InvalidSettingError, match="compact"):
+        table.set_retention("7d")
+    with pytest.raises(SchemaMismatchError, match="not supported"):
+        table.migrate(Daily, lambda r: r)
