@@ -66,6 +66,7 @@ ORDERED = ("int", "float", "str", "bool", "date", "datetime")
 WORK = "temp.mk_keyed"
 FOLDED = "temp.mk_keyed_folded"
 CHANGED = "temp.mk_keyed_changed"
+MMAP_BYTES = 1 << 34  # at most what SQLite was built to map (2 GiB by default)
 
 
 def current_map_name(topic: str) -> str:
@@ -301,6 +302,7 @@ def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLay
     _create_work(conn, layout, WORK)
     insert = _work_insert(layout)
     seq = 0
+    hashed = []  # the rows' hashes, when Python computed every one (duplicates found without SQL)
     for batch in batches:
         n = batch.num_rows
         if n == 0:
@@ -309,6 +311,8 @@ def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLay
         if missing:
             raise InvalidRecordError(f"table {layout.name!r}: rows lack the field(s) {missing!r}")
         hashes = keys.arrow_hashes(key_layout, batch)
+        if hashed is not None:
+            hashed = None if hashes is None else [*hashed, hashes]
         schema_names = batch.schema.names
         if "_parent_id" in schema_names:
             parents = batch.column("_parent_id").to_pylist()
@@ -321,7 +325,13 @@ def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLay
         conn.executemany(insert, zip(range(seq + 1, seq + n + 1), repeat(None, n) if hashes is None else hashes.tolist(),
                                      *[batch.column(name).to_pylist() for name in names], parents, parent_topics))
         seq += n
-    return _merge(conn, layout, spec, seq, now, run_id)
+    unique = None
+    if hashed:
+        import numpy as np
+
+        every = np.concatenate(hashed)
+        unique = len(np.unique(every)) == len(every)
+    return _merge(conn, layout, spec, seq, now, run_id, unique=unique)
 
 
 def merge_values_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout, rows: list[tuple],
@@ -354,19 +364,28 @@ def _require_spec(conn: sqlite3.Connection, layout: TopicLayout) -> TableSpec:
 
 
 def _merge(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, n: int, now: str,
-           run_id: str | None) -> MergeCounts:
+           run_id: str | None, *, unique: bool | None = None) -> MergeCounts:
     """The merge of the loaded rows with a page cache that holds the table's map and the pages
-    being written (bulk.py), then the work tables dropped."""
+    being written (bulk.py) and the file memory-mapped (the stored versions of the changed
+    keys are read in place, at random), then the work tables dropped. ``unique``: whether
+    the rows' hashes are known to be distinct (None: not known)."""
     top = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {layout.table}').fetchone()[0]
-    with bulk.page_cache(conn, [], extra_bytes=top * bulk.ENTRY_BYTES + n * bulk.ROW_BYTES):
-        result = _merge_work(conn, layout, spec, n, now, run_id)
+    mmap = conn.execute("PRAGMA mmap_size").fetchone()  # None: a database in memory
+    if mmap is not None:
+        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+    try:
+        with bulk.page_cache(conn, [], extra_bytes=top * bulk.ENTRY_BYTES + n * bulk.ROW_BYTES):
+            result = _merge_work(conn, layout, spec, n, now, run_id, unique)
+    finally:
+        if mmap is not None:
+            conn.execute(f"PRAGMA mmap_size = {int(mmap[0])}")
     for name in (WORK, FOLDED, CHANGED):
         conn.execute(f"DROP TABLE IF EXISTS {name}")
     return result
 
 
 def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, n: int, now: str,
-                run_id: str | None) -> MergeCounts:
+                run_id: str | None, unique: bool | None) -> MergeCounts:
     """Merge the rows loaded in the work table (see the module docstring for each step)."""
     result = MergeCounts(rows=n)
     if n == 0:
@@ -378,7 +397,9 @@ def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, 
     work = WORK
     # hashes Python could not compute (a value not of its column's exact type): in SQL, as stored
     conn.execute(f'UPDATE {work} SET "_k" = {key_layout.key_sql(fields)} WHERE "_k" IS NULL')
-    if n > 1 and conn.execute(f'SELECT 1 FROM {work} GROUP BY "_k" HAVING count(*) > 1 LIMIT 1').fetchone():
+    if unique is None:
+        unique = n < 2 or not conn.execute(f'SELECT 1 FROM {work} GROUP BY "_k" HAVING count(*) > 1 LIMIT 1').fetchone()
+    if not unique:
         work = _fold(conn, layout, spec, fields, keyq)
     # each row's current version (the map's entry of its hash whose key fields are the row's),
     # merged with the row; the rows that change their key's row, numbered in order (_n)
