@@ -87,6 +87,8 @@ def main() -> None:
         t1 = time.perf_counter()
         with ledger.atomic() as conn:
             got = keyed.merge_rows_in_current_transaction(conn, layout, [batch], utc_now(), "bench-merge")
+            t_commit = time.perf_counter()
+        got.seconds["commit"] = round(time.perf_counter() - t_commit, 4)
         merge_s = time.perf_counter() - t1
         assert got.updated == len(changed), got
         merge_rate = len(changed) / merge_s
@@ -97,6 +99,7 @@ def main() -> None:
         append_s = time.perf_counter() - t2
         append_rate = len(changed) / append_s
 
+    print("  merge steps (s): " + ", ".join(f"{k} {v:.2f}" for k, v in got.seconds.items()))
     print(f"merge of {len(changed):,} changed keys into {args.rows:,}: {merge_s:.2f} s, {merge_rate:,.0f} rows/s "
           f"(target >= 100,000) {verdict(merge_rate >= 100_000)}")
     print(f"append of the same rows into the same table: {append_s:.2f} s, {append_rate:,.0f} rows/s; "

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import repeat
@@ -112,6 +113,7 @@ class MergeCounts:
     unchanged: int = 0
     first_id: int | None = None
     last_id: int | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # where the time went, by step
 
     @property
     def versions(self) -> int:
@@ -299,6 +301,7 @@ def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLay
     spec = spec or _require_spec(conn, layout)
     key_layout = _key_layout(layout, spec)
     names = layout.field_names
+    t0 = time.perf_counter()
     _create_work(conn, layout, WORK)
     insert = _work_insert(layout)
     seq = 0
@@ -331,7 +334,10 @@ def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLay
 
         every = np.concatenate(hashed)
         unique = len(np.unique(every)) == len(every)
-    return _merge(conn, layout, spec, seq, now, run_id, unique=unique)
+    loaded = time.perf_counter() - t0
+    result = _merge(conn, layout, spec, seq, now, run_id, unique=unique)
+    result.seconds["load"] = round(loaded, 4)
+    return result
 
 
 def merge_values_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout, rows: list[tuple],
@@ -395,6 +401,7 @@ def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, 
     keyq = [quote_identifier(k) for k in spec.key]
     key_layout = _key_layout(layout, spec)
     work = WORK
+    clock = _Steps(result.seconds)
     # hashes Python could not compute (a value not of its column's exact type): in SQL, as stored
     conn.execute(f'UPDATE {work} SET "_k" = {key_layout.key_sql(fields)} WHERE "_k" IS NULL')
     if unique is None:
@@ -407,12 +414,14 @@ def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, 
     current, superseded = quote_identifier(current_map_name(layout.name)), quote_identifier(superseded_name(layout.name))
     merged = [_merged(spec.merge_of(name), f"w.{f}", f"o.{f}") for f, name in zip(fields, layout.field_names)]
     same = " AND ".join(f"({m}) IS o.{f}" for m, f in zip(merged, fields))
+    clock("fold")
     _create_changed(conn, layout)
     conn.execute(
         f'INSERT INTO {CHANGED} ("_k", "_old", {", ".join(fields)}, "_parent_id", "_parent_topic") '
         f'SELECT w."_k", o."_id", {", ".join(merged)}, w."_parent_id", w."_parent_topic" FROM {work} w '
         f'LEFT JOIN {table} o ON o."_id" = (SELECT c.id FROM {current} c JOIN {table} p ON p."_id" = c.id '
         f'WHERE c.k = w."_k" AND {same_key}) WHERE o."_id" IS NULL OR NOT ({same}) ORDER BY w."_seq"')
+    clock("lookup")
     versions, updated = conn.execute(f'SELECT count(*), count("_old") FROM {CHANGED}').fetchone()
     result.unchanged = n - versions
     result.inserted, result.updated = versions - updated, updated
@@ -426,16 +435,30 @@ def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, 
     except (sqlite3.IntegrityError, OverflowError) as exc:
         bad = conn.execute(f'SELECT {", ".join(fields)} FROM {CHANGED} ORDER BY "_n"').fetchall()
         raise layout.explain_write_error(exc, bad) from None
+    clock("versions")
     checkpoint("keyed:versions-inserted")
     conn.execute(f'DELETE FROM {current} WHERE (k, id) IN (SELECT "_k", "_old" FROM {CHANGED} '
                  'WHERE "_old" IS NOT NULL)')
     conn.execute(f'INSERT INTO {current} (k, id) SELECT "_k", ? + "_n" FROM {CHANGED} ORDER BY "_k"', (top,))
     conn.execute(f'INSERT INTO {superseded} (id, by) SELECT "_old", ? + "_n" FROM {CHANGED} '
                  'WHERE "_old" IS NOT NULL ORDER BY "_old"', (top,))
+    clock("current")
     checkpoint("keyed:current-updated")
     counts.note_appended_in_current_transaction(conn, layout.name, partitions=1, top=top + versions)
     result.first_id, result.last_id = top + 1, top + versions
     return result
+
+
+class _Steps:
+    """Adds the seconds since the last call to ``seconds[step]``."""
+
+    def __init__(self, seconds: dict[str, float]):
+        self.seconds, self.last = seconds, time.perf_counter()
+
+    def __call__(self, step: str) -> None:
+        now = time.perf_counter()
+        self.seconds[step] = round(self.seconds.get(step, 0.0) + now - self.last, 4)
+        self.last = now
 
 
 def _fold(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, fields: list[str],
