@@ -35,7 +35,7 @@ from ..errors import (
     WrongThreadError,
 )
 from ..util.clock import utc_now
-from . import filecheck, keys, upgrade
+from . import filecheck, identity, keys, upgrade
 from .events import Event, Observer, deliverer, notify
 from .schema import LEDGER_FORMAT, MIN_SQLITE, missing_objects, schema_statements, temp_table_statement
 
@@ -240,7 +240,7 @@ class Ledger:
         conn = self._conn
         found = upgrade.stored_format(conn)
         self._check_not_newer(found)
-        if found == LEDGER_FORMAT and not missing_objects(conn):
+        if found == LEDGER_FORMAT and not missing_objects(conn) and identity.read_identity(conn) is not None:
             return
         self._init_schema()
 
@@ -288,6 +288,7 @@ class Ledger:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (str(LEDGER_FORMAT),),
                 )
+            identity.ensure_identity_in_current_transaction(conn)
 
     @property
     def on_event(self) -> Observer | None:

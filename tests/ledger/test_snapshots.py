@@ -84,7 +84,7 @@ def test_a_backup_names_the_last_committed_run_and_leaves_a_row_in_the_run_log(t
         last = source.ledger.conn.execute("SELECT run_id FROM _minikafka_runs ORDER BY rowid DESC LIMIT 1").fetchone()[0]
     result = backup(ledger, tmp_path / "b")
     assert result.last_run == last and last in Path(result.snapshot).name
-    assert (tmp_path / "b" / (Path(result.snapshot).name + ".sha256")).read_text().split() == [
+    assert (tmp_path / "b" / (Path(result.snapshot).name + ".sha256")).read_text().splitlines()[0].split() == [
         result.sha256, Path(result.snapshot).name]
     row = _one(ledger, "SELECT kind, status, details FROM _minikafka_runs WHERE run_id = ?", (result.run_id,))
     assert row[0] == "backup" and row[1] == "succeeded" and Path(result.snapshot).name in row[2]
@@ -476,13 +476,15 @@ def test_restore_from_a_directory_without_the_targets_snapshots_refuses_and_name
     staging, prod = _two_homelabs(tmp_path)
     dest = tmp_path / "backups"
     taken = backup(staging, dest)
-    before = prod.read_bytes()
+    prod_id = _ledger_id(prod)
     with pytest.raises(SnapshotNotFoundError, match=rf"no snapshot of {prod} .*in {dest}.*{_ledger_id(staging)}.*"
                        rf"{staging}.*--from-other-ledger"):
         restore(prod, dest)
     with pytest.raises(ForeignSnapshotError, match=r"another ledger.*--from-other-ledger"):
         restore(prod, taken.snapshot)
-    assert prod.read_bytes() == before
+    assert _one(prod, "SELECT count(*) FROM src")[0] == 5 and _ledger_id(prod) == prod_id
+    refused = _one(prod, "SELECT count(*) FROM _minikafka_runs WHERE kind = 'restore' AND status = 'failed'")[0]
+    assert refused == 2, "the ledger says a restore was refused, and nothing else changed"
 
 
 def test_restoring_another_ledgers_snapshot_needs_the_flag_and_the_ledger_keeps_its_identity(tmp_path):
@@ -504,9 +506,9 @@ def test_restore_onto_a_fresh_machine_from_a_directory_of_two_ledgers_refuses_an
     backup(staging, dest)
     mine = backup(prod, dest)
     fresh = tmp_path / "new-machine" / "homelab.sqlite"
-    with pytest.raises(SnapshotNotFoundError, match=rf"snapshots of 2 ledgers.*{_ledger_id(staging)}.*"
-                       rf"{_ledger_id(prod)}.*pass the snapshot file"):
+    with pytest.raises(SnapshotNotFoundError, match=r"snapshots of 2 ledgers.*pass the snapshot file") as refused:
         restore(fresh, dest)
+    assert _ledger_id(staging) in str(refused.value) and _ledger_id(prod) in str(refused.value)
     assert not fresh.exists()
     done = restore(fresh, mine.snapshot)
     assert _one(fresh, "SELECT count(*) FROM src")[0] == 5 and _ledger_id(fresh) == _ledger_id(prod)
