@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import BackupError, LedgerNotFoundError, MinikafkaError, SnapshotNotFoundError
 from ..util.clock import parse_timestamp
 from ..util.results import Result
-from . import identity, snapshots
+from . import filecheck, identity, snapshots
 from . import restore as restoring
 from .maintenance_runs import record_run
 from .runlog import RunResult, new_run_id, run_started_at
@@ -91,9 +91,9 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
     path = Path(ledger).expanduser()
     if not path.is_file():
         raise LedgerNotFoundError(f"no ledger at {ledger}", path=str(ledger))
-    if not _is_ledger_file(path):
-        raise BackupError(f"{ledger} is not a ledger (an empty file, or not an SQLite database with minikafka's "
-                          "tables); nothing was backed up")
+    problem = filecheck.ledger_file_problem(path)
+    if problem:
+        raise BackupError(f"{problem}; nothing was backed up")
     identity.ensure_identity_of_file(path)  # a ledger from before identities: its snapshots carry one from now
     run = RunResult(new_run_id("backup"), "backup", stage="backup", outputs=[str(dest)])
     try:
@@ -127,21 +127,6 @@ def _check_path(value: str | Path, what: str) -> None:
     """Raise BackupError for an empty path (which would mean the current directory)."""
     if not str(value).strip():
         raise BackupError(f"{what} is an empty path; name it (a '.' for the current directory)")
-
-
-def _is_ledger_file(path: Path) -> bool:
-    """Whether ``path`` is an SQLite database with minikafka's tables (read without writing)."""
-    with open(path, "rb") as fh:
-        if fh.read(len(restoring.SQLITE_HEADER)) != restoring.SQLITE_HEADER:
-            return False
-    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_minikafka_meta'"
-                            ).fetchone() is not None
-    except sqlite3.DatabaseError:
-        return False
-    finally:
-        conn.close()
 
 
 def snapshot_before_run(ledger: str | Path, dest: str | Path, run_id: str) -> snapshots.Snapshot:

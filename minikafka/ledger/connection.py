@@ -222,6 +222,9 @@ class Ledger:
                 parent = file.resolve().parent
                 why = "" if parent.is_dir() else f" (directory {parent} does not exist)"
                 raise LedgerNotFoundError(f"no ledger at {self.path}{why}", path=self.path)
+            if not create and not read_only and file.is_file() and file.stat().st_size == 0:
+                # an empty file is no ledger yet: only a Source that may create one makes it one
+                raise LedgerNotFoundError(f"no ledger at {self.path}: the file is empty", path=self.path)
         if read_only and self.path != ":memory:":
             self._conn = connect_read_only(self.path, busy_timeout=busy_timeout)
         else:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ..errors import BackupError, ForeignSnapshotError, LedgerInUseError, LockBusy, SnapshotNotFoundError
 from ..util.filelock import exclusive_lock
-from . import identity, snapshots
+from . import filecheck, identity, snapshots
 from .filecopy import fsync_path
 
 RESTORING = ".restoring-"
@@ -61,9 +61,6 @@ def _aside_name(ledger: Path, when: datetime) -> Path:
     return ledger.with_name(f"{ledger.name}.replaced-{stamp}")
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-
-
 def check_snapshot(path: Path) -> snapshots.Snapshot:
     """The snapshot at ``path`` after checking its checksum and integrity, with the identity
     found inside the copy.
@@ -80,24 +77,13 @@ def check_snapshot(path: Path) -> snapshots.Snapshot:
         raise BackupError(f"{path} is not named like a snapshot (<ledger>-backup-<time>-<run>.sqlite); "
                           "take snapshots with 'minikafka backup'")
     snapshots.verify_checksum(path)
-    with open(path, "rb") as fh:
-        head = fh.read(len(SQLITE_HEADER))
-    if head != SQLITE_HEADER:
-        what = "an empty file" if not head else "not an SQLite database"
-        raise BackupError(f"{path} is {what}, not a ledger (its checksum matching only says it was not changed "
-                          "since the checksum was written); nothing was changed")
+    problem = filecheck.ledger_file_problem(path)
+    if problem:  # a matching checksum only says the file was not changed since it was written
+        raise BackupError(f"{problem}; nothing was changed")
     problems = snapshots.integrity_problems(path)
     if problems:
         raise BackupError(f"{path} failed PRAGMA integrity_check: {'; '.join(problems[:3])}")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        tables = conn.execute(
-            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_minikafka_meta'").fetchone()
-        inside = identity.read_identity(conn) if tables else None
-    finally:
-        conn.close()
-    if not tables:
-        raise BackupError(f"{path} is an SQLite database without minikafka's tables, not a ledger; nothing was changed")
+    inside = filecheck.ledger_facts(path)[1]
     if snap.ledger_id is not None and snap.ledger_id != inside:
         raise BackupError(f"{path} holds ledger {inside or '(no identity)'} but its manifest "
                           f"{snap.checksum_path.name} says {snap.ledger_id}; nothing was changed")
@@ -151,7 +137,7 @@ def restore_file(ledger: str | Path, snapshot: str | Path, *, from_other_ledger:
     staged = ledger.with_name(f".{ledger.name}{RESTORING}{os.getpid()}")
     try:
         for old in ledger.parent.glob(f".{ledger.name}{RESTORING}*"):
-            old.unlink(missing_ok=True)
+            _remove(old)
         try:
             shutil.copyfile(snap.path, staged)
             if target is not None and snap.ledger_id != target:
@@ -164,8 +150,8 @@ def restore_file(ledger: str | Path, snapshot: str | Path, *, from_other_ledger:
             _hold_run_locks(ledger, held)
             replaced = _swap(ledger, staged)
     except BaseException:
-        staged.unlink(missing_ok=True)
-        Path(f"{staged}-journal").unlink(missing_ok=True)
+        _remove(staged)
+        _remove(Path(f"{staged}-journal"))
         for directory in reversed(made):
             try:
                 directory.rmdir()
@@ -173,6 +159,14 @@ def restore_file(ledger: str | Path, snapshot: str | Path, *, from_other_ledger:
                 pass
         raise
     return FileRestored(ledger, snap, replaced)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file of ours if it is there (a read-only disk never had it written)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _reason(exc: BaseException) -> str:

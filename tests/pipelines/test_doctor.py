@@ -107,7 +107,7 @@ def test_doctor_fails_a_ledger_that_fails_quick_check(tmp_path):
 
     pipeline = _pipeline(tmp_path)
     with Source(str(pipeline.source)) as source:
-        source.topic("a", Item).extend([{"title": "t" * 300, "url": f"u{i}", "score": 1.0} for i in range(200)])
+        source.topic("a", Item, dedup=None).extend([{"title": "t" * 300, "url": f"u{i}", "score": 1.0} for i in range(200)])
     assert _by_name(doctor_checks(pipeline.source, pipeline))["ledger integrity"].state == "ok"
     _damage(pipeline.source)
     found = _by_name(doctor_checks(pipeline.source, pipeline))["ledger integrity"]
