@@ -510,5 +510,5 @@ def test_restore_onto_a_fresh_machine_from_a_directory_of_two_ledgers_refuses_an
         restore(fresh, dest)
     assert _ledger_id(staging) in str(refused.value) and _ledger_id(prod) in str(refused.value)
     assert not fresh.exists()
-    done = restore(fresh, mine.snapshot)
+    assert restore(fresh, mine.snapshot).replaced is None
     assert _one(fresh, "SELECT count(*) FROM src")[0] == 5 and _ledger_id(fresh) == _ledger_id(prod)
