@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidSettingError
+from ..errors import InvalidSettingError, LedgerNotFoundError
 from ..ledger import filecheck, snapshots, vitals
 from ..ledger.connection import Ledger
 from ..ledger.maintenance_runs import record_run
@@ -296,7 +296,9 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
     if headers and not notify_urls:
         raise InvalidSettingError(f"notify headers ({', '.join(sorted(headers))}) need a notify URL to go to")
     scope = pipeline.name if pipeline else str(Path(ledger_path).resolve())
-    sound = _ledger_file_check(Path(ledger_path))
+    if not Path(ledger_path).expanduser().is_file():
+        raise LedgerNotFoundError(f"no ledger at {ledger_path}", path=str(ledger_path))
+    sound = _ledger_file_check(Path(ledger_path).expanduser())
     if sound.state == FAIL:
         return _damaged(sound, scope, notify_urls, notify_format, headers, attempts, sleep, t0)
     led = Ledger(str(ledger_path), create=False)
