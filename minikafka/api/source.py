@@ -44,8 +44,8 @@ class Source:
     for writing.
 
     Args:
-        path: a file path (created if missing, as in minikafka; its directory must
-            exist) or ":memory:".
+        path: a file path (created if missing, as in minikafka, with its missing
+            directories; ``create=False`` creates nothing) or ":memory:".
         on_event: called as ``on_event(event_name, **kwargs)`` (minikafka's convention)
             after each commit it reports; exceptions raised by it are swallowed. An
             observer taking one argument annotated ``Event`` gets the Event object.
