@@ -26,6 +26,7 @@ from ..errors import ConsoleRequestError, MinikafkaError
 from ..ledger import acks
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ..util.clock import utc_now
+from ..util.redact import redact_and_cut
 
 ActionRefused = ConsoleRequestError  # an action's arguments are missing or malformed: nothing ran
 ActionFailed = MinikafkaError  # the library call ran and did nothing (the run log says 'failed')
@@ -82,7 +83,7 @@ def _requeue(source: Source, defns, args: dict) -> tuple[str, list[str]]:
     result = requeue_named(source, topic, ids, declared.model if declared is not None else None)
     text = (f"requeued {result.requeued} row(s) of {topic}: {result.appended} appended, {result.replayed} pending "
             f"again for their consumer, {result.duplicates} already in the topic")
-    still = "; ".join(f"{qid}: {reason[:200]}" for qid, reason in result.failed)
+    still = "; ".join(f"{qid}: {redact_and_cut(reason, 200)}" for qid, reason in result.failed)
     if result.failed and result.requeued == 0:  # as the CLI: a "success" that did nothing is an error
         raise ActionFailed(f"no row of {topic} could be requeued: all {len(result.failed)} still fail and stay in "
                            f"the quarantine (attempts counted): {still}")

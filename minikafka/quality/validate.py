@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import QualityCheckError
 from ..util.results import Result
 from .gx_env import context, import_gx
-from .report import describe, write_report  # noqa: F401  (stage.py writes the report through this module)
+from .report import describe, redacted_result, write_report  # noqa: F401  (stage.py writes the report through this module)
 from .suite import Suite, expectation_class, expectation_columns, expectation_label, is_row_level
 
 import_gx()
@@ -153,17 +153,18 @@ def run_suite(df, suite: Suite, *, rows_in: int, stage: str | None = None, keyed
 
 
 def result_row(r) -> dict[str, Any]:
-    """One expectation's result as the run log and the report keep it."""
+    """One expectation's result as the run log and the report keep it (the failing values of a
+    column named like a secret as ``***``: ``report.redacted_result``)."""
     cfg = r.expectation_config
     res = r.result or {}
-    return {
+    return redacted_result({
         "expectation": cfg.type, "column": ", ".join(expectation_columns(cfg.kwargs)) or None,
         "success": bool(r.success), "row_level": is_row_level(cfg.type),
         "observed_value": _jsonable(res.get("observed_value")),
         "unexpected_count": res.get("unexpected_count"), "unexpected_percent": res.get("unexpected_percent"),
         "element_count": res.get("element_count"), "missing_count": res.get("missing_count"),
         "arguments": arguments(cfg.kwargs), "unexpected_sample": sample(res.get("partial_unexpected_list")),
-    }
+    })
 
 
 def _expectations(suite: Suite, rows_in: int) -> list:
