@@ -19,7 +19,7 @@ from minikafka.util.redact import redact_text, redact_url, secret_forms, url_sec
 PACKAGE = Path(__file__).resolve().parents[2] / "minikafka"
 SECRETISH = re.compile(r"(endpoint|url|uri|master|header|token|password|secret)", re.I)
 SINK = re.compile(r"(raise |log\.|logger\.|print\(|echo\(|note\(|Error\(|warn\(|details|reason)")
-REDACTED = ("redact_url(", "redact_text(", "self._redact(", "shown")
+REDACTED = ("redact_url(", "redact_text(", "redact_secrets(", "redact_and_cut(", "cut(", "self._redact(", "shown")
 
 # placeholders whose value was redacted where it was made: (file, expression) -> why
 ALREADY_REDACTED = {
