@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import QualityCheckError
+from ..util.redact import redact_and_cut
 from ..util.results import Result
 from .gx_env import context, import_gx
 from .report import describe, redacted_result, write_report  # noqa: F401  (stage.py writes the report through this module)
@@ -62,12 +63,13 @@ def arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def sample(values: Any) -> list[Any]:
-    """Up to SAMPLE_VALUES failing values, long text cut to SAMPLE_CHARS."""
+    """Up to SAMPLE_VALUES failing values, long text masked, then cut to SAMPLE_CHARS (a secret
+    the cut went through would show its head)."""
     out = []
     for value in list(values or [])[:SAMPLE_VALUES]:
         value = _jsonable(value)
         if isinstance(value, str) and len(value) > SAMPLE_CHARS:
-            value = value[:SAMPLE_CHARS] + "…"
+            value = redact_and_cut(value, SAMPLE_CHARS + 1)
         out.append(value)
     return out
 
