@@ -176,7 +176,7 @@ def _clean(value):
     if isinstance(value, list):
         return [_clean(v) for v in value[:50]]
     text = str(value)
-    return text if len(text) <= 200 else f"{text[:100]}... ({len(text)} characters)"
+    return text if len(text) <= 200 else f"{redact_and_cut(text, 100)} ({len(text)} characters)"  # masked, then cut
 
 
 def perform(path: str, defns, name: str, args: dict, *, host: str, user_agent: str,
