@@ -16,6 +16,7 @@ from .api.modes.schedules import Scheduler
 from .api.modes.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
+from .api.table import KeyedTable
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
     ArgumentTypeError,
@@ -139,6 +140,7 @@ __all__ = [  # sorted: tests/test_layers.py checks it
     "JobNotFoundError",
     "JobNotOursError",
     "JsonObject",
+    "KeyedTable",
     "LedgerError",
     "LedgerInUseError",
     "LedgerNotFoundError",
