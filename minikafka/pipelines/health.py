@@ -21,6 +21,10 @@
 ``check_health(...)`` runs them as a run of its own: the states go into a run-log row
 (kind ``health``), and with ``notify`` URLs a message is sent when a check's state
 differs from what the last delivered notification said (not on every check).
+
+A check's reason may quote a failed run's error: it is masked, then cut
+(``util.redact.redact_and_cut``), and ``CheckResult`` masks every reason it is given, so
+the printed lines, ``--json``, the run row and the notification never show a secret.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from ..ledger.runlog import RunResult, new_run_id
 from ..util import clock
 from ..util.checks import FAIL, OK, WARN, CheckResult, human_age, worst
 from ..util.duration import format_duration
-from ..util.redact import redact_url
+from ..util.redact import redact_and_cut, redact_secrets, redact_url, redact_value
 from ..util.results import Result
 from .definition import PipelineDefinition
 
@@ -81,7 +85,7 @@ def _stage_checks(conn, name: str, now: datetime, stage=None, pending=None) -> l
         state = FAIL if status in BAD_STATUSES else WARN if status == "partial" else OK
         reason = f"{status} ({last['run_id']}, {human_age(_age_s(last['started_at'], now))} ago)"
         if last.get("error") and state != OK:
-            reason += f": {last['error'].splitlines()[0][:200]}"
+            reason += f": {redact_and_cut(last['error'], 200, first_line=True)}"  # masked, then cut
         out.append(CheckResult(f"{subject} last run", state, reason,
                                {"run_id": last["run_id"], "status": status,
                                 "age_s": _age_s(last["started_at"], now)}))
@@ -258,7 +262,7 @@ def _message(scope: str, state: str, checks: list[CheckResult], changed: list[di
         headline += " - every check ok"
     document = {"scope": scope, "state": state, "text": headline, "changed": changed,
                 "checks": [c.as_dict() for c in checks]}
-    return document, headline
+    return redact_value(document), redact_secrets(headline)
 
 
 def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = None, *,

@@ -27,7 +27,7 @@ from ..ledger.runlog import (
 )
 from ..util.procs import child_env as submit_env  # noqa: F401  (the stages' environment)
 from ..util.progress import heartbeat
-from ..util.redact import redact_url
+from ..util.redact import redact_and_cut, redact_url
 from ..util.results import Result
 from .definition import PipelineDefinition, PipelineDefinitionError, StageDefinition
 
@@ -164,7 +164,7 @@ class PipelineRun(Result):
                              f"{'to be ' if self.dry_run else ''}committed: minikafka quarantine {o.quarantined_to[0]}")
         lines += self.warnings()
         for o in self.failed:
-            lines.append(f"FAILED {o.name}: {(o.error or '')[:1500]}")
+            lines.append(f"FAILED {o.name}: {redact_and_cut(o.error, 1500)}")
             if o.quality.get("report"):
                 lines.append(f"    report: {o.quality['report']}")
         verdict = "ok" if self.ok else f"{len(self.failed)} stage(s) failed"

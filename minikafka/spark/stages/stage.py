@@ -21,6 +21,7 @@ from ...ledger.identifiers import validate_consumer_name, validate_topic_name
 from ...ledger.layout import TopicLayout
 from ...ledger.runlog import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
 from ...util.faults import checkpoint
+from ...util.redact import redact_and_cut
 from ..engine import is_connect, master_of
 from ..staging import lock_path
 from ..types import quote_back, storage_sql_type
@@ -54,9 +55,9 @@ def describe(exc: BaseException) -> str:
                         python_errors.append(later)
                 if python_errors:
                     found = f"{found.removesuffix('Traceback (most recent call last):').rstrip()} {python_errors[-1]}"
-            return f"{type(exc).__name__}: {found[:1500]}"
+            return f"{type(exc).__name__}: {redact_and_cut(found, 1500)}"
     causes = [line for line in lines if line.startswith("Caused by:")]
-    return f"{type(exc).__name__}: " + (causes[-1] if causes else (lines[0] if lines else text))[:1500]
+    return f"{type(exc).__name__}: " + redact_and_cut(causes[-1] if causes else (lines[0] if lines else text), 1500)
 
 
 @dataclass
