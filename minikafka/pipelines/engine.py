@@ -318,7 +318,8 @@ def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_t
             cmd += ["--master", master]
         echo(f"starting an engine for {defn.name} " + (f"(stops after {timeout:g} s unused)" if timeout
                                                         else "(stops at the end of this run)"))
-        with open(log, "ab") as out:  # appended: an engine started earlier may still write to it
+        # appended (an engine started earlier may still write to it), unless it grew past 1 MB
+        with open(log, "ab" if log.exists() and log.stat().st_size < 1 << 20 else "wb") as out:
             offset = out.tell()
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env=_server_env())

@@ -308,10 +308,18 @@ def _retry_policy(host: str, port: int):
     return EnginePolicy(max_retries=RETRIES, max_backoff=2000)
 
 
+def engine_of(spark) -> str | None:
+    """``sc://HOST:PORT`` of the engine of a Connect session made by ``connect`` (no token); None
+    for a classic session (whose ``client`` raises) or no session."""
+    if spark is None or not is_connect(spark):
+        return None
+    return getattr(spark.client, "minikafka_engine", None)
+
+
 def stopped_engine(spark) -> str | None:
     """The URL (``sc://HOST:PORT``) of the engine of a Connect session made by ``connect`` when
     that engine no longer answers; None for a classic session or an engine that answers."""
-    url = getattr(getattr(spark, "client", None), "minikafka_engine", None) if spark is not None else None
+    url = engine_of(spark)
     if url is None or answers(*parse_remote(url), timeout=1.0):
         return None
     return url

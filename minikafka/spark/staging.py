@@ -138,8 +138,8 @@ def sweep(ledger_path: str | Path, stages: list[str], release=None) -> list[str]
     removed = []
     locks = Path(ledger_path).resolve().parent / ".minikafka-locks"
     for stage in stages:
-        if not (marks_dir(ledger_path, stage).is_dir() or (locks / f"{stage}.staging").exists()):
-            continue
+        if not (any(marks_dir(ledger_path, stage).glob("*.json")) or (locks / f"{stage}.staging").exists()):
+            continue  # nothing marked: its lock is not even taken (a run of it may be starting now)
         try:
             with exclusive_lock(locks / f"{stage}.lock", note="staging sweep"):
                 removed += sweep_stage(ledger_path, stage, release)

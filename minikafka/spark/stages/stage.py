@@ -21,7 +21,7 @@ from ...ledger.identifiers import validate_consumer_name, validate_topic_name
 from ...ledger.layout import TopicLayout
 from ...ledger.runlog import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
 from ...util.faults import checkpoint
-from ..engine import engine_stopped_error, is_connect, master_of
+from ..engine import engine_of, engine_stopped_error, is_connect, master_of
 from ..staging import lock_path
 from ..types import quote_back, storage_sql_type
 from .conform import conform, refused_rows
@@ -248,9 +248,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
     run_uri = area.run_uri(stage.name, run.run_id) if area else None
     mark = None
     if run_uri:
-        client = getattr(spark, "client", None)
-        mark = stg.mark_staged(source.path, stage.name, run.run_id, run_uri,
-                               engine=getattr(client, "minikafka_engine", None),
+        mark = stg.mark_staged(source.path, stage.name, run.run_id, run_uri, engine=engine_of(spark),
                                session=spark.session_id if is_connect(spark) else None)
     target = stage.outputs[0] if len(stage.outputs) == 1 else None
     source.ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
