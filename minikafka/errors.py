@@ -445,6 +445,11 @@ class EngineError(SparkSetupError):
     taken, nothing answers at its URL, or its JVM exited; the message says which."""
 
 
+class EngineStoppedError(EngineError):
+    """The engine a stage ran on stopped answering during the stage (its JVM was killed, it
+    crashed, or its host went away): the stage failed for that cause, nothing was committed."""
+
+
 class StageFailed(MinikafkaError):
     """A stage run failed; nothing of it was committed (``__cause__`` holds the error).
 

@@ -395,13 +395,21 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     t0 = time.perf_counter()
     notes: list[str] = []
     registered: dict[tuple[str, str], int] = {}  # (stage, input) -> its consumer's id, registered once here
+    from .staging_sweep import sweep_staging
+
+    if not dry_run:
+        sweep_staging(defn, remote)  # what runs that died staged
     # this process's one connection to the ledger (stages in this process run on it too)
-    with open_source(defn, register=not dry_run, notes=notes, registered=registered) as source:
-        result = _run_pipeline_on(source, defn, chosen, result, registered, master=master, strategy=strategy,
-                                  dry_run=dry_run, in_process=in_process, staging=staging, echo=echo,
-                                  running=running, engine=engine, remote=remote, max_parallel=max_parallel,
-                                  idle_timeout=idle_timeout, backup_before=backup_before, notes=notes, t0=t0,
-                                  stage_host=stage_host)
+    try:
+        with open_source(defn, register=not dry_run, notes=notes, registered=registered) as source:
+            result = _run_pipeline_on(source, defn, chosen, result, registered, master=master, strategy=strategy,
+                                      dry_run=dry_run, in_process=in_process, staging=staging, echo=echo,
+                                      running=running, engine=engine, remote=remote, max_parallel=max_parallel,
+                                      idle_timeout=idle_timeout, backup_before=backup_before, notes=notes, t0=t0,
+                                      stage_host=stage_host)
+    finally:
+        if not dry_run:
+            sweep_staging(defn, remote)  # and what a write of one landed after the first sweep
     return result
 
 
