@@ -97,3 +97,11 @@ def test_the_alert_rules_fire_as_their_unit_tests_say():
     done = subprocess.run([PROMTOOL, "test", "rules", RULE_TESTS.name], cwd=DOCS, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_rules_the_docs_page_shows_are_the_shipped_rule_file():
+    from tests.docs.runner import blocks_of
+
+    page = DOCS.parent / "how-to" / "metrics.md"
+    saved = [b.text for b in blocks_of(page) if b.directives.get("save") == RULES.name]
+    assert saved and saved[0].strip() == RULES.read_text().strip()
