@@ -10,6 +10,8 @@
 - Actions (``actions``) exist only with ``allow_actions``: a GET shows a confirmation page
   holding the console's CSRF token, the POST must carry it (else 403). Without
   ``allow_actions`` every POST is refused (403) and no page offers one.
+- ``/metrics``: the ledger's figures in Prometheus' text format (``observe``), not a page; it is
+  guarded like every route (Prometheus sends the auth token as a bearer token).
 - ``auth_token``: every request must carry it (``Authorization: Bearer``, the cookie the
   console sets, or once ``?token=``, which sets the cookie and redirects without it).
 - Every value a template prints goes through ``util.redact.redact_secrets`` (the

@@ -98,7 +98,8 @@ def _samples(figures: LedgerFigures, pipeline_of: Mapping[str, str]) -> dict[str
         for status in STATUSES:
             add("minikafka_stage_last_run_status", (*key, status), int(s.last_status == status))
         if s.last_status is not None:
-            add("minikafka_stage_last_run_duration_seconds", key, s.last_duration_s)
+            if s.last_duration_s is not None:  # a run still running (or recorded without one) has none
+                add("minikafka_stage_last_run_duration_seconds", key, s.last_duration_s)
             add("minikafka_stage_last_run_in_rows", key, s.rows_in)
             add("minikafka_stage_last_run_out_rows", key, s.rows_out)
             add("minikafka_stage_last_run_duplicate_rows", key, s.rows_duplicate)

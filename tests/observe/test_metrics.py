@@ -230,3 +230,29 @@ def test_the_command_runs_as_a_user_runs_it(ledger):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     check_well_formed(done.stdout)
+
+
+def test_label_values_with_quotes_backslashes_and_line_breaks_read_back_exactly():
+    from minikafka.ledger.metrics_read import LedgerFigures, StageFigures, TopicFigures
+    from minikafka.observe.prometheus import render
+
+    odd = 'a "quoted" \\ stage\nname'
+    text = render(LedgerFigures("x", 1, 0, stages=[StageFigures(odd, "running", 1.5)],
+                                topics=[TopicFigures("t", 0, None)]), {odd: "p"})
+    fams = _families(text)
+    assert _value(fams, "minikafka_stage_last_run_status", stage=odd, status="running") == 1
+    assert "minikafka_stage_last_run_duration_seconds" not in fams  # a running run has no duration yet
+    check_well_formed(text)
+
+
+def test_console_metrics_of_a_file_that_is_not_a_ledger_is_a_409_not_a_traceback(tmp_path):
+    from starlette.testclient import TestClient
+
+    from minikafka.console.app import create_app
+
+    bogus = tmp_path / "bogus.sqlite"
+    bogus.write_text("not a database, " * 100)
+    with TestClient(create_app(str(bogus)), base_url="http://127.0.0.1") as client:
+        response = client.get("/metrics")
+    assert response.status_code == 409, response.text
+    assert "cannot be read" in response.text
