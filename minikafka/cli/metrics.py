@@ -13,7 +13,7 @@ def scopes(defns) -> list:
     """The ``PipelineScope`` of each loaded pipeline file (its name and stages)."""
     from ..observe.scrape import PipelineScope
 
-    return [PipelineScope(d.name, tuple(s.name for s in d.stages)) for d in defns if d is not None]
+    return [PipelineScope(d.name, tuple(s.name for s in d.stages), d.health.backups) for d in defns if d is not None]
 
 
 @main.command()

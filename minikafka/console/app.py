@@ -339,7 +339,7 @@ class Pages:
         from ..observe.prometheus import CONTENT_TYPE
         from ..observe.scrape import PipelineScope, exposition
 
-        scopes = [PipelineScope(d.name, tuple(s.name for s in d.stages)) for d in self.console.pipelines]
+        scopes = [PipelineScope(d.name, tuple(s.name for s in d.stages), d.health.backups) for d in self.console.pipelines]
         try:
             text = exposition(self.console.path, scopes)
         except LedgerNotFoundError as exc:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..util.clock import parse_timestamp
-from . import counts, queues
+from . import counts, queues, snapshots
 from .catalog import topic_names
 from .identifiers import quote_identifier
 from .runlog import COLUMNS
@@ -91,6 +91,15 @@ class LedgerFigures:
     queues: list[QueueFigures] = field(default_factory=list)
     quarantined: dict[str, int] = field(default_factory=dict)  # topic -> rows in its quarantine
     last_backup: float | None = None  # the latest succeeded backup run's end
+    newest_snapshot: float | None = None  # the newest snapshot of this ledger in the backups directory
+    snapshots: int | None = None  # snapshots of this ledger there (None: no backups directory given)
+
+
+def snapshot_figures(ledger: str | Path, backups: Path) -> tuple[float | None, int]:
+    """(when the newest snapshot of this ledger in ``backups`` was taken, how many there are): the
+    snapshots whose manifest names this ledger's identity (``snapshots.list_snapshots``)."""
+    found = snapshots.list_snapshots(Path(backups), Path(ledger).resolve())
+    return (found[0].taken_at.timestamp() if found else None), len(found)
 
 
 def _latest(conn: sqlite3.Connection, stage: str, statuses: tuple[str, ...] | None = None) -> dict | None:
@@ -118,12 +127,6 @@ def stage_figures(conn: sqlite3.Connection, stage: str) -> StageFigures:
         int(last["rows_failed"] or 0), int(last["rows_quarantined"] or 0),
         _ended(_latest(conn, stage, ("succeeded",))), _ended(_latest(conn, stage, FAILURE_STATUSES)),
         _ended(_latest(conn, stage, ("interrupted",))))
-
-
-def stages_in_runlog(conn: sqlite3.Connection) -> list[str]:
-    """The stages the run log has runs of, sorted."""
-    return [r[0] for r in conn.execute(
-        "SELECT DISTINCT stage FROM _minikafka_runs WHERE kind = 'stage' AND stage IS NOT NULL ORDER BY stage")]
 
 
 def _queue_figures(conn: sqlite3.Connection, topic: str, consumer: str, consumer_id: int, now_ms: int) -> QueueFigures:

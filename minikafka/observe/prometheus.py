@@ -63,6 +63,9 @@ FAMILIES = [
     Family("minikafka_ledger_wal_bytes", "Size of the ledger's -wal file (0: none)."),
     Family("minikafka_backup_last_success_timestamp_seconds", "When the latest succeeded backup of the ledger "
            "ended (0: never)."),
+    Family("minikafka_backup_newest_snapshot_timestamp_seconds", "When the newest snapshot of this ledger in the "
+           "pipeline's [health] backups directory was taken (0: none there)."),
+    Family("minikafka_backup_snapshots", "Snapshots of this ledger in the pipeline's [health] backups directory."),
 ]
 BY_NAME = {f.name: f for f in FAMILIES}
 
@@ -123,6 +126,9 @@ def _samples(figures: LedgerFigures, pipeline_of: Mapping[str, str]) -> dict[str
     add("minikafka_ledger_file_bytes", (), figures.file_bytes)
     add("minikafka_ledger_wal_bytes", (), figures.wal_bytes)
     add("minikafka_backup_last_success_timestamp_seconds", (), figures.last_backup or 0)
+    if figures.snapshots is not None:
+        add("minikafka_backup_newest_snapshot_timestamp_seconds", (), figures.newest_snapshot or 0)
+        add("minikafka_backup_snapshots", (), figures.snapshots)
     return out
 
 

@@ -7,6 +7,7 @@ shows in the next one as the ledger records it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,8 +15,9 @@ from pathlib import Path
 
 from ..errors import OutputFileError
 from ..ledger.connection import Ledger
-from ..ledger.metrics_read import LedgerFigures, read_figures, stages_in_runlog
+from ..ledger.metrics_read import LedgerFigures, read_figures, snapshot_figures
 from ..ledger.snapshot import read_snapshot
+from ..ledger.vitals import stages_in_runlog
 from ..util.atomicfile import atomic_write
 from .prometheus import render
 
@@ -24,11 +26,13 @@ TEXTFILE_NAME = "minikafka.prom"  # node_exporter's textfile collector reads *.p
 
 @dataclass(frozen=True)
 class PipelineScope:
-    """A pipeline on the ledger: its name (the ``pipeline`` label) and its stages (reported even
-    before their first run)."""
+    """A pipeline on the ledger: its name (the ``pipeline`` label), its stages (reported even
+    before their first run) and its ``[health] backups`` directory (its snapshots of this ledger
+    are counted)."""
 
     name: str
     stages: tuple[str, ...]
+    backups: Path | None = None
 
 
 def read(ledger_path: str | Path, pipelines: Sequence[PipelineScope] = (), *,
@@ -50,6 +54,10 @@ def read(ledger_path: str | Path, pipelines: Sequence[PipelineScope] = (), *,
             figures = read_figures(conn, ledger_path, stages, now_ms=int(time.time() * 1000))
     finally:
         led.close()
+    backups = next((s.backups for s in pipelines if s.backups is not None), None)
+    if backups is not None:
+        newest, count = snapshot_figures(ledger_path, backups)
+        figures = dataclasses.replace(figures, newest_snapshot=newest, snapshots=count)
     return figures, pipeline_of
 
 

@@ -256,3 +256,27 @@ def test_console_metrics_of_a_file_that_is_not_a_ledger_is_a_409_not_a_traceback
         response = client.get("/metrics")
     assert response.status_code == 409, response.text
     assert "cannot be read" in response.text
+
+
+def test_a_pipeline_with_a_backups_directory_counts_only_this_ledgers_snapshots(ledger, tmp_path):
+    from minikafka.ledger.snapshots import list_snapshots
+
+    backups = ledger.parent.parent / "backups"
+    other = tmp_path / "other.sqlite"
+    Source(str(other)).close()
+    backup(str(other), str(backups))  # another ledger's snapshot in the same directory
+    pipeline = ledger.parent.parent / "night.toml"
+    pipeline.write_text('[pipeline]\nname = "night"\nsource = "data/metrics.sqlite"\n\n[health]\nbackups = "backups"\n\n'
+                        '[topics.readings]\nmodel = "tests.observe.test_metrics:Reading"\ndedup = []\n\n'
+                        '[topics.averages]\nmodel = "tests.observe.test_metrics:Reading"\ndedup = []\n\n'
+                        '[[stages]]\nname = "average"\njob = "jobs.keep_articles"\ninputs = ["readings"]\n'
+                        'outputs = ["averages"]\n')
+    result = CliRunner().invoke(main, ["metrics", "--pipeline", str(pipeline)])
+    assert result.exit_code == 0, result.output
+    fams = _families(result.output)
+    mine = list_snapshots(backups, ledger)
+    assert len(list_snapshots(backups)) == 2 and len(mine) == 1
+    assert _value(fams, "minikafka_backup_snapshots") == 1
+    assert _value(fams, "minikafka_backup_newest_snapshot_timestamp_seconds") == mine[0].taken_at.timestamp()
+    assert _value(fams, "minikafka_stage_last_run_status", pipeline="night", stage="average", status="failed") == 1
+    check_well_formed(result.output)
