@@ -10,6 +10,8 @@
 - Actions (``actions``) exist only with ``allow_actions``: a GET shows a confirmation page
   holding the console's CSRF token, the POST must carry it (else 403). Without
   ``allow_actions`` every POST is refused (403) and no page offers one.
+- ``/metrics``: the ledger's figures in Prometheus' text format (``observe``), not a page; it is
+  guarded like every route (Prometheus sends the auth token as a bearer token).
 - ``auth_token``: every request must carry it (``Authorization: Bearer``, the cookie the
   console sets, or once ``?token=``, which sets the cookie and redirects without it).
 - Every value a template prints goes through ``util.redact.redact_secrets`` (the
@@ -155,7 +157,7 @@ def create_app(path: str | Path, *, pipelines=(), allow_actions: bool = False, a
         Route("/topics/{name}", built(pages.topic)), Route("/quarantine", built(pages.quarantine)),
         Route("/quarantine/{qid:int}", built(pages.quarantined)), Route("/queues", built(pages.queues)),
         Route("/schedules", built(pages.schedules)), Route("/groups", built(pages.groups)),
-        Route("/events", pages.events),
+        Route("/events", pages.events), Route("/metrics", built(pages.metrics)),
         Route("/actions/{name}", built(pages.confirm), methods=["GET"]),
         Route("/actions/{name}", pages.act, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
@@ -328,6 +330,26 @@ class Pages:
             return self.problem(request, 409, "The ledger cannot be read",
                                 f"{self.console.path}: {exc} (a damaged file, or not a minikafka ledger)")
         return self.render(request, template, **data, **extra)
+
+    def metrics(self, request):
+        """Prometheus' text exposition of the ledger (``observe``), behind the same guard as every page:
+        with an auth token, Prometheus sends it as a bearer token (``authorization:`` in the scrape config)."""
+        from starlette.responses import PlainTextResponse
+
+        from ..observe.prometheus import CONTENT_TYPE
+        from ..observe.scrape import PipelineScope, exposition
+
+        scopes = [PipelineScope(d.name, tuple(s.name for s in d.stages), d.health.backups) for d in self.console.pipelines]
+        try:
+            text = exposition(self.console.path, scopes)
+        except LedgerNotFoundError as exc:
+            return PlainTextResponse(f"404: {exc}\n", status_code=404)
+        except (LedgerError, sqlite3.DatabaseError) as exc:
+            if is_busy(exc):
+                return PlainTextResponse("503: the ledger is busy; try again in a moment\n", status_code=503)
+            return PlainTextResponse(f"409: {self.console.path}: the ledger cannot be read (a damaged file, or not a "
+                                     "minikafka ledger)\n", status_code=409)
+        return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
     # -- pages ---------------------------------------------------------------------------------
     def overview(self, request):
