@@ -16,6 +16,7 @@ from .api.modes.schedules import Scheduler
 from .api.modes.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
+from .api.table import KeyedTable
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
     ArgumentTypeError,
@@ -32,8 +33,10 @@ from .errors import (
     DeliveryError,
     DuplicateMessageError,
     EngineError,
+    EngineStoppedError,
     FanOutError,
     FanOutFailure,
+    ForeignSnapshotError,
     HandlerError,
     InputFileError,
     InvalidDurationError,
@@ -118,11 +121,13 @@ __all__ = [  # sorted: tests/test_layers.py checks it
     "DeliveryError",
     "DuplicateMessageError",
     "EngineError",
+    "EngineStoppedError",
     "Event",
     "Extended",
     "FanOutError",
     "FanOutFailure",
     "FixedTimeWindow",
+    "ForeignSnapshotError",
     "FullPipeline",
     "HandlerError",
     "InputFileError",
@@ -139,6 +144,7 @@ __all__ = [  # sorted: tests/test_layers.py checks it
     "JobNotFoundError",
     "JobNotOursError",
     "JsonObject",
+    "KeyedTable",
     "LedgerError",
     "LedgerInUseError",
     "LedgerNotFoundError",

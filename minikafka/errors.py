@@ -355,6 +355,11 @@ class SnapshotNotFoundError(BackupError):
     """No snapshot fits what was asked (none in the directory, none before the run)."""
 
 
+class ForeignSnapshotError(BackupError):
+    """The snapshot is of another ledger (another identity) than the one it would replace;
+    nothing was changed (``restore ... --from-other-ledger`` does it anyway)."""
+
+
 class LedgerInUseError(LedgerError):
     """The ledger is open in another process (a run, an appender, a worker, Litestream), so it
     cannot be replaced now; nothing was changed."""
@@ -438,6 +443,11 @@ class MasterUnreachableError(SparkSetupError):
 class EngineError(SparkSetupError):
     """A warm engine (Spark Connect server) cannot start, be reached or be stopped: its port is
     taken, nothing answers at its URL, or its JVM exited; the message says which."""
+
+
+class EngineStoppedError(EngineError):
+    """The engine a stage ran on stopped answering during the stage (its JVM was killed, it
+    crashed, or its host went away): the stage failed for that cause, nothing was committed."""
 
 
 class StageFailed(MinikafkaError):

@@ -3,6 +3,7 @@
 #   Java 17 and Debian's SQLite JDBC driver (apt-get, only when missing),
 #   Debian's mosquitto (the MQTT tests' broker) and graphviz (dot draws 'minikafka plot -o x.svg'),
 #   Debian's chromium and chromium-driver (the web console's browser tests; no browser download),
+#   Debian's prometheus (its promtool checks docs/metrics/ alert rules and our exposition),
 #   a virtualenv in .venv with the package (distribution minikafka-spark, import name minikafka)
 #   and its dev extras at the versions in constraints.txt (only when pyproject.toml or
 #   constraints.txt changed).
@@ -33,6 +34,10 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 if [ ! -x /usr/bin/chromedriver ]; then
   need_apt+=(chromium-driver)
+fi
+# tests/observe check the alert rules (docs/metrics/) and 'minikafka metrics' output with promtool
+if ! command -v promtool >/dev/null 2>&1; then
+  need_apt+=(prometheus)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""

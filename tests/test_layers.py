@@ -17,7 +17,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "minikafka"
 
 # lowest first; a module may import its own layer and the layers below it
-LAYERS = ["errors", "util", "ledger", "api", "connectors", "quality", "spark", "pipelines", "console", "cli", "root"]
+LAYERS = ["errors", "util", "ledger", "observe", "api", "connectors", "quality", "spark", "pipelines", "console", "cli", "root"]
 
 
 def module_name(path: Path) -> str:
@@ -201,7 +201,7 @@ def test_api_has_no_import_circle_but_the_facade_pair_type_hints_included():
 
 def test_the_api_face_is_source_topic_and_streams():
     face = sorted(p.name for p in (PACKAGE / "api").glob("*.py"))
-    assert face == ["__init__.py", "source.py", "streams.py", "topic.py"], face
+    assert face == ["__init__.py", "source.py", "streams.py", "table.py", "topic.py"], face
 
 
 def test_every_exception_lives_in_errors_py_and_is_exported():

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..ledger import quarantine as store
+from ..util.redact import redact_and_cut
 from .app import main
 from .common import echo_json, json_option, pipeline_model, with_source
 
@@ -75,7 +76,7 @@ def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], ev
                 where += f" consumer={r['consumer']}"
             if r["row_id"] is not None:
                 where += f" row={r['row_id']}"
-            click.echo(f"{r['id']:>6}  {r['created_at']}  {where.strip():34} {(r['reason'] or '')[:120]}")
+            click.echo(f"{r['id']:>6}  {r['created_at']}  {where.strip():34} {redact_and_cut(r['reason'], 120)}")
         return
     if action == "show":
         if len(numbers) != 1:
@@ -148,10 +149,10 @@ def _requeue(source: Source, topic: str, ids: list[int] | None, model: str | Non
                    f"pending again for their consumer, {result.duplicates} already in the topic")
         if not nothing:
             for qid, reason in result.failed:
-                click.echo(f"  still quarantined {qid}: {reason[:200]}", err=True)
+                click.echo(f"  still quarantined {qid}: {redact_and_cut(reason, 200)}", err=True)
     if nothing:
         # like ingest when no line could be stored: a "success" that did nothing is an error
-        rows = "\n".join(f"  {qid}: {reason[:200]}" for qid, reason in result.failed)
+        rows = "\n".join(f"  {qid}: {redact_and_cut(reason, 200)}" for qid, reason in result.failed)
         raise click.ClickException(
             f"no row of {topic} could be requeued: all {len(result.failed)} still fail and stay in the quarantine "
             f"(attempts counted); fix the model or pass --model, or purge them:\n{rows}")

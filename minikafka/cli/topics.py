@@ -13,6 +13,7 @@ from ..ledger.layout import TopicLayout
 from ..ledger.runlog import COLUMNS as RUN_COLUMNS
 from ..ledger.runlog import failed_run_ids, run_exists, run_ids_beginning
 from ..ledger.table import TopicTable
+from ..util.redact import redact_and_cut
 from .app import main
 from .common import echo_json, json_option, json_text, row_dict, with_source
 from .output import note
@@ -133,7 +134,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
             f"{run['rows_failed']:>5} {run['rows_quarantined']:>5} {(run['duration_s'] or 0):>7.2f}"
         )
         if run["error"]:
-            click.echo(f"    error: {run['error'][:300]}")
+            click.echo(f"    error: {redact_and_cut(run['error'], 300)}")
         if quarantined_everything(run):
             where = quarantine_topics(conn, run["run_id"]) or (run["inputs"] or ["TOPIC"])[:1]
             click.echo(f"    all {run['rows_in']} input row(s) went to the quarantine: "

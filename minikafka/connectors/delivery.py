@@ -70,7 +70,7 @@ from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transact
 from ..util import clock
 from ..util.clock import utc_now
 from ..util.duration import parse_duration
-from ..util.redact import redact_text, url_secrets
+from ..util.redact import cut, redact_and_cut, redact_secrets, url_secrets
 from ..util.results import Result
 from ..util.tomlfile import read_toml
 from .http import (
@@ -374,7 +374,7 @@ class DeliveryWorker:
         return plan
 
     def _redact(self, text: str) -> str:
-        return redact_text(text, self._secrets)
+        return redact_secrets(text, self._secrets)
 
     def run(self) -> DeliverySummary:
         """Deliver; returns the summary (also written to the run log, one row per delivery).
@@ -475,7 +475,7 @@ class DeliveryWorker:
                     run.details["stopped_by_signal"] = self.stopping
                     errors = [f"partition {s.partition}: {s.error}" for s in mine if s.error]
                     if errors:
-                        run.finish("failed", self._redact("; ".join(errors))[:2000])
+                        run.finish("failed", redact_and_cut("; ".join(errors), 2000, self._secrets))
                     elif run.rows_quarantined:
                         run.finish("partial", f"{run.rows_quarantined} row(s) quarantined after max_attempts")
                     else:
@@ -561,11 +561,11 @@ class DeliveryWorker:
                         break
                     with ledger.relaxed_sync(), ledger.atomic() as conn:
                         state.note_failed_attempt_in_current_transaction(conn, cid, partition, attempts,
-                                                                         described[:500], utc_now())
+                                                                         cut(described, 500), utc_now())
                     if (self.once and not spec.max_attempts and tries_this_run >= ONCE_MIN_ATTEMPTS
                             and spec.interval * 2 ** (tries_this_run - 1) >= backoff.cap):
                         stats.error = (f"{redact_url(spec.endpoint)} failed {tries_this_run} time(s) this run "
-                                       f"(last: {described[:300]}); offsets {first}-{last} stay pending")
+                                       f"(last: {cut(described, 300)}); offsets {first}-{last} stay pending")
                         return
                     if self._stop.wait(backoff.delay(attempts, self.rng)):
                         return
@@ -596,7 +596,7 @@ class DeliveryWorker:
 
     def _quarantine(self, ledger, spec: DeliverySpec, cid: int, layout: TopicLayout, partition: int,
                     rows: list[tuple], attempts: int, described: str) -> bool:
-        reason = f"delivery to {redact_url(spec.endpoint)} failed {attempts} time(s); last: {described[:500]}"
+        reason = f"delivery to {redact_url(spec.endpoint)} failed {attempts} time(s); last: {cut(described, 500)}"
         payloads = [json.dumps(d, default=str, ensure_ascii=False) for d in _field_dicts(layout, rows)]
         with ledger.atomic() as conn:
             return state.quarantine_batch_in_current_transaction(

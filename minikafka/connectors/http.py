@@ -44,12 +44,13 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import httpx
 
 from ..errors import InvalidSettingError
-from ..util.redact import guard_library_logs, redact_text, redact_url, url_secrets
+from ..util.redact import guard_library_logs, redact_and_cut, redact_url, url_secrets
 
 __all__ = ["Backoff", "HttpPoster", "PostOutcome", "check_endpoint", "check_header", "idempotency_key",
            "json_default", "redact_url", "to_json_bytes"]
 
 EXCERPT_CHARS = 500
+ERROR_CHARS = 240  # of a network error's first line
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
@@ -214,18 +215,16 @@ class HttpPoster:
             return PostOutcome(False, None, "", f"timeout after {self.timeout:g}s ({type(exc).__name__})",
                                time.perf_counter() - t0)
         except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-            error = redact_text(f"{type(exc).__name__}: {_first_line(exc)}", self._secrets)
+            error = redact_and_cut(f"{type(exc).__name__}: {str(exc) or type(exc).__name__}", ERROR_CHARS,
+                                   self._secrets, first_line=True)
             return PostOutcome(False, None, "", error, time.perf_counter() - t0)
         elapsed = time.perf_counter() - t0
         # an answer may echo the request's headers back: never keep a secret from it
-        excerpt = "" if 200 <= response.status_code < 300 else redact_text(response.text[:EXCERPT_CHARS],
-                                                                             self._secrets)
+        # (masked, then cut: a secret the cut went through would show its head; a prefix of the body
+        # is masked, far longer than the excerpt, so that a huge answer costs no more)
+        excerpt = "" if 200 <= response.status_code < 300 else redact_and_cut(
+            response.text[:EXCERPT_CHARS * 8], EXCERPT_CHARS, self._secrets)
         return PostOutcome(200 <= response.status_code < 300, response.status_code, excerpt, None, elapsed)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200]
 
 
 @dataclass(frozen=True)

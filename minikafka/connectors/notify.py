@@ -11,6 +11,8 @@ A 2xx answer is delivered; a timeout, a refused connection, a 5xx or a 429 is re
 with exponential backoff (``connectors.http.Backoff``) up to ``attempts`` times; any other
 answer (a 4xx: a wrong URL or token) is not retried. The URL's secrets (password, query
 tokens) never reach the outcome, its errors or its description: it names the URL redacted.
+The message itself is masked before it is sent (``util.redact``): a document or a line
+quoting an error never carries a URL password or a token to the receiver.
 
 ``headers`` (e.g. ``{"Authorization": "Bearer ..."}``) go with every request; their values
 are secrets: they never reach the outcome, its error, a log record of the HTTP libraries
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidSettingError
-from ..util.redact import redact_text, redact_url, url_secrets
+from ..util.redact import redact_secrets, redact_url, redact_value, url_secrets
 from .http import Backoff, HttpPoster, check_endpoint, check_header, is_header_name, to_json_bytes
 
 __all__ = ["FORMATS", "NotifyOutcome", "check_header", "check_notify_url", "notify", "parse_notify_headers"]
@@ -134,7 +136,8 @@ def notify(url: str, document: Any, text: str, *, fmt: str = "json", attempts: i
         raise InvalidSettingError(f"attempts must be at least 1, got {attempts}")
     shown = redact_url(url)
     secrets = url_secrets(url) + list((headers or {}).values())
-    body = to_json_bytes(document) if fmt == "json" else text.encode("utf-8")
+    # what is sent is masked too: a message quoting an error must not carry its secrets to the receiver
+    body = to_json_bytes(redact_value(document)) if fmt == "json" else redact_secrets(text).encode("utf-8")
     sent = {} if fmt == "json" else {"Content-Type": "text/plain; charset=utf-8"}
     sent.update(headers or {})
     error = None
@@ -143,7 +146,7 @@ def notify(url: str, document: Any, text: str, *, fmt: str = "json", attempts: i
             outcome = poster.post_json(body=body)  # never raises for network trouble
             if outcome.ok:
                 return NotifyOutcome(shown, True, attempt)
-            error = redact_text(outcome.describe(), secrets)
+            error = redact_secrets(outcome.describe(), secrets)
             if outcome.status is not None and outcome.status not in RETRYABLE:
                 return NotifyOutcome(shown, False, attempt, error)
             if attempt < attempts:

@@ -26,6 +26,7 @@ from ..errors import ConsoleNotFoundError, ConsoleRequestError, MinikafkaError
 from ..ledger import acks
 from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
 from ..util.clock import utc_now
+from ..util.redact import redact_and_cut
 
 ActionRefused = ConsoleRequestError  # an action's arguments are missing or malformed: nothing ran
 ActionTargetMissing = ConsoleNotFoundError  # it names what the ledger does not hold (a group): nothing ran
@@ -96,7 +97,7 @@ def _requeue(source: Source, defns, args: dict) -> tuple[str, list[str]]:
     result = requeue_named(source, topic, ids, declared.model if declared is not None else None)
     text = (f"requeued {result.requeued} row(s) of {topic}: {result.appended} appended, {result.replayed} pending "
             f"again for their consumer, {result.duplicates} already in the topic")
-    still = "; ".join(f"{qid}: {reason[:200]}" for qid, reason in result.failed)
+    still = "; ".join(f"{qid}: {redact_and_cut(reason, 200)}" for qid, reason in result.failed)
     if result.failed and result.requeued == 0:  # as the CLI: a "success" that did nothing is an error
         raise ActionFailed(f"no row of {topic} could be requeued: all {len(result.failed)} still fail and stay in "
                            f"the quarantine (attempts counted): {still}")
@@ -175,7 +176,7 @@ def _clean(value):
     if isinstance(value, list):
         return [_clean(v) for v in value[:50]]
     text = str(value)
-    return text if len(text) <= 200 else f"{text[:100]}... ({len(text)} characters)"
+    return text if len(text) <= 200 else f"{redact_and_cut(text, 100)} ({len(text)} characters)"  # masked, then cut
 
 
 def perform(path: str, defns, name: str, args: dict, *, host: str, user_agent: str,

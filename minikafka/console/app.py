@@ -10,10 +10,15 @@
 - Actions (``actions``) exist only with ``allow_actions``: a GET shows a confirmation page
   holding the console's CSRF token, the POST must carry it (else 403). Without
   ``allow_actions`` every POST is refused (403) and no page offers one.
+- ``/metrics``: the ledger's figures in Prometheus' text format (``observe``), not a page; it is
+  guarded like every route (Prometheus sends the auth token as a bearer token).
 - ``auth_token``: every request must carry it (``Authorization: Bearer``, the cookie the
   console sets, or once ``?token=``, which sets the cookie and redirects without it).
 - Every value a template prints goes through ``util.redact.redact_secrets`` (the
   environment's ``finalize``): a URL password, a token or a header value never reaches a page.
+  A text shown shortened is masked first and cut after (the ``cut`` and ``cell`` filters,
+  ``util.redact.redact_and_cut``); failing values of a column named like a secret are ``***``
+  (the ``samples`` filter).
 - A missing ledger (404), a damaged one (409), a busy one (503, after at most ``READ_BUSY_S``
   seconds), an unknown topic, run or row or a name no topic can have (404), a bad filter or a
   number past 64 bits (400): a page that says so, never a traceback, never a 500.
@@ -50,8 +55,9 @@ from ..errors import (
     MinikafkaError,
     TopicNotFoundError,
 )
+from ..quality.report import shown_observed, shown_sample
 from ..util.optional import require
-from ..util.redact import is_secret_name, redact_secrets
+from ..util.redact import is_secret_name, redact_and_cut, redact_secrets
 from . import actions, dag, reads
 
 log = logging.getLogger("minikafka.console")
@@ -101,7 +107,11 @@ def _templates(console: Console):
     env.filters["qs"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")}, doseq=True)
     # JSON as plain text (jinja's tojson makes markup, which the redaction above would pass by)
     env.filters["json"] = lambda v, indent=None: json.dumps(v, indent=indent, ensure_ascii=False, default=str)
-    env.filters["cell"] = _cell
+    # every cut of a text masks it first (a secret the cut went through would show its head)
+    env.filters["cell"] = lambda value: redact_and_cut(value, CELL_CHARS, console.own_secrets())
+    env.filters["cut"] = lambda value, limit: redact_and_cut(value, limit, console.own_secrets())
+    env.filters["samples"] = lambda result, n=5: ", ".join(str(v) for v in shown_sample(result)[:n])
+    env.filters["observed"] = lambda result: "" if (v := shown_observed(result)) is None else v
     env.tests["secret_name"] = is_secret_name
     return env
 
@@ -147,7 +157,7 @@ def create_app(path: str | Path, *, pipelines=(), allow_actions: bool = False, a
         Route("/topics/{name}", built(pages.topic)), Route("/quarantine", built(pages.quarantine)),
         Route("/quarantine/{qid:int}", built(pages.quarantined)), Route("/queues", built(pages.queues)),
         Route("/schedules", built(pages.schedules)), Route("/groups", built(pages.groups)),
-        Route("/events", pages.events),
+        Route("/events", pages.events), Route("/metrics", built(pages.metrics)),
         Route("/actions/{name}", built(pages.confirm), methods=["GET"]),
         Route("/actions/{name}", pages.act, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
@@ -320,6 +330,26 @@ class Pages:
             return self.problem(request, 409, "The ledger cannot be read",
                                 f"{self.console.path}: {exc} (a damaged file, or not a minikafka ledger)")
         return self.render(request, template, **data, **extra)
+
+    def metrics(self, request):
+        """Prometheus' text exposition of the ledger (``observe``), behind the same guard as every page:
+        with an auth token, Prometheus sends it as a bearer token (``authorization:`` in the scrape config)."""
+        from starlette.responses import PlainTextResponse
+
+        from ..observe.prometheus import CONTENT_TYPE
+        from ..observe.scrape import PipelineScope, exposition
+
+        scopes = [PipelineScope(d.name, tuple(s.name for s in d.stages), d.health.backups) for d in self.console.pipelines]
+        try:
+            text = exposition(self.console.path, scopes)
+        except LedgerNotFoundError as exc:
+            return PlainTextResponse(f"404: {exc}\n", status_code=404)
+        except (LedgerError, sqlite3.DatabaseError) as exc:
+            if is_busy(exc):
+                return PlainTextResponse("503: the ledger is busy; try again in a moment\n", status_code=503)
+            return PlainTextResponse(f"409: {self.console.path}: the ledger cannot be read (a damaged file, or not a "
+                                     "minikafka ledger)\n", status_code=409)
+        return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
     # -- pages ---------------------------------------------------------------------------------
     def overview(self, request):
@@ -494,16 +524,7 @@ class Pages:
                            back=local_path((form.get("back") or ["/"])[0]))
 
 
-CELL_CHARS = 120
-
-
-def _cell(value) -> str:
-    """A field's value for a table cell: text, cut to ``CELL_CHARS`` characters (the row's own page of
-    the topic shows it whole with a filter on its id)."""
-    if value is None:
-        return ""
-    text = value if isinstance(value, str) else str(value)
-    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
+CELL_CHARS = 120  # a table cell's text (masked, then cut: util.redact.redact_and_cut); the row's page shows it whole
 
 
 def _int_param(query, name: str, what: str) -> int | None:

@@ -197,7 +197,7 @@ def topic_list(source: Source) -> list[dict]:
 
 
 def _layout(source: Source, name: str):
-    """The topic's layout; a name no topic has, or can have (``/topics/_minikafka_runs``, ``<x>``): not found."""
+    """The topic's layout; a name no topic has, or can have (a ledger table's own name, ``<x>``): not found."""
     try:
         return source.layout(name)
     except (TopicNotFoundError, InvalidNameError):

@@ -20,6 +20,8 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from ..util.redact import redact_secrets
+
 COLUMNS = ("id", "topic", "consumer", "run_id", "row_id", "payload", "reason", "attempts", "origin", "created_at")
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM _minikafka_quarantine"
 
@@ -49,7 +51,8 @@ def quarantine_in_current_transaction(conn: sqlite3.Connection, rows: Iterable[Q
         The number of rows inserted.
     """
     before = conn.total_changes
-    conn.executemany(_INSERT, rows)
+    # a reason may quote an error and the error a secret: kept masked (the payload is the data itself)
+    conn.executemany(_INSERT, ((*r[:2], redact_secrets(r[2]), *r[3:]) for r in rows))
     return conn.total_changes - before
 
 
@@ -136,7 +139,7 @@ def purge_in_current_transaction(conn: sqlite3.Connection, topic: str, *, ids: l
 def note_failed_requeue_in_current_transaction(conn: sqlite3.Connection, quarantine_id: int, reason: str) -> None:
     """A requeue that failed again: count the attempt and keep the newest reason."""
     conn.execute("UPDATE _minikafka_quarantine SET attempts = attempts + 1, reason = ? WHERE id = ?",
-                 (reason, quarantine_id))
+                 (redact_secrets(reason), quarantine_id))
 
 
 def quarantine_topics_and_origins(conn: sqlite3.Connection, since: str = "") -> list[tuple[str, str, int, int]]:

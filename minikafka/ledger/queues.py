@@ -15,6 +15,7 @@ import json
 import sqlite3
 from typing import NamedTuple
 
+from ..util.redact import redact_secrets
 from . import acks
 
 ORIGIN = "queue"  # the quarantine's origin for a queue's dead jobs
@@ -167,7 +168,7 @@ def retry_claim_in_current_transaction(conn: sqlite3.Connection, claim: Claim, n
     return conn.execute(
         "UPDATE _minikafka_queue_jobs SET state = 'pending', run_at = ?, worker_id = NULL, lease_expires_at = NULL, "
         f"last_error = ? WHERE {_CLAIM}",
-        (run_at, error, *_claim_params(claim, now)),
+        (run_at, redact_secrets(error), *_claim_params(claim, now)),
     ).rowcount
 
 
@@ -175,7 +176,7 @@ def kill_claim_in_current_transaction(conn: sqlite3.Connection, claim: Claim, no
     return conn.execute(
         "UPDATE _minikafka_queue_jobs SET state = 'dead', worker_id = NULL, lease_expires_at = NULL, last_error = ? "
         f"WHERE {_CLAIM}",
-        (reason, *_claim_params(claim, now)),
+        (redact_secrets(reason), *_claim_params(claim, now)),
     ).rowcount
 
 

@@ -1,4 +1,8 @@
-"""The run log: one row per run of anything (pipeline, stage, backfill)."""
+"""The run log: one row per run of anything (pipeline, stage, backfill).
+
+A run's error, details and quality results are masked before they are kept
+(``util.redact``): a URL password, a token or a value named like a secret in an error
+never reaches the ledger."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..util.clock import utc_now
+from ..util.redact import redact_secrets, redact_value
 from ..util.results import Result
 from ..util.signals import Terminated
 
@@ -48,7 +53,7 @@ class RunResult(Result):
 
     def finish(self, status: str, error: str | None = None) -> RunResult:
         self.status = status
-        self.error = error
+        self.error = None if error is None else redact_secrets(error)
         self.finished_at = utc_now()
         self.duration_s = round(time.perf_counter() - self._t0, 6)
         return self
@@ -62,16 +67,18 @@ class RunResult(Result):
         return text + (f": {self.error}" if self.error else "")
 
     def as_row(self) -> dict[str, Any]:
+        """The row as the ledger keeps it: JSON columns as text, every text masked (``util.redact``)."""
         return {
             "run_id": self.run_id, "kind": self.kind, "stage": self.stage, "consumer": self.consumer,
             "inputs": json.dumps(self.inputs), "outputs": json.dumps(self.outputs),
             "watermarks": json.dumps(self.watermarks), "rows_in": self.rows_in,
             "rows_out": self.rows_out, "rows_duplicate": self.rows_duplicate,
             "rows_failed": self.rows_failed, "rows_quarantined": self.rows_quarantined,
-            "status": self.status, "error": self.error, "started_at": self.started_at,
+            "status": self.status, "error": None if self.error is None else redact_secrets(self.error),
+            "started_at": self.started_at,
             "finished_at": self.finished_at, "duration_s": self.duration_s,
-            "quality": None if self.quality is None else json.dumps(self.quality, default=str),
-            "details": None if self.details is None else json.dumps(self.details, default=str),
+            "quality": None if self.quality is None else json.dumps(redact_value(self.quality), default=str),
+            "details": None if self.details is None else json.dumps(redact_value(self.details), default=str),
         }
 
 

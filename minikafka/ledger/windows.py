@@ -15,6 +15,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+from ..util.redact import redact_and_cut
 from . import acks
 from .identifiers import quote_identifier
 from .layout import TopicLayout
@@ -87,7 +88,7 @@ def record_failure_in_current_transaction(conn: sqlite3.Connection, consumer_id:
     row = conn.execute(
         "UPDATE _minikafka_windows SET attempts = attempts + 1, last_error = ? "
         "WHERE consumer_id = ? AND window_id = ? AND state = 'open' RETURNING attempts",
-        (error[:10000], consumer_id, window_id),
+        (redact_and_cut(error, 10000), consumer_id, window_id),  # masked, then cut
     ).fetchone()
     return row[0] if row else 0
 

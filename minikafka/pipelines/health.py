@@ -10,11 +10,21 @@
   pending for any one consumer), ``max_quarantined`` (rows in its quarantine);
 - every queue: ``max_dead`` and ``max_pending_age`` from ``[queues."topic:consumer"]``;
   a queue without limits warns when its dead letter holds jobs;
-- ``[health] backups``: the newest snapshot within ``backup_freshness``.
+- ``[health] backups``: the newest snapshot within ``backup_freshness`` (the snapshots of
+  this ledger, by its identity);
+- ``ledger integrity`` (``check_health`` only): ``PRAGMA quick_check``, read before the
+  ledger is opened for writing. A file that is not a ledger (empty, text, damaged first
+  page) or fails the check is one failing check and nothing else: nothing reads its
+  tables, nothing is written into it (no run row), and notify URLs hear about it on every
+  run while it lasts.
 
 ``check_health(...)`` runs them as a run of its own: the states go into a run-log row
 (kind ``health``), and with ``notify`` URLs a message is sent when a check's state
 differs from what the last delivered notification said (not on every check).
+
+A check's reason may quote a failed run's error: it is masked, then cut
+(``util.redact.redact_and_cut``), and ``CheckResult`` masks every reason it is given, so
+the printed lines, ``--json``, the run row and the notification never show a secret.
 """
 
 from __future__ import annotations
@@ -26,15 +36,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidSettingError
-from ..ledger import snapshots, vitals
+from ..errors import InvalidSettingError, LedgerNotFoundError
+from ..ledger import filecheck, snapshots, vitals
 from ..ledger.connection import Ledger
 from ..ledger.maintenance_runs import record_run
 from ..ledger.runlog import RunResult, new_run_id
 from ..util import clock
 from ..util.checks import FAIL, OK, WARN, CheckResult, human_age, worst
 from ..util.duration import format_duration
-from ..util.redact import redact_url
+from ..util.redact import redact_and_cut, redact_secrets, redact_url, redact_value
 from ..util.results import Result
 from .definition import PipelineDefinition
 
@@ -75,7 +85,7 @@ def _stage_checks(conn, name: str, now: datetime, stage=None, pending=None) -> l
         state = FAIL if status in BAD_STATUSES else WARN if status == "partial" else OK
         reason = f"{status} ({last['run_id']}, {human_age(_age_s(last['started_at'], now))} ago)"
         if last.get("error") and state != OK:
-            reason += f": {last['error'].splitlines()[0][:200]}"
+            reason += f": {redact_and_cut(last['error'], 200, first_line=True)}"  # masked, then cut
         out.append(CheckResult(f"{subject} last run", state, reason,
                                {"run_id": last["run_id"], "status": status,
                                 "age_s": _age_s(last["started_at"], now)}))
@@ -252,7 +262,7 @@ def _message(scope: str, state: str, checks: list[CheckResult], changed: list[di
         headline += " - every check ok"
     document = {"scope": scope, "state": state, "text": headline, "changed": changed,
                 "checks": [c.as_dict() for c in checks]}
-    return document, headline
+    return redact_value(document), redact_secrets(headline)
 
 
 def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = None, *,
@@ -290,10 +300,15 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
     if headers and not notify_urls:
         raise InvalidSettingError(f"notify headers ({', '.join(sorted(headers))}) need a notify URL to go to")
     scope = pipeline.name if pipeline else str(Path(ledger_path).resolve())
+    if not Path(ledger_path).expanduser().is_file():
+        raise LedgerNotFoundError(f"no ledger at {ledger_path}", path=str(ledger_path))
+    sound = _ledger_file_check(Path(ledger_path).expanduser())
+    if sound.state == FAIL:
+        return _damaged(sound, scope, notify_urls, notify_format, headers, attempts, sleep, t0)
     led = Ledger(str(ledger_path), create=False)
     try:
         run = RunResult(new_run_id("health"), "health", stage="health")
-        checks = health_checks(led, pipeline, now=now)
+        checks = health_checks(led, pipeline, now=now) + [sound]
         state = worst(checks)
         states = {c.name: c.state for c in checks}
         changed: list[dict[str, Any]] = []
@@ -324,3 +339,31 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
         led.close()
     record_run(ledger_path, run)
     return HealthResult(run.run_id, state, checks, changed, outcomes, round(time.perf_counter() - t0, 3))
+
+
+def _ledger_file_check(path: Path) -> CheckResult:
+    """``ledger`` (not a ledger file) or ``ledger integrity`` (``PRAGMA quick_check``), read-only."""
+    problem = filecheck.ledger_file_problem(path)
+    if problem:
+        return CheckResult("ledger", FAIL, f"{problem}; {filecheck.damage_advice(path)}", {"path": str(path)})
+    problems = filecheck.quick_check_problems(path)
+    if problems:
+        return CheckResult("ledger integrity", FAIL, f"PRAGMA quick_check: {'; '.join(problems[:3])}; "
+                           f"{filecheck.damage_advice(path)}", {"problems": problems})
+    return CheckResult("ledger integrity", OK, "PRAGMA quick_check ok", {"problems": []})
+
+
+def _damaged(check: CheckResult, scope: str, notify_urls: tuple[str, ...], notify_format: str,
+             headers: Mapping[str, str], attempts: int, sleep: Callable[[float], None], t0: float) -> HealthResult:
+    """The health of a file that is not a sound ledger: that one failing check, told to every
+    notify URL (no earlier state can be read from it, and no run row written into it)."""
+    changed = [{"name": check.name, "from": "unknown", "to": check.state, "reason": check.reason}]
+    outcomes: list[NotifyOutcome] = []
+    if notify_urls:
+        from ..connectors import notify as notifier
+
+        document, text = _message(scope, FAIL, [check], changed)
+        outcomes = [notifier.notify(url, document, text, fmt=notify_format, attempts=attempts, headers=dict(headers),
+                                    sleep=sleep) for url in notify_urls]
+    return HealthResult(new_run_id("health"), FAIL, [check], changed if notify_urls else [], outcomes,
+                        round(time.perf_counter() - t0, 3))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..util.redact import redact_and_cut
 from ..util.results import Result
 
 
@@ -139,7 +140,7 @@ class PipelineRun(Result):
                              f"{'to be ' if self.dry_run else ''}committed: minikafka quarantine {o.quarantined_to[0]}")
         lines += self.warnings()
         for o in self.failed:
-            lines.append(f"FAILED {o.name}: {(o.error or '')[:1500]}")
+            lines.append(f"FAILED {o.name}: {redact_and_cut(o.error, 1500)}")
             if o.quality.get("report"):
                 lines.append(f"    report: {o.quality['report']}")
         verdict = "ok" if self.ok else f"{len(self.failed)} stage(s) failed"

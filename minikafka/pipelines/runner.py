@@ -20,7 +20,7 @@ from ..ledger.runlog import INTERRUPTED, interruption, new_run_id
 from ..util.progress import heartbeat
 from .definition import PipelineDefinition, StageDefinition, has_upstream, select_stages
 from .failures import note_quarantine, record_interrupted
-from .launch import Children, Launcher, open_launcher, run_in_process
+from .launch import Children, Launcher, open_launcher, run_in_process, sweep_staging
 from .opening import has_pending, open_source, pending_in, register_stage_consumers, require_ledger, stage_ids
 from .options import RunOptions
 from .results import PipelineRun, StageOutcome
@@ -81,12 +81,18 @@ def run_pipeline(defn: PipelineDefinition, options: RunOptions | None = None, *,
     t0 = time.perf_counter()
     notes: list[str] = []
     registered: dict[tuple[str, str], int] = {}  # (stage, input) -> its consumer's id, registered once here
-    # this process's one connection to the ledger (stages in this process run on it too)
-    with open_source(defn, register=not opts.dry_run, notes=notes, registered=registered) as source:
-        try:
-            _run_on(source, defn, chosen, opts, result, registered, notes, echo, running, stage_host)
-        finally:
-            result.seconds = time.perf_counter() - t0
+    if not opts.dry_run:
+        sweep_staging(defn, opts.remote)  # what runs that died staged
+    try:
+        # this process's one connection to the ledger (stages in this process run on it too)
+        with open_source(defn, register=not opts.dry_run, notes=notes, registered=registered) as source:
+            try:
+                _run_on(source, defn, chosen, opts, result, registered, notes, echo, running, stage_host)
+            finally:
+                result.seconds = time.perf_counter() - t0
+    finally:
+        if not opts.dry_run:
+            sweep_staging(defn, opts.remote)  # and what a write of one landed after the first sweep
     return result
 
 

@@ -36,6 +36,7 @@ from ..ledger import acks
 from ..ledger.table import TopicTable
 from ..util import clock
 from ..util.clock import format_timestamp, parse_timestamp
+from ..util.redact import redact_and_cut
 from ..util.results import Result
 from .definition import PipelineDefinition, StageDefinition
 from .launch import run_in_process, watch_session
@@ -257,7 +258,7 @@ class Watch:
                 f"fail={r.get('rows_failed', 0)} {outcome.seconds:.1f}s ({reason})")
         if outcome.status == "failed":
             wait = max(0.0, st.backoff_until - time.monotonic())
-            line += f" ERROR {(outcome.error or '')[:300]}" + ("" if self.until_idle else f"; retry in {wait:.0f}s")
+            line += f" ERROR {redact_and_cut(outcome.error, 300)}" + ("" if self.until_idle else f"; retry in {wait:.0f}s")
         self.echo(line)
 
     def _maybe_retention(self, source: Source) -> None:

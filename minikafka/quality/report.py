@@ -9,6 +9,11 @@ No JavaScript, no external files: it opens from a mail attachment or a file shar
 Reports live in ``quality-reports/<run id>.html`` beside the ledger (``prune
 --reports-older-than`` removes old ones); the run's row in the run log holds the path
 (``quality.report``), ``minikafka status`` and ``check`` print it.
+
+Failing values are data: those of a column named like a secret (``api_key``, ``password``)
+are shown as ``***`` (``shown_sample``, ``redacted_result``: the run log, this report, the
+console and ``check`` all take them from here), and a secret inside any other value (a URL's
+password, ``token=...``) is masked.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ..util.clock import utc_now
+from ..util.redact import MASK, is_secret_name, redact_value
+from .suite import expectation_columns
 
 STYLE = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em;color:#222}
@@ -33,17 +40,47 @@ code{background:#f6f6f6;padding:0 3px} ul.sample{margin:0;padding-left:1.2em}
 """
 
 
+def on_secret_column(result: dict[str, Any]) -> bool:
+    """The expectation checks a column named like a secret: its failing values are never shown."""
+    named = [c.strip() for c in str(result.get("column") or "").split(",")]
+    named += expectation_columns(result.get("arguments") or {})
+    return any(c and is_secret_name(c) for c in named)
+
+
+def shown_sample(result: dict[str, Any]) -> list[Any]:
+    """The failing values of ``result`` as they may be shown: ``***`` each for a column named
+    like a secret, else with the secrets inside them masked."""
+    values = list(result.get("unexpected_sample") or [])
+    if on_secret_column(result):
+        return [MASK for _ in values]
+    return [redact_value(v) for v in values]
+
+
+def shown_observed(result: dict[str, Any]) -> Any:
+    """The observed value (a table or aggregate check's) as it may be shown: a value of a column
+    named like a secret is ``***`` (a number, a count, stays)."""
+    value = result.get("observed_value")
+    if on_secret_column(result) and value is not None and not isinstance(value, (bool, int, float)):
+        return MASK
+    return redact_value(value)
+
+
+def redacted_result(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` as the run log and the report keep it: its failing and observed values as shown."""
+    return {**result, "unexpected_sample": shown_sample(result), "observed_value": shown_observed(result)}
+
+
 def describe(result: dict[str, Any]) -> str:
     """One result in a line: ``unexpected=1 of 4 (25.0%), e.g. 'http://x'`` for a per-row
     check, ``observed=4`` for a table or aggregate one."""
     count = result.get("unexpected_count")
     if count is None:
-        return f"observed={result.get('observed_value')}"
+        return f"observed={shown_observed(result)}"
     total, pct = result.get("element_count"), result.get("unexpected_percent")
     text = f"unexpected={count}" + (f" of {total}" if total is not None else "")
     if pct is not None:
         text += f" ({pct:.1f}%)"
-    examples = result.get("unexpected_sample") or []
+    examples = shown_sample(result)
     if count and examples:
         text += ", e.g. " + ", ".join(repr(v) for v in examples[:3])
     return text
@@ -64,7 +101,7 @@ def _arguments(result: dict[str, Any]) -> str:
 
 def _observed(result: dict[str, Any]) -> str:
     if result.get("unexpected_count") is None:
-        return html.escape(_text(result.get("observed_value")))
+        return html.escape(_text(shown_observed(result)))
     total = result.get("element_count")
     text = f"{result['unexpected_count']} unexpected" + (f" of {total} rows" if total is not None else "")
     if result.get("missing_count"):
@@ -78,7 +115,7 @@ def _percent(result: dict[str, Any]) -> str:
 
 
 def _sample(result: dict[str, Any]) -> str:
-    values = result.get("unexpected_sample") or []
+    values = shown_sample(result)
     if not values:
         return ""
     return "<ul class='sample'>" + "".join(f"<li><code>{html.escape(repr(v))}</code></li>" for v in values) + "</ul>"

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import QualityCheckError
+from ..util.redact import redact_and_cut
 from ..util.results import Result
 from .gx_env import context, import_gx
-from .report import describe, write_report  # noqa: F401  (stage.py writes the report through this module)
+from .report import describe, redacted_result, write_report  # noqa: F401  (stage.py writes the report through this module)
 from .suite import Suite, expectation_class, expectation_columns, expectation_label, is_row_level
 
 import_gx()
@@ -62,12 +63,13 @@ def arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def sample(values: Any) -> list[Any]:
-    """Up to SAMPLE_VALUES failing values, long text cut to SAMPLE_CHARS."""
+    """Up to SAMPLE_VALUES failing values, long text masked, then cut to SAMPLE_CHARS (a secret
+    the cut went through would show its head)."""
     out = []
     for value in list(values or [])[:SAMPLE_VALUES]:
         value = _jsonable(value)
         if isinstance(value, str) and len(value) > SAMPLE_CHARS:
-            value = value[:SAMPLE_CHARS] + "…"
+            value = redact_and_cut(value, SAMPLE_CHARS + 1)
         out.append(value)
     return out
 
@@ -153,17 +155,18 @@ def run_suite(df, suite: Suite, *, rows_in: int, stage: str | None = None, keyed
 
 
 def result_row(r) -> dict[str, Any]:
-    """One expectation's result as the run log and the report keep it."""
+    """One expectation's result as the run log and the report keep it (the failing values of a
+    column named like a secret as ``***``: ``report.redacted_result``)."""
     cfg = r.expectation_config
     res = r.result or {}
-    return {
+    return redacted_result({
         "expectation": cfg.type, "column": ", ".join(expectation_columns(cfg.kwargs)) or None,
         "success": bool(r.success), "row_level": is_row_level(cfg.type),
         "observed_value": _jsonable(res.get("observed_value")),
         "unexpected_count": res.get("unexpected_count"), "unexpected_percent": res.get("unexpected_percent"),
         "element_count": res.get("element_count"), "missing_count": res.get("missing_count"),
         "arguments": arguments(cfg.kwargs), "unexpected_sample": sample(res.get("partial_unexpected_list")),
-    }
+    })
 
 
 def _expectations(suite: Suite, rows_in: int) -> list:

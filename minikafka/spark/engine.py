@@ -286,14 +286,56 @@ def connect(url: str, *, conf: dict[str, str] | None = None, new: bool = False):
 
     builder = RemoteSparkSession.builder.remote(url)
     spark = builder.create() if new else builder.getOrCreate()
-    from pyspark.sql.connect.client.retries import DefaultPolicy
-
     # an engine that went away fails the stage within seconds (Spark's default retries for 10 minutes)
-    spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=2000)])
+    spark.client.set_retry_policies([_retry_policy(host, port)])
+    spark.client.minikafka_engine = remote_url(host, port)  # stopped_engine() asks it again after a failure
     for key, value in (conf or {}).items():
         if key.startswith("spark.sql."):  # runtime settings; the others are the server's
             spark.conf.set(key, value)
     return spark
+
+
+def _retry_policy(host: str, port: int):
+    """Spark's default policy with ``RETRIES`` retries at most 2 s apart, and none once nothing
+    listens on the engine's port (a killed engine: every call of a suite's checks would otherwise
+    wait out its retries, about 5 s each)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    class EnginePolicy(DefaultPolicy):
+        def can_retry(self, e: BaseException) -> bool:
+            return super().can_retry(e) and answers(host, port, timeout=1.0)
+
+    return EnginePolicy(max_retries=RETRIES, max_backoff=2000)
+
+
+def engine_of(spark) -> str | None:
+    """``sc://HOST:PORT`` of the engine of a Connect session made by ``connect`` (no token); None
+    for a classic session (whose ``client`` raises) or no session."""
+    if spark is None or not is_connect(spark):
+        return None
+    return getattr(spark.client, "minikafka_engine", None)
+
+
+def stopped_engine(spark) -> str | None:
+    """The URL (``sc://HOST:PORT``) of the engine of a Connect session made by ``connect`` when
+    that engine no longer answers; None for a classic session or an engine that answers."""
+    url = engine_of(spark)
+    if url is None or answers(*parse_remote(url), timeout=1.0):
+        return None
+    return url
+
+
+def engine_stopped_error(spark, stage: str) -> EngineError | None:
+    """An ``EngineStoppedError`` naming the stage when its session's engine no longer answers:
+    whatever a call to it raised (a quality check that could not run, a gRPC dump), the cause
+    is the engine's."""
+    from ..errors import EngineStoppedError
+
+    url = stopped_engine(spark)
+    if url is None:
+        return None
+    return EngineStoppedError(f"the engine at {url} stopped during stage {stage}; nothing was committed and its "
+                              "inputs stay pending")
 
 
 def is_connect(spark) -> bool:

@@ -43,6 +43,111 @@ def lock_path(source: Source, run: str) -> Path:
     return Path(source.path).resolve().parent / ".minikafka-locks" / f"{run}.lock"
 
 
+@dataclass
+class StagedMark:
+    """What a stage's run staged, written beside the ledger (``.minikafka-locks/<stage>.staged/<run id>.json``)
+    under the stage's lock before anything is staged, removed with the staging when the run ends.
+    A mark left behind names a run that died: it never commits, and its staging is swept.
+
+    ``engine``/``session``: the engine (``sc://HOST:PORT``, never a token) and the client session
+    the run's Spark work went to, so that a sweep can release that session first (its work on the
+    engine is interrupted and writes nothing more); ``swept``: times its staging was removed (a
+    mark stays until a sweep finds nothing left to remove)."""
+
+    run_id: str
+    uri: str
+    engine: str | None = None
+    session: str | None = None
+    swept: int = 0
+    path: Path | None = None
+
+    def write(self) -> None:
+        import json
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({k: v for k, v in self.__dict__.items() if k != "path"}))
+        os.replace(tmp, self.path)
+
+    def unlink(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def marks_dir(ledger_path: str | Path, stage: str) -> Path:
+    return Path(ledger_path).resolve().parent / ".minikafka-locks" / f"{stage}.staged"
+
+
+def mark_staged(ledger_path: str | Path, stage: str, run_id: str, uri: str, *, engine: str | None = None,
+                session: str | None = None) -> StagedMark:
+    """Record, under the stage's lock and before anything is staged, where the run stages."""
+    mark = StagedMark(run_id, uri, engine, session, path=marks_dir(ledger_path, stage) / f"{run_id}.json")
+    mark.write()
+    return mark
+
+
+def read_marks(ledger_path: str | Path, stage: str) -> list[StagedMark]:
+    import json
+
+    marks = []
+    for path in sorted(marks_dir(ledger_path, stage).glob("*.json")):
+        try:
+            fields = json.loads(path.read_text())
+            marks.append(StagedMark(**{k: fields.get(k) for k in ("run_id", "uri", "engine", "session")},
+                                    swept=int(fields.get("swept") or 0), path=path))
+        except (OSError, ValueError, TypeError):
+            path.unlink(missing_ok=True)  # a mark cut short: its run never staged under it
+    return marks
+
+
+def sweep_stage(ledger_path: str | Path, stage: str, release=None) -> list[str]:
+    """Remove the staging of every run of ``stage`` that died (its mark is left); the caller holds
+    the stage's lock, so no run of it is alive. ``release(mark)``: called first for a mark that
+    names an engine session (its work there is stopped). Returns the URIs removed."""
+    import pyarrow.fs as pafs
+
+    removed = []
+    old = Path(ledger_path).resolve().parent / ".minikafka-locks" / f"{stage}.staging"  # the one-file mark of earlier versions
+    if old.exists():
+        remove(old.read_text().strip())
+        old.unlink()
+    for mark in read_marks(ledger_path, stage):
+        if mark.session and release is not None:
+            release(mark)
+        try:
+            fs, path = filesystem(mark.uri)
+            left = fs.get_file_info(path).type != pafs.FileType.NotFound
+            if left:
+                remove(mark.uri)
+        except Exception:  # noqa: BLE001 - storage out of reach: a later sweep tries again
+            continue
+        if left:  # kept until a sweep finds nothing: a write on the engine may still have been landing
+            mark.swept += 1
+            mark.write()
+            removed.append(mark.uri)
+        else:
+            mark.unlink()
+    return removed
+
+
+def sweep(ledger_path: str | Path, stages: list[str], release=None) -> list[str]:
+    """``sweep_stage`` for each of ``stages`` whose lock is free (a stage that runs now is left
+    alone: its run may still commit what it staged). Returns the URIs removed."""
+    from ..errors import LockBusy
+    from ..util.filelock import exclusive_lock
+
+    removed = []
+    locks = Path(ledger_path).resolve().parent / ".minikafka-locks"
+    for stage in stages:
+        if not (any(marks_dir(ledger_path, stage).glob("*.json")) or (locks / f"{stage}.staging").exists()):
+            continue  # nothing marked: its lock is not even taken (a run of it may be starting now)
+        try:
+            with exclusive_lock(locks / f"{stage}.lock", note="staging sweep"):
+                removed += sweep_stage(ledger_path, stage, release)
+        except LockBusy:
+            continue
+    return removed
+
+
 @dataclass(frozen=True)
 class StagingArea:
     """A staging root and whether inputs go through it too (``exchange``)."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .redact import redact_secrets
+
 OK, WARN, FAIL = "ok", "warn", "fail"
 STATES = (OK, WARN, FAIL)
 
@@ -20,7 +22,8 @@ class CheckResult:
     Attributes:
         name: what was checked, stable across runs (``stage score freshness``).
         state: ``ok``, ``warn`` or ``fail``.
-        reason: one human sentence with the numbers (``last success 3.2h ago, limit 26h``).
+        reason: one human sentence with the numbers (``last success 3.2h ago, limit 26h``);
+            masked (``util.redact.redact_secrets``): it may quote an error.
         numbers: the figures behind it (``{"age_s": 11520, "limit_s": 93600}``); None where unknown.
     """
 
@@ -28,6 +31,9 @@ class CheckResult:
     state: str
     reason: str
     numbers: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", redact_secrets(self.reason))
 
     def line(self) -> str:
         """``ok    stage score freshness: last success 3.2h ago (limit 26h)``."""

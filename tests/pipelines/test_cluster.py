@@ -44,10 +44,10 @@ def snapshot(path) -> dict:
         conn.close()
 
 
-def mk(*args):
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT)}
+def mk(*args, engine: str = "submit", timeout: float = 600):
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT), "MINIKAFKA_ENGINE": engine}
     return subprocess.run([sys.executable, "-m", "minikafka.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT, env=env)
+                          timeout=timeout, cwd=ROOT, env=env)
 
 
 def prepared(home, dump):
@@ -91,7 +91,7 @@ def test_example_on_an_isolated_worker_matches_local_mode_and_fails_without_stag
         assert run.returncode == 0, run.stdout + run.stderr
         run = mk("run", in_process, "--in-process", "--master", url, "--staging", str(shared))
         assert run.returncode == 0, run.stdout + run.stderr
-        # last (an application holds the worker's cores while it lives): a warm engine on this
+        # last (its executors stay while stages keep coming): a warm engine on this
         # host with the cluster as its master, each stage a client of it
         engine = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "serve", "--pipeline", str(on_engine),
                                    "--master", url, "--port", "0"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
@@ -108,3 +108,27 @@ def test_example_on_an_isolated_worker_matches_local_mode_and_fails_without_stag
     assert snapshot(hidden / "in_process" / "homelab.sqlite") == expected
     assert snapshot(hidden / "on_engine" / "homelab.sqlite") == expected
     assert list(shared.iterdir()) == [] or all(not any(p.iterdir()) for p in shared.iterdir())
+
+
+def test_an_idle_engine_on_a_cluster_gives_its_cores_back_and_another_pipeline_runs_at_once(tmp_path):
+    """The engine a default run leaves up on a 2-core standalone cluster holds no executor once
+    idle: an in-process run of another pipeline started at once gets the cores and finishes."""
+    from minikafka.spark.engine import EngineState
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    dump = generate(tmp_path, 20)
+    first, second = prepared(tmp_path / "first", dump), prepared(tmp_path / "second", dump)
+    with standalone_cluster(port=None, log_dir=tmp_path / "spark") as url:
+        try:
+            run = mk("run", first, "--master", url, "--staging", shared, "--stage", "keep_articles", engine="auto")
+            assert run.returncode == 0, run.stdout + run.stderr
+            assert EngineState.read(tmp_path / "first" / ".minikafka-engine" / "homelab.json").alive()  # idle, up
+            try:
+                run = mk("run", second, "--in-process", "--master", url, "--staging", shared, "--stage",
+                         "keep_articles", timeout=240)
+            except subprocess.TimeoutExpired:
+                pytest.fail("the second application got no core from the idle engine's cluster in 240 s")
+            assert run.returncode == 0, run.stdout + run.stderr
+        finally:
+            mk("serve", "--stop", "--pipeline", first)

@@ -19,7 +19,7 @@ from minikafka.util.redact import redact_text, redact_url, secret_forms, url_sec
 PACKAGE = Path(__file__).resolve().parents[2] / "minikafka"
 SECRETISH = re.compile(r"(endpoint|url|uri|master|header|token|password|secret)", re.I)
 SINK = re.compile(r"(raise |log\.|logger\.|print\(|echo\(|note\(|Error\(|warn\(|details|reason)")
-REDACTED = ("redact_url(", "redact_text(", "self._redact(", "shown")
+REDACTED = ("redact_url(", "redact_text(", "redact_secrets(", "redact_and_cut(", "cut(", "self._redact(", "shown")
 
 # placeholders whose value was redacted where it was made: (file, expression) -> why
 ALREADY_REDACTED = {
@@ -86,3 +86,32 @@ def test_url_secrets_hold_the_basic_auth_pair_and_each_query_value_decoded():
     secrets = url_secrets("http://bob:p%40ss%2Fw@host/x?token=a%2Fb&other=c")
     assert "bob:p@ss/w" in secrets and "p@ss/w" in secrets and "a/b" in secrets and "a%2Fb" in secrets
     assert redact_url("http://bob:p%40ss@host:8/x?token=1#f") == "http://host:8/x"
+
+
+# texts cut with a slice on purpose, none of them shown or kept as a message: (file, text) -> why
+CUT_ON_PURPOSE = {
+    ("quality/validate.py", "list(values or [])[:SAMPLE_VALUES]"): "a list of values, not a text",
+    ("util/forkserver.py", ".encode()[:4000]"): "bytes to the fork server's control pipe, made into an error there",
+    ("api/modes/pipes.py", "for p in self.pipelines)[:500]"): "topic names only",
+    ("ledger/walfold.py", "frame[:FRAME_HEADER_BYTES]"): "bytes of a WAL frame",
+    ("spark/loading/rowcheck.py", "raw[:10000]"): "a quarantined payload: the data itself",
+    ("connectors/intake.py", "payload[:10000]"): "a quarantined payload: the data itself",
+    ("connectors/ingest.py", "text.strip()[:PAYLOAD_CHARS]"): "a quarantined payload: the data itself",
+    ("console/reads.py", "rows[:PAGE_ROWS]"): "a list of rows",
+}
+CUT = re.compile(r"\[:\s*(?:\d{3,}|[A-Z_]+)\s*\]")
+
+
+def test_no_text_is_cut_with_a_slice_before_it_is_masked():
+    """A text shown or kept shortened is cut by ``util.redact.redact_and_cut`` (masked first, then
+    cut), never by a slice: a slice through a secret leaves its head that no masking finds."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.suffix not in (".py", ".html") or path.name == "redact.py":
+            continue
+        rel = path.relative_to(PACKAGE).as_posix()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if path.suffix == ".html" and re.search(r"\[:\s*\d+\s*\]", line) or CUT.search(line):
+                if not any(rel == f and text in line for f, text in CUT_ON_PURPOSE):
+                    found.append(f"minikafka/{rel}:{number}: {line.strip()}")
+    assert found == [], "cut these with util.redact.redact_and_cut (mask first, then cut):\n" + "\n".join(found)

@@ -26,6 +26,7 @@ from .child import ChildLauncher, Children
 from .client import ClientLauncher
 from .inprocess import InProcessLauncher, run_in_process, watch_session
 from .modes import open_launcher
+from .staging_sweep import sweep_staging
 from .submit import SubmitLauncher
 
 
@@ -41,4 +42,5 @@ class Launcher(Protocol):
 
 
 __all__ = ["ChildLauncher", "Children", "ClientLauncher", "InProcessLauncher", "Launcher", "StageCall", "SubmitLauncher",
-           "open_launcher", "run_in_process", "watch_session"]
+           "open_launcher", "run_in_process", "sweep_staging",
+           "watch_session"]

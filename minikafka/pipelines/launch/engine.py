@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ...errors import EngineError
+from ...util.faults import checkpoint
 from ...util.redact import redact_url
 from ..definition import PipelineDefinition
 
@@ -49,16 +50,37 @@ def lease_path(defn: PipelineDefinition | None) -> Path:
     return state_path(defn).with_suffix(".used")
 
 
-def server_settings(defn: PipelineDefinition | None) -> dict[str, str]:
-    """minikafka's Spark settings (JDBC jar, UTC, ...) with the pipeline's ``[spark]`` table over them.
+# An engine on a cluster (any master but local[...]) gives its executors back once they are idle and
+# asks for them again when a stage has tasks: it lives for minutes unused, and a standalone master
+# would otherwise leave every other application WAITING with 0 cores all that time. Shuffle tracking
+# stands in for an external shuffle service; executors holding shuffle files or cached blocks of
+# finished stages are released after the same timeout (a later stage recomputes what it needs).
+# The pipeline's [spark] table wins (spark.dynamicAllocation.enabled = "false" keeps them; a
+# spark.cores.max caps what the engine takes while it works).
+CLUSTER_ENGINE_IDLE = "10s"
+CLUSTER_ENGINE_SETTINGS = {
+    "spark.dynamicAllocation.enabled": "true",
+    "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+    "spark.dynamicAllocation.minExecutors": "0",
+    "spark.dynamicAllocation.executorIdleTimeout": CLUSTER_ENGINE_IDLE,
+    "spark.dynamicAllocation.cachedExecutorIdleTimeout": CLUSTER_ENGINE_IDLE,
+    "spark.dynamicAllocation.shuffleTracking.timeout": CLUSTER_ENGINE_IDLE,
+}
+
+
+def server_settings(defn: PipelineDefinition | None, master: str | None = None) -> dict[str, str]:
+    """minikafka's Spark settings (JDBC jar, UTC, ...) with the pipeline's ``[spark]`` table over them;
+    on a non-local ``master``, ``CLUSTER_ENGINE_SETTINGS`` under both (executors given back when idle).
 
     Raises:
         SparkSetupError: no Java, or no SQLite JDBC jar.
     """
     from ...spark.session import check_java, jdbc_jar, session_conf
+    from ...spark.staging import is_local_master
 
     check_java()
-    settings = session_conf(jar=jdbc_jar())
+    settings = dict(CLUSTER_ENGINE_SETTINGS) if master and not is_local_master(master) else {}
+    settings.update(session_conf(jar=jdbc_jar()))
     settings.update(defn.spark if defn is not None else {})
     return settings
 
@@ -102,14 +124,14 @@ def serve(defn: PipelineDefinition | None, *, master: str | None = None, host: s
     """
     from ...spark import engine as eng
 
-    settings = server_settings(defn)
+    master = master or (defn.master if defn is not None else "local[*]")
+    settings = server_settings(defn, master)
     archive = None
     if "spark.driver.extraJavaOptions" not in (defn.spark if defn is not None else {}):  # the pipeline's own wins
         from ...spark.stages.driver_jvm import driver_options
 
         java, archive = driver_options(settings["spark.driver.extraJavaOptions"], None, kind="engine")
         settings["spark.driver.extraJavaOptions"] = f"{java} {ENGINE_JIT}"
-    master = master or (defn.master if defn is not None else "local[*]")
     host = host or (defn.engine.host if defn is not None else None) or eng.DEFAULT_HOST
     if port is None:
         port = (defn.engine.port if defn is not None else None) or eng.DEFAULT_PORT
@@ -168,6 +190,7 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
         jvm.lower_priority()
         if warm_up and not stop.is_set():
             _warm_up(url)
+        checkpoint("engine:ready")  # it answers; nothing names it yet
         started = time.time()
         eng.touch(lease)
         eng.EngineState(url, os.getpid(), jvm.pid, master, defn.name if defn else "default", started,
@@ -277,7 +300,7 @@ def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_t
     from ...spark.engine import READY_TIMEOUT_S, EngineState
 
     with _start_lock(defn):
-        found = find_engine(defn)
+        found = _engine_coming_up(defn, echo)
         if found is not None:
             if master and found.master != master:
                 raise EngineError(f"the engine at {redact_url(found.url)} runs master {redact_url(found.master)}, "
@@ -295,7 +318,9 @@ def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_t
             cmd += ["--master", master]
         echo(f"starting an engine for {defn.name} " + (f"(stops after {timeout:g} s unused)" if timeout
                                                         else "(stops at the end of this run)"))
-        with open(log, "wb") as out:
+        # appended (an engine started earlier may still write to it), unless it grew past 1 MB
+        with open(log, "ab" if log.exists() and log.stat().st_size < 1 << 20 else "wb") as out:
+            offset = out.tell()
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env=_server_env())
         deadline = time.monotonic() + READY_TIMEOUT_S + 10
@@ -304,11 +329,50 @@ def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_t
             if state is not None and state.pid == proc.pid:
                 return state.url, True
             if proc.poll() is not None:
-                lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+                found = find_engine(defn)  # another engine came up meanwhile (one a killed run started): use it
+                if found is not None:
+                    return found.url, False
+                with open(log, "rb") as fh:
+                    fh.seek(offset)
+                    lines = [x for x in fh.read().decode(errors="replace").splitlines() if x.strip()]
                 raise EngineError("the engine did not start: " + (lines[-1] if lines else f"exit code {proc.returncode}"))
             time.sleep(0.1)
         proc.terminate()
         raise EngineError(f"the engine did not start within {READY_TIMEOUT_S + 10:.0f} s; log: {log}")
+
+
+def _serve_held(defn: PipelineDefinition) -> bool:
+    """A ``serve`` of this pipeline holds its lock: an engine is starting or runs."""
+    import fcntl
+
+    try:
+        with open(state_path(defn).with_suffix(".serve.lock")) as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            return False
+    except FileNotFoundError:
+        return False
+
+
+def _engine_coming_up(defn: PipelineDefinition, echo):
+    """The recorded engine; or, while a ``serve`` of this pipeline starts (one a run killed
+    during its start left behind, or ``minikafka serve`` in a terminal), that engine once it is
+    ready; None when none runs or starts (or it did not come up in time)."""
+    from ...spark.engine import READY_TIMEOUT_S
+
+    deadline = time.monotonic() + READY_TIMEOUT_S + 10
+    told = False
+    while True:
+        found = find_engine(defn)
+        if found is not None or not _serve_held(defn) or time.monotonic() > deadline:
+            return found
+        if not told:
+            echo(f"waiting for the engine of {defn.name} that is starting")
+            told = True
+        time.sleep(0.2)
 
 
 class EngineLease:

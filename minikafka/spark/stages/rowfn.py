@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ...ledger.layout import TopicLayout
+from ...util.redact import redact_and_cut
 from ..types import arrow_type, storage_arrow_fields
 
 ERROR = "_mk_error"
@@ -72,4 +73,4 @@ def _append(columns: dict, names: list[str], values, parent, error) -> None:
 
 def _describe(exc: BaseException) -> str:
     tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
-    return tail[:2000]
+    return redact_and_cut(tail, 2000)  # masked, then cut: it becomes a quarantine reason

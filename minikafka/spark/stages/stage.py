@@ -21,8 +21,9 @@ from ...ledger.identifiers import validate_consumer_name, validate_topic_name
 from ...ledger.layout import TopicLayout
 from ...ledger.runlog import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
 from ...util.faults import checkpoint
+from ...util.redact import redact_and_cut
 from ...util.strategy import strategy_problem
-from ..engine import is_connect, master_of
+from ..engine import engine_of, engine_stopped_error, is_connect, master_of
 from ..staging import lock_path
 from ..types import quote_back, storage_sql_type
 from .conform import conform, refused_rows
@@ -52,9 +53,9 @@ def describe(exc: BaseException) -> str:
                         python_errors.append(later)
                 if python_errors:
                     found = f"{found.removesuffix('Traceback (most recent call last):').rstrip()} {python_errors[-1]}"
-            return f"{type(exc).__name__}: {found[:1500]}"
+            return f"{type(exc).__name__}: {redact_and_cut(found, 1500)}"
     causes = [line for line in lines if line.startswith("Caused by:")]
-    return f"{type(exc).__name__}: " + (causes[-1] if causes else (lines[0] if lines else text))[:1500]
+    return f"{type(exc).__name__}: " + redact_and_cut(causes[-1] if causes else (lines[0] if lines else text), 1500)
 
 
 @dataclass
@@ -242,19 +243,21 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
         area = stg.choose_staging(master_of(spark), staging, source.path)
         stg.check_area(area)
         run.details["staging"] = "exchange" if area.exchange else "jdbc"
-    marker = lock_path(source, stage.name).with_suffix(".staging")
-    if marker.exists():  # a crashed run's staging: nothing of it was committed, never trust it
-        stg.remove(marker.read_text().strip())
-        marker.unlink()
+    stg.sweep_stage(source.path, stage.name)  # dead runs' staging: nothing of it was committed, never trust it
     run_uri = area.run_uri(stage.name, run.run_id) if area else None
+    mark = None
     if run_uri:
-        marker.write_text(run_uri)
+        mark = stg.mark_staged(source.path, stage.name, run.run_id, run_uri, engine=engine_of(spark),
+                               session=spark.session_id if is_connect(spark) else None)
     target = stage.outputs[0] if len(stage.outputs) == 1 else None
     source.ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
         "target": target, "stage": stage.name, "run_id": run.run_id, "dry_run": dry_run}))
     try:
         _run(spark, source, stage, run, area, run_uri, batch_rows, dry_run, upto, layouts, consumer_ids)
     except BaseException as exc:
+        stopped = None if isinstance(exc, KeyboardInterrupt) else engine_stopped_error(spark, stage.name)
+        if stopped is not None:  # whatever a call to a stopped engine raised, the cause is the engine's
+            stopped.__cause__, exc = exc, stopped
         run.finish(failure_status(exc), interruption(exc) if isinstance(exc, KeyboardInterrupt) else describe(exc))
         if not dry_run:
             try:
@@ -269,7 +272,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
         if run_uri:
             try:
                 stg.remove(run_uri)
-                marker.unlink(missing_ok=True)
+                mark.unlink()
             except Exception:  # noqa: BLE001 - the next run removes it
                 pass
         source.ledger.emit(Event("pipeline_end", stage.inputs[0], None, {
@@ -593,6 +596,7 @@ def _apply_quality(work: _Work, frame, topic: str, parent_column: str, before_ch
     whole = keyed.drop(ROW_KEY)  # what is committed when no row is set aside (this very frame)
     if before_checks is not None:
         before_checks(whole)
+    checkpoint("stage:checks")  # the suites are about to run on Spark
     results = [run_suite(checked.select(*view), suite, rows_in=run.rows_in, stage=stage.name,
                          keyed=checked.select(*view, ROW_KEY)) for suite in suites]
     outcomes.extend(results)
