@@ -3,8 +3,8 @@ table, and none runs a statement at all.
 
 Every statement on the ledger's own tables (catalog, acks, runs, quarantine, queues,
 notifications, windows, loads, in-flight deliveries, ...) lives in a ``ledger/`` module, one
-per table family, and DDL in ``ledger/schema.py``; every statement on a topic's rows lives
-in ``ledger/table.py`` (``TopicTable``). The layers above call those functions. The table
+per table family, and DDL in ``ledger/transactions/schema.py``; every statement on a topic's rows lives
+in ``ledger/topics/table.py`` (``TopicTable``). The layers above call those functions. The table
 name check is on the text, docstrings included, so a table name cannot creep back in prose
 that later turns into SQL; the statement check is on the code (calls of ``.execute`` and
 ``.executemany``), so prose may still show a user how to run SQL.
@@ -58,7 +58,7 @@ def test_no_module_outside_the_ledger_runs_a_statement_but_the_users_own_sql():
     wrong = [f"{module}:{line}" for module, lines in sorted(found.items())
              if module not in USERS_SQL and len(lines) > NOT_YET.get(module, 0) for line in lines]
     assert not wrong, "statements run outside minikafka/ledger/ (move them into a ledger module; a topic's " \
-        "rows: ledger/table.py):\n" + "\n".join(wrong)
+        "rows: ledger/topics/table.py):\n" + "\n".join(wrong)
 
 
 def test_the_list_of_modules_not_yet_moved_only_shrinks():

@@ -11,19 +11,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ArgumentTypeError, SchemaMismatchError
-from ..ledger import acks, catalog
-from ..ledger.connection import Ledger
-from ..ledger.events import Event, Observer
-from ..ledger.layout import TopicLayout
-from ..ledger.quarantine import list_quarantined
-from ..ledger.runlog import read_runs
+from ..ledger.consuming import list_quarantined, read_runs
+from ..ledger.topics import TopicLayout, acks, catalog
+from ..ledger.transactions import Event, Ledger, Observer
 from ..util.clock import utc_now
 from .modes.groups import ConsumerGroup
 from .modes.pipes import FullPipeline, Pipeline
 from .topic import Topic
 
 if TYPE_CHECKING:
-    from ..ledger.watcher import Watcher
+    from ..ledger.transactions import Watcher
     from .core.notifications import Listener
     from .core.transaction import Transaction
     from .modes.queues import Queue
@@ -87,7 +84,7 @@ class Source:
 
     @property
     def ledger(self) -> Ledger:
-        """The ledger under this Source (``minikafka.ledger.connection.Ledger``): its sqlite3
+        """The ledger under this Source (``minikafka.ledger.transactions.connection.Ledger``): its sqlite3
         connection (``.conn``), ``atomic()`` transactions and event emission, for tools built on
         the library (as sqlite-utils' ``Database.conn``). Writing the ledger's own tables
         directly bypasses its checks; use the functions in ``minikafka.ledger``."""
@@ -119,7 +116,7 @@ class Source:
 
     def flush(self) -> None:
         """Wait until every append this process handed to the group commit on this file is durable."""
-        from ..ledger.group_commit import flush
+        from ..ledger.transactions import flush
 
         _ = self._ledger.conn  # open and ours
         flush(self.path)
@@ -146,7 +143,7 @@ class Source:
     def watcher(self) -> Watcher:
         """The Source's watcher (started on the first wait): wakes waiters on commits by any process."""
         if self._watcher is None:
-            from ..ledger.watcher import Watcher
+            from ..ledger.transactions import Watcher
 
             self._ledger.conn  # noqa: B018 - a closed Source gets no watcher
             self._watcher = Watcher(self.path)

@@ -32,7 +32,7 @@ import click
 from click.core import ParameterSource
 
 from ..errors import LedgerError, LedgerNotFoundError, MinikafkaError
-from ..ledger.columns import float_text
+from ..ledger.topics import float_text
 from ..util.clock import format_timestamp
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def row_dict(row: tuple, decode) -> dict:
 def status_where(source: Source, layout, which: str | None):
     """(WHERE condition, params, row fixer) for 'new'/'handled'/'all' rows of a topic, as every
     consumer sees them: rows below the partitions' handled positions count as handled."""
-    from ..ledger import acks
+    from ..ledger.topics import acks
 
     conn = source.ledger.conn
     if which in (None, "all"):

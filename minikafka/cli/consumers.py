@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..ledger import acks
-from ..ledger.consumers import consumer_info
+from ..ledger.consuming import consumer_info
+from ..ledger.topics import acks
 from ..util.clock import utc_now
 from .app import main
 from .common import echo_json, json_option, with_source

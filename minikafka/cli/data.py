@@ -250,7 +250,7 @@ def export(source: Source, topic: str, path: str, fmt: str | None, which: str, w
 
 def _where(layout, where: tuple[str, ...]) -> tuple[str, tuple]:
     """The --where filters as (SQL condition, parameters), as ``show`` parses them."""
-    from ..ledger.filters import InvalidFilterError, where_clause
+    from ..ledger.topics import InvalidFilterError, where_clause
 
     try:
         return where_clause(layout, where)
@@ -277,8 +277,7 @@ EXPORT_PAGE = 50_000
 
 def _write_export(source: Source, layout, fmt: str, which: str, fh, condition: tuple[str, tuple] = ("1", ())) -> int:
     """Write the topic's rows to the binary file ``fh`` page by page; the row count."""
-    from ..ledger.arrow import rows_to_arrow
-    from ..ledger.table import TopicTable
+    from ..ledger.topics import TopicTable, rows_to_arrow
     from .output import progress
     from .tables import csv_lines
 

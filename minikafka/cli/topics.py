@@ -6,13 +6,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..ledger import acks, catalog, counts
-from ..ledger import quarantine as qstore
-from ..ledger.filters import InvalidFilterError, where_clause
-from ..ledger.layout import TopicLayout
-from ..ledger.runlog import COLUMNS as RUN_COLUMNS
-from ..ledger.runlog import failed_run_ids, run_exists, run_ids_beginning
-from ..ledger.table import TopicTable
+from ..ledger.consuming import COLUMNS as RUN_COLUMNS
+from ..ledger.consuming import failed_run_ids, run_exists, run_ids_beginning
+from ..ledger.consuming import quarantine as qstore
+from ..ledger.topics import InvalidFilterError, TopicLayout, TopicTable, acks, catalog, counts, where_clause
 from .app import main
 from .common import echo_json, json_option, json_text, row_dict, with_source
 from .output import note
@@ -66,7 +63,7 @@ def topics(source: Source, as_json: bool) -> None:
 
 
 def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int) -> list[dict]:
-    from ..ledger.runlog import read_runs
+    from ..ledger.consuming import read_runs
 
     if not failed:  # health checks, every few minutes from cron, would crowd out the runs: --stage health
         return read_runs(conn, stage=stage, limit=limit, hide_kinds=("health",))
@@ -106,7 +103,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
 
     Example: minikafka status --failed --stage llm_summary
     """
-    from ..ledger.runlog import quarantine_topics, quarantined_everything, read_runs
+    from ..ledger.consuming import quarantine_topics, quarantined_everything, read_runs
     from ..quality.report import describe
 
     conn = source.ledger.conn
@@ -293,7 +290,7 @@ def schema(source: Source, topic: str, as_sql: bool, as_json: bool) -> None:
 
     Example: minikafka schema rss.items --json
     """
-    from ..ledger.catalog import stored_model_path
+    from ..ledger.topics import stored_model_path
 
     conn = source.ledger.conn
     layout = source.layout(topic)

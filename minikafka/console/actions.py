@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from ..api.source import Source
 from ..errors import ConsoleRequestError, MinikafkaError
-from ..ledger import acks
-from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.topics import acks
 from ..util.clock import utc_now
 
 ActionRefused = ConsoleRequestError  # an action's arguments are missing or malformed: nothing ran

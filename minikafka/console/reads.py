@@ -14,9 +14,10 @@ from typing import Any
 
 from ..api.source import Source
 from ..errors import ConsoleNotFoundError, ConsoleRequestError, InvalidFilterError, TopicNotFoundError
-from ..ledger import acks, browse, catalog, consumers, deliveries, filters, queues, runlog, schedules
-from ..ledger import quarantine as qstore
-from ..ledger.snapshot import read_snapshot
+from ..ledger.consuming import consumers, deliveries, queues, runlog, schedules
+from ..ledger.consuming import quarantine as qstore
+from ..ledger.topics import acks, browse, catalog, filters
+from ..ledger.transactions import read_snapshot
 from ..quality.report import describe
 
 RUN_STATUSES = runlog.STATUSES

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from examples.myjobs import Summarise  # the shipped queue model: the console process imports it by name
 from minikafka import Source
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("conf", "schemas", "jobs", "examples")

@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from minikafka import Source
-from minikafka.ledger import browse
-from minikafka.ledger.consumers import consumer_info
-from minikafka.ledger.quarantine import count_quarantined, list_quarantined
+from minikafka.ledger.consuming import consumer_info, list_quarantined
+from minikafka.ledger.consuming.quarantine import count_quarantined
+from minikafka.ledger.topics import browse
 
 pytestmark = pytest.mark.spark  # the example ledger comes from a real run of its pipeline
 

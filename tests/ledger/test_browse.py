@@ -1,4 +1,4 @@
-"""Reading a topic page by page (ledger/browse.py): counts that take the fast id-range path agree with
+"""Reading a topic page by page (ledger/topics/browse.py): counts that take the fast id-range path agree with
 the row-by-row definition of 'new' and lag, pages are id ranges, and a run's rows are found by time."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.ledger import acks, browse, filters
+from minikafka.ledger.topics import acks, browse, filters
 
 
 class Item(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minikafka.ledger.consumers import consumer_info
+from minikafka.ledger.consuming import consumer_info
 from tests.conftest import Video
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from minikafka import Source
-from minikafka.ledger.backups import backup
+from minikafka.ledger.files import backup
 from minikafka.pipelines.definition import load_pipeline
 from minikafka.pipelines.doctor import doctor_checks
 

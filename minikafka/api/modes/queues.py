@@ -1,7 +1,7 @@
 """Work queues on topics: competing workers, leases, retries, a dead letter (honker's model).
 
 A queue is one named consumer of a topic. Each live row of the queue has a state row in
-the ledger's queue-jobs table (``ledger.queues``: pending or processing: priority, run_at, lease, attempts,
+the ledger's queue-jobs table (``ledger.consuming.queues``: pending or processing: priority, run_at, lease, attempts,
 worker, last error). ``claim_batch`` takes, in one ``UPDATE ... RETURNING``, the rows that
 are pending and due or whose lease expired, ordered by priority (higher first) then age;
 each claim sets a lease and counts an attempt. An acked row leaves the state table and
@@ -39,14 +39,16 @@ from ...errors import (
     JobNotOursError,
     QueueNotFoundError,
 )
-from ...ledger import acks
-from ...ledger import queues as store
-from ...ledger.columns import json_value_refusal
-from ...ledger.events import Event
-from ...ledger.identifiers import validate_consumer_name
-from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from ...ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
-from ...ledger.watcher import Pause, drive, drive_async, pause, pause_async, until
+from ...ledger.consuming import (
+    ORIGIN,
+    Claim,
+    Quarantined,
+    quarantine_in_current_transaction,
+    revive_dead_in_current_transaction,
+)
+from ...ledger.consuming import queues as store
+from ...ledger.topics import acks, json_value_refusal, validate_consumer_name
+from ...ledger.transactions import Event, Pause, drive, drive_async, pause, pause_async, until
 from ...util.clock import format_timestamp
 from ...util.millis import MAX_SECONDS, duration_ms, instant_ms
 from ...util.timeouts import check_timeout

@@ -18,9 +18,8 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StreamingConfigError
-from ...ledger import acks
-from ...ledger.table import TopicTable
-from ...ledger.windows import StoredWindow
+from ...ledger.consuming import StoredWindow
+from ...ledger.topics import TopicTable, acks
 from ...util import clock
 from ...util.clock import format_timestamp, parse_timestamp
 from ..core.record import Record

@@ -6,10 +6,7 @@ import os
 
 from ...api.source import Source
 from ...errors import InvalidSettingError
-from ...ledger import acks
-from ...ledger.identifiers import quote_identifier
-from ...ledger.layout import META_SELECT, TopicLayout
-from ...ledger.table import ReadBounds, TopicTable
+from ...ledger.topics import META_SELECT, ReadBounds, TopicLayout, TopicTable, acks, quote_identifier
 from ..engine import parallelism
 from ..types import custom_schema, to_model_columns
 

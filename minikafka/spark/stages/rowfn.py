@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ...ledger.layout import TopicLayout
+from ...ledger.topics import TopicLayout
 from ..types import arrow_type, storage_arrow_fields
 
 ERROR = "_mk_error"
