@@ -292,7 +292,7 @@ class Topic(LayoutNames[ModelT]):
         """Unregister a consumer; rows every remaining consumer acked turn 'handled'."""
         with self.source.ledger.atomic() as conn:
             cid = acks.require_consumer(conn, self.name, name)
-            acks.drop_consumer_in_current_transaction(conn, self.name, cid, utc_now())
+            acks.drop_consumer_in_current_transaction(conn, self.name, cid)
 
     # -- streams (api/modes/attach.py, api/modes/retention.py) ---------------------------------------
     def attach(self, source: Any, *, background: bool = True):

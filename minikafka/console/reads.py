@@ -181,11 +181,10 @@ def topic_list(source: Source) -> list[dict]:
     out = []
     with read_snapshot(conn):
         for name in catalog.topic_names(conn):
-            layout, cache = source.layout(name), {}
-            lags = [{"name": c, "lag": sum(browse.consumer_lag(conn, name, acks.find_consumer(conn, name, c),
-                                                               cache, layout).values())}
+            layout = source.layout(name)
+            lags = [{"name": c, "lag": sum(browse.consumer_lag(conn, name, acks.find_consumer(conn, name, c)).values())}
                     for c in acks.consumer_names(conn, name)]
-            out.append({"topic": name, **browse.topic_counts(conn, layout, cache), "partitions": layout.partitions,
+            out.append({"topic": name, **browse.topic_counts(conn, layout), "partitions": layout.partitions,
                         "consumers": lags, "quarantined": qstore.count_quarantined(conn, name)})
     return out
 
@@ -218,14 +217,13 @@ def topic(source: Source, name: str, *, after: int | None, before: int | None, w
             mine, mine_params = (acks.pending_filter if status == "new" else acks.done_filter)(cid)
             cond, params = f"({cond}) AND {mine}", (*params, *mine_params)
         page = browse.row_page(conn, layout, after=after, before=before, condition=(cond, params), limit=PAGE_ROWS)
-        cache: dict = {}
         groups = []
         for reader in acks.consumer_names(conn, name):
             cid = acks.find_consumer(conn, name, reader)
-            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, name, cid, cache, layout)
+            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, name, cid)
             groups.append({"name": reader, "lag": sum(lag.values()), "partitions": [
                 {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
-        counts = browse.topic_counts(conn, layout, cache)
+        counts = browse.topic_counts(conn, layout)
         columns = [{k: c.describe().get(k) for k in ("name", "kind", "sql_type", "nullable", "enum_values")}
                    for c in layout.columns]
         info = {"model": catalog.stored_model_path(conn, name), "dedup": list(layout.dedup),

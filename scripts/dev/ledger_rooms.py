@@ -59,6 +59,10 @@ _OLD = "|".join(sorted(MOVES, key=len, reverse=True))
 DOTTED = re.compile(rf"\bminikafka\.ledger\.({_OLD})\b")
 PATH = re.compile(rf"(?<![\w/])((?:minikafka/)?ledger/)({_OLD})\.py\b")
 QUOTED = re.compile(rf"(?<=`)ledger\.({_OLD})\b")
+# an import the AST does not see: in a string (a child process's code), in a page's code block
+_ALIAS = r"[A-Za-z_]\w*(?:[ \t]+as[ \t]+[A-Za-z_]\w*)?"
+TEXT_IMPORT = re.compile(rf"^(?P<head>.*?)\bfrom minikafka\.ledger import (?P<names>{_ALIAS}(?:[ \t]*,[ \t]*{_ALIAS})*)",
+                         re.MULTILINE)
 
 
 def new_module(old: str) -> str:
@@ -267,7 +271,18 @@ def rewrite_imports(path: Path, text: str) -> str:
 
 # -- step 3: dotted names and paths in any text ------------------------------------------------
 
+def _text_import(match: re.Match) -> str:
+    head, groups = match["head"], {}
+    for alias in match["names"].split(","):
+        name, _, asname = (part.strip() for part in alias.partition(" as "))
+        module, name, asname = mapped("minikafka.ledger", ast.alias(name, asname or None), True)
+        groups.setdefault(module, []).append(f"{name} as {asname}" if asname and asname != name else name)
+    statements = [f"from {module} import {', '.join(names)}" for module, names in groups.items()]
+    return head + (f"\n{head}" if not head.strip() else "; ").join(statements)
+
+
 def rewrite_text(text: str) -> str:
+    text = TEXT_IMPORT.sub(_text_import, text)
     text = DOTTED.sub(lambda m: new_module(m.group(1)), text)
     text = PATH.sub(lambda m: f"{m.group(1)}{MOVES[m.group(2)][0]}/{MOVES[m.group(2)][1]}.py", text)
     return QUOTED.sub(lambda m: new_module(m.group(1)).removeprefix("minikafka."), text)

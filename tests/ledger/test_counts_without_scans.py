@@ -157,7 +157,7 @@ CHILD = textwrap.dedent("""
     import sys, time
     from pydantic import BaseModel
     from minikafka import Source
-    from minikafka.ledger import counts
+    from minikafka.ledger.topics import counts
 
     counts.SPACING = 5
 

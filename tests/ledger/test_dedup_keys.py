@@ -119,7 +119,7 @@ CHILD = textwrap.dedent("""
     import sys, time
     from pydantic import BaseModel
     from minikafka import Source
-    from minikafka.ledger import keys
+    from minikafka.ledger.topics import keys
 
     real = keys.dedup_hash
     keys.dedup_hash = lambda *v: 7 if str(v[0]).startswith("clash") else real(*v)

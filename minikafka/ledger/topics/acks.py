@@ -621,13 +621,12 @@ def ack_many_in_current_transaction(
 
 def ack_upto_in_current_transaction(
     conn: sqlite3.Connection, topic: str, consumer_id: int, upto: int, now: str, *, exclude: bool = False,
-    partitions: Iterable[int] | None = None, materialise: bool = True, count: bool = True,
+    partitions: Iterable[int] | None = None, count: bool = True,
 ) -> int:
     """Ack every row still pending for a consumer with ``_id <= upto``, set-based.
 
     Moves the consumer's offset (one row per partition): the cost does not grow with the
-    rows acked. ``materialise`` is accepted for compatibility and changes nothing (no
-    status is written to rows any more).
+    rows acked.
 
     With ``exclude``, ids in ``temp.mk_exclude`` are left pending (rows that failed):
     the offset stops below the first of them and the rows acked above it are stored
@@ -635,7 +634,6 @@ def ack_upto_in_current_transaction(
     Returns the number of rows acked for this consumer (0 with ``count=False``, which
     saves a pass over the rows for callers that know the number already).
     """
-    del materialise
     table = quote_identifier(topic)
     parts = range(partition_count(conn, topic)) if partitions is None else partitions
     where, params = pending_filter(consumer_id, topic)
@@ -788,13 +786,12 @@ def replay_in_current_transaction(
     return reopened
 
 
-def drop_consumer_in_current_transaction(conn: sqlite3.Connection, topic: str, consumer_id: int, now: str) -> int:
+def drop_consumer_in_current_transaction(conn: sqlite3.Connection, topic: str, consumer_id: int) -> int:
     """Unregister a consumer; rows now done for every remaining consumer turn 'handled'.
 
     Returns the number of rows that turned handled (counted over the rows the dropped
     consumer still had pending).
     """
-    del now
     table = quote_identifier(topic)
     done = 0
     if [c for c in consumer_ids(conn, topic) if c != consumer_id]:

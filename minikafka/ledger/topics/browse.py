@@ -40,20 +40,16 @@ class RowPage:
         return self.rows[-1]["_id"] if self.rows else None
 
 
-def topic_counts(conn: sqlite3.Connection, layout: TopicLayout, cache: dict | None = None) -> dict[str, int]:
+def topic_counts(conn: sqlite3.Connection, layout: TopicLayout) -> dict[str, int]:
     """``{"new", "handled", "total", "high_watermark"}`` of a topic, as ``minikafka topics`` counts them:
-    from positions and row marks (``counts.topic_counts``), whatever the topic's size. (``cache``
-    is accepted for callers that share one per read; nothing here needs it.)"""
-    del cache
+    from positions and row marks (``counts.topic_counts``), whatever the topic's size."""
     tally = counts.topic_counts(conn, layout.name)
     return {"new": tally.new, "handled": tally.handled, "total": tally.total, "high_watermark": tally.high_watermark}
 
 
-def consumer_lag(conn: sqlite3.Connection, topic: str, consumer_id: int, cache: dict | None = None,
-                 layout: TopicLayout | None = None) -> dict[int, int]:
+def consumer_lag(conn: sqlite3.Connection, topic: str, consumer_id: int) -> dict[int, int]:
     """{partition: rows pending for the consumer}, as ``acks.lag``: from positions and row marks
-    (``counts.pending_counts``). (``cache`` and ``layout`` are accepted and not needed.)"""
-    del cache, layout
+    (``counts.pending_counts``)."""
     return counts.pending_counts(conn, topic, consumer_id)
 
 

@@ -171,8 +171,7 @@ def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int,
     if keep_pending:
         conn.executemany("INSERT INTO temp.mk_exclude (id) VALUES (?)", [(i,) for i in keep_pending])
     acks.ack_upto_in_current_transaction(conn, state.topic, consumer_id, state.upto, now, exclude=bool(keep_pending),
-                                         partitions=state.partitions, materialise=False,
-                                         count=False)
+                                         partitions=state.partitions, count=False)
     conn.execute(
         "DELETE FROM _minikafka_attempts WHERE consumer_id = ? AND row_id <= ? AND row_id NOT IN "
         "(SELECT id FROM temp.mk_exclude)",
