@@ -1,4 +1,4 @@
-"""ledger.consumers.consumer_info (lag, last activity). Retention ages: tests/util/test_duration.py."""
+"""ledger.consuming.consumers.consumer_info (lag, last activity). Retention ages: tests/util/test_duration.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ledger.filters: a filter value becomes the form the ledger stores, or a clear error."""
+"""ledger.topics.filters: a filter value becomes the form the ledger stores, or a clear error."""
 
 from __future__ import annotations
 

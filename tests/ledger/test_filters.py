@@ -1,4 +1,4 @@
-"""ledger.filters: FIELD OP VALUE checked against the topic's columns, values as parameters."""
+"""ledger.topics.filters: FIELD OP VALUE checked against the topic's columns, values as parameters."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""api.quarantine.requeue and ledger.quarantine: put dead-lettered rows back, or purge them."""
+"""api.quarantine.requeue and ledger.consuming.quarantine: put dead-lettered rows back, or purge them."""
 
 from __future__ import annotations
 
