@@ -43,6 +43,7 @@ from ...ledger.consuming import (
     ORIGIN,
     Claim,
     Quarantined,
+    job_state,
     quarantine_in_current_transaction,
     revive_dead_in_current_transaction,
 )
@@ -626,8 +627,7 @@ class Queue(Generic[ModelT]):
         live = store.job_state(conn, self.consumer_id, job_id)
         if live is not None:
             state, attempts, run_at, last_error, worker, lease, priority, own_max, expires_at = live
-            if state == "processing" and lease is not None and lease <= now:
-                state = "pending"
+            state = job_state(state, lease, now)
             return JobInfo(job_id, self.name, state, attempts, own_max or self.max_attempts, _dt(run_at), priority,
                            last_error or None, worker if state == "processing" else None,
                            _dt(lease) if state == "processing" else None, _dt(expires_at))

@@ -19,6 +19,7 @@ from . import (
     notifications,
     quarantine,
     queues,
+    read_models,
     retention,
     runlog,
     runlog_retention,
@@ -30,6 +31,7 @@ from .consumers import consumer_info, registered
 from .groups import N_FETCH_META
 from .quarantine import Quarantined, list_quarantined, quarantine_in_current_transaction
 from .queues import ORIGIN, Claim, revive_dead_in_current_transaction
+from .read_models import RowFilter, job_state
 from .runlog import (
     COLUMNS,
     INTERRUPTED,
@@ -65,6 +67,7 @@ __all__ = [
     "insert_run_unless_present_in_current_transaction",
     "INTERRUPTED",
     "interruption",
+    "job_state",
     "list_quarantined",
     "loads",
     "mark_interrupted_in_current_transaction",
@@ -78,10 +81,12 @@ __all__ = [
     "Quarantined",
     "quarantined_everything",
     "queues",
+    "read_models",
     "read_runs",
     "registered",
     "retention",
     "revive_dead_in_current_transaction",
+    "RowFilter",
     "run_exists",
     "run_ids_beginning",
     "runlog",

@@ -430,6 +430,12 @@ def done_filter(consumer_id: int | None, topic: str | None = None) -> tuple[str,
     return status.bind(status.DONE_FOR, topic, consumer_id)
 
 
+def status_column(consumer_id: int) -> tuple[str, tuple]:
+    """A select column reading 'handled' or 'new' as one consumer sees each row, and its parameters."""
+    done, params = done_filter(consumer_id)
+    return f"CASE WHEN {done} THEN 'handled' ELSE 'new' END", params
+
+
 def unhandled_sql(topic: str) -> str:
     """SQL condition: the row is not handled for every consumer by a topic-wide ack (no parameters).
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -247,8 +248,9 @@ class TopicLayout:
         cols = ", ".join(quote_identifier(name) for name in names)
         return f"INSERT INTO {self.table} ({cols}) VALUES ({', '.join(values)}){tail}"
 
-    def select_sql(self) -> str:
-        """SELECT of the metadata columns, the fields, then ``_partition`` (index ``partition_index``).
+    def select_sql(self, extra: Sequence[str] = ()) -> str:
+        """SELECT of the metadata columns, the fields, then ``_partition`` (index ``partition_index``),
+        then the ``extra`` columns (expressions the ledger composed, e.g. ``acks.status_column``).
 
         ``_status`` is the topic-wide status and ``_handled_at`` when the row became handled,
         both computed from positions and acks (``meta_select``).
@@ -256,8 +258,11 @@ class TopicLayout:
         cache = self.__dict__.setdefault("_select_cache", {})
         if "select" not in cache:
             fields = ", ".join(quote_identifier(n) for n in self.field_names)
-            cache["select"] = f"SELECT {self.meta_select()}, {fields}, \"{PARTITION}\" FROM {self.table}"
-        return cache["select"]
+            cache["columns"] = f"{self.meta_select()}, {fields}, \"{PARTITION}\""
+            cache["select"] = f"SELECT {cache['columns']} FROM {self.table}"
+        if not extra:
+            return cache["select"]
+        return f"SELECT {cache['columns']}, {', '.join(extra)} FROM {self.table}"
 
     @property
     def partition_sql(self) -> str:

@@ -352,6 +352,11 @@ class TopicTable:
         return self.conn.execute(f'SELECT min("_id") FROM {self.layout.table} WHERE "_id" > ?',
                                  (after,)).fetchone()[0]
 
+    @property
+    def ids_select(self) -> str:
+        """A ``select`` for :meth:`page` and :meth:`page_before` that reads the ids alone (whether rows exist)."""
+        return f'SELECT "_id" FROM {self.layout.table}'
+
     def page(self, after: int, limit: int, where: str = "1", params: tuple = (), *,
              upto: int | None = None, select: str | None = None) -> list[tuple]:
         """Rows with id above ``after`` (and at most ``upto``) matching ``where``, id order, at
