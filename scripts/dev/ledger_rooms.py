@@ -248,6 +248,12 @@ def rewrite_imports(path: Path, text: str) -> str:
         for alias in node.names:
             module, name, asname = mapped(target, alias, outside)
             groups.setdefault(module, []).append((name, asname))
+            parts = module.split(".")
+            if outside and path.is_relative_to(REPO / "minikafka") and parts[:2] == ["minikafka", "ledger"] and (
+                    len(parts) != 3 or name not in face_names(parts[2])):
+                print(f"!! {path.relative_to(REPO)}:{node.lineno} imports {name} from {module}: not a name of a "
+                      f"room's face; add it to that face's __all__ (then run again) or use what the face names",
+                      file=sys.stderr)
         relative = bool(node.level) and path.is_relative_to(REPO / "minikafka")
         original = ast.get_source_segment(text, node)
         first = lines[node.lineno - 1]
