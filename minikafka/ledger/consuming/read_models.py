@@ -19,7 +19,7 @@ the same attributes. All functions read inside the caller's transaction (the con
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 from ..topics import acks, counts, filters
@@ -134,7 +134,7 @@ class RowFilter:
         sql, p = filters.where_clause(layout, self.where)
         conds.append(sql)
         params.extend(p)
-        return " AND ".join(conds), tuple(params)
+        return " AND ".join(f"({c})" for c in conds), tuple(params)
 
 
 @dataclass
@@ -156,6 +156,11 @@ class RowSelect:
         """Up to ``limit`` matching rows with ``_id < before``, the newest of them, oldest first."""
         return self.table.page_before(before, limit, self.condition, (*self.select_params, *self.params),
                                       select=self.select)
+
+    def scan(self, page: int) -> Iterator[list[tuple]]:
+        """Every matching row, oldest first, in lists of at most ``page`` rows, each read after the
+        previous one is used (``TopicTable.scan``)."""
+        return self.table.scan(self.condition, (*self.select_params, *self.params), page=page, select=self.select)
 
     def nth_from_end(self, n: int) -> int | None:
         """The id of the ``n``-th last matching row (None when fewer match)."""
