@@ -102,6 +102,25 @@ def window_rows(conn: sqlite3.Connection, layout: TopicLayout, consumer_id: int 
     return table.page(window.first_offset - 1, -1, pending, params, upto=window.last_offset)
 
 
+def pending_span(table: TopicTable, consumer_id: int, floor: int, *,
+                 created_before: str | None = None) -> tuple[int | None, int | None, int, str | None]:
+    """(lowest id, highest id, rows, earliest ``_created_at``) of the rows pending for the consumer
+    above ``floor`` (only those created before ``created_before``): what a time window decides on."""
+    pending, params = acks.pending_filter(consumer_id)
+    where, more = f'{pending} AND "_id" > ?', (*params, floor)
+    if created_before is not None:
+        where, more = f'{where} AND "_created_at" < ?', (*more, created_before)
+    return table.aggregate('min("_id"), max("_id"), count(*), min("_created_at")', where, more)
+
+
+def nth_pending(table: TopicTable, consumer_id: int, floor: int, n: int) -> tuple[int, str] | None:
+    """(id, ``_created_at``) of the ``n``-th row (1: the first) pending for the consumer above
+    ``floor``, in id order (None when fewer are pending): what a count window decides on."""
+    pending, params = acks.pending_filter(consumer_id)
+    return table.aggregate('"_id", "_created_at"', f'{pending} AND "_id" > ? ORDER BY "_id" LIMIT 1 OFFSET ?',
+                           (*params, floor, n - 1))
+
+
 def commit_window_in_current_transaction(conn: sqlite3.Connection, topic: str, consumer_id: int,
                                          window: StoredWindow, run_id: str, now: str) -> bool:
     """Ack the window's rows for the consumer and mark it committed.
