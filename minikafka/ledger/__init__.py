@@ -4,9 +4,10 @@ wake-ups (``transactions/``) and file care (``files/``). Each room's ``__init__`
 naming what the layers above may use; they import the faces, never a room's modules.
 
 - ``topics/``: names, typed columns, dedup keys, layouts and the catalog, a topic's rows
-  (``TopicTable``), the ack positions each row's status is read from, counts, filters, paging.
+  (``TopicTable``), the ack positions each row's status is read from, counts, filters.
 - ``consuming/``: consumers, groups, queues and schedules, windows, deliveries,
-  notifications, the quarantine, the run log, retention, backfill progress, health figures.
+  notifications, the quarantine, the run log, retention, backfill progress, health figures,
+  and the read models the CLI and the console both show.
 - ``transactions/``: the connection with the schema and upgrades it applies, the commits of
   stages and backfills, group commit, events, wake-ups, one short read transaction.
 - ``files/``: backups and restores as runs, snapshots, copies, Litestream.

@@ -5,7 +5,7 @@ layout (``layout``) and the catalog of topics (``catalog``); the one reader and 
 topic's rows (``table``) with its bulk sizing (``bulk``), row files (``rowfiles``) and Arrow
 export (``arrow``); the ack positions every way of consuming keeps (``acks``), the status
 expressions read from them (``status``) and counts that do not scan (``counts``); safe row
-filters (``filters``) and paging for a person (``browse``).
+filters (``filters``) and the id range of a time span (``browse``).
 
 The lowest room: it imports no other room of the ledger. The acks live here, not with the
 consumption state, because a topic's rows have no status column: ``table`` reads what is
