@@ -31,7 +31,15 @@ from .identifiers import LEDGER_PREFIX, quote_identifier, validate_consumer_name
 from .keys import row_hashes
 from .layout import META_SELECT, N_META, TopicLayout
 from .rowfiles import MAX_ATTACHED, write_row_file
-from .table import PAGE, ReadBounds, TopicTable, insert_params, insert_params_of_columns
+from .table import (
+    PAGE,
+    ReadBounds,
+    TopicTable,
+    id_range_predicates,
+    insert_params,
+    insert_params_of_columns,
+    partition_predicates,
+)
 
 __all__ = [
     "acks",
@@ -46,6 +54,7 @@ __all__ = [
     "find_consumer",
     "FLOAT_NAN_REFUSED",
     "float_text",
+    "id_range_predicates",
     "insert_params",
     "insert_params_of_columns",
     "InvalidFilterError",
@@ -59,6 +68,7 @@ __all__ = [
     "META_SELECT",
     "N_META",
     "PAGE",
+    "partition_predicates",
     "quote_identifier",
     "ReadBounds",
     "row_hashes",

@@ -51,6 +51,18 @@ class ReadBounds:
     consumer_pending: bool = False  # the rows pending for a consumer (all 'new' by definition)
 
 
+def partition_predicates(partitions: Iterable[int]) -> list[str]:
+    """One condition per topic partition, for a reader that splits a query by predicates (Spark's JDBC source)."""
+    return [f'"{PARTITION}" = {int(p)}' for p in partitions]
+
+
+def id_range_predicates(cuts: Sequence[int]) -> list[str]:
+    """Conditions splitting the ids at ``cuts`` (ascending): below the first, between each two, from the last."""
+    cuts = [int(c) for c in cuts]
+    return ([f'"_id" < {cuts[0]}'] + [f'"_id" >= {a} AND "_id" < {b}' for a, b in zip(cuts, cuts[1:])]
+            + [f'"_id" >= {cuts[-1]}'])
+
+
 def insert_params(rows: Iterable[tuple], now: str, lineage: Iterable[tuple] | tuple | None = None) -> list[tuple]:
     """The parameters of an insert (``TopicLayout.insert_sql``) of rows of encoded field
     values: each row's values, ``_created_at``, then its lineage when given ((parent id,
@@ -351,6 +363,15 @@ class TopicTable:
         """The lowest id above ``after`` (None when there is none)."""
         return self.conn.execute(f'SELECT min("_id") FROM {self.layout.table} WHERE "_id" > ?',
                                  (after,)).fetchone()[0]
+
+    def subquery(self, bounds: ReadBounds, *, with_partition: bool = False) -> str:
+        """The rows ``bounds`` covers as an aliased subquery, ``(SELECT ...) AS q``, for a reader that
+        takes SQL text (Spark's JDBC source): the metadata columns (rows pending for a consumer are
+        'new' by definition: no per-row status lookup), the fields, and ``_partition`` if asked."""
+        meta = META_SELECT if bounds.consumer_pending else self.layout.meta_select()
+        fields = ", ".join(quote_identifier(n) for n in self.layout.field_names)
+        extra = f', "{PARTITION}"' if with_partition else ""
+        return f"(SELECT {meta}, {fields}{extra} FROM {quote_identifier(self.layout.name)} WHERE {bounds.where}) AS q"
 
     @property
     def ids_select(self) -> str:
