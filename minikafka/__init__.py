@@ -16,6 +16,7 @@ from .api.modes.schedules import Scheduler
 from .api.modes.windows import CountWindow, FixedTimeWindow, RelaxedTimeWindow, Window, WindowEmitter
 from .api.source import Source
 from .api.streams import JsonObject, Stream, StreamingConsumer
+from .api.table import KeyedTable
 from .api.topic import RecordNotFoundError, Topic
 from .errors import (
     ArgumentTypeError,
@@ -34,6 +35,7 @@ from .errors import (
     EngineError,
     FanOutError,
     FanOutFailure,
+    ForeignSnapshotError,
     HandlerError,
     InputFileError,
     InvalidDurationError,
@@ -123,6 +125,7 @@ __all__ = [  # sorted: tests/test_layers.py checks it
     "FanOutError",
     "FanOutFailure",
     "FixedTimeWindow",
+    "ForeignSnapshotError",
     "FullPipeline",
     "HandlerError",
     "InputFileError",
@@ -139,6 +142,7 @@ __all__ = [  # sorted: tests/test_layers.py checks it
     "JobNotFoundError",
     "JobNotOursError",
     "JsonObject",
+    "KeyedTable",
     "LedgerError",
     "LedgerInUseError",
     "LedgerNotFoundError",

@@ -355,6 +355,11 @@ class SnapshotNotFoundError(BackupError):
     """No snapshot fits what was asked (none in the directory, none before the run)."""
 
 
+class ForeignSnapshotError(BackupError):
+    """The snapshot is of another ledger (another identity) than the one it would replace;
+    nothing was changed (``restore ... --from-other-ledger`` does it anyway)."""
+
+
 class LedgerInUseError(LedgerError):
     """The ledger is open in another process (a run, an appender, a worker, Litestream), so it
     cannot be replaced now; nothing was changed."""

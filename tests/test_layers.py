@@ -187,7 +187,7 @@ def test_api_has_no_import_circle_but_the_facade_pair_type_hints_included():
 
 def test_the_api_face_is_source_topic_and_streams():
     face = sorted(p.name for p in (PACKAGE / "api").glob("*.py"))
-    assert face == ["__init__.py", "source.py", "streams.py", "topic.py"], face
+    assert face == ["__init__.py", "source.py", "streams.py", "table.py", "topic.py"], face
 
 
 def test_every_exception_lives_in_errors_py_and_is_exported():

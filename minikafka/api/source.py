@@ -17,6 +17,7 @@ from ..ledger.transactions import Event, Ledger, Observer
 from ..util.clock import utc_now
 from .modes.groups import ConsumerGroup
 from .modes.pipes import FullPipeline, Pipeline
+from .table import KeyedTable
 from .topic import Topic
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ class Source:
     for writing.
 
     Args:
-        path: a file path (created if missing, as in minikafka; its directory must
-            exist) or ":memory:".
+        path: a file path (created if missing, as in minikafka, with its missing
+            directories; ``create=False`` creates nothing) or ":memory:".
         on_event: called as ``on_event(event_name, **kwargs)`` (minikafka's convention)
             after each commit it reports; exceptions raised by it are swallowed. An
             observer taking one argument annotated ``Event`` gets the Event object.
@@ -264,6 +265,46 @@ class Source:
         catalog.check_reopen(layout, row)
         return self._bind(layout, row[4])
 
+    def table(self, name: str, model: type[ModelT], key: Sequence[str] | str,
+              merge: dict[str, str] | None = None) -> KeyedTable[ModelT]:
+        """Create or reopen the keyed table ``name``: a topic that keeps one current row per key
+        and takes upserts (see ``docs/concepts/topics-and-tables.md``).
+
+        Args:
+            name: as for ``topic()``.
+            model: a pydantic BaseModel class.
+            key: the field(s) that identify a row.
+            merge: {field: function} for columns that combine instead of taking the newest
+                value: "sum", "max", "min", "first", "last" (= "replace", the default).
+
+        Returns:
+            The KeyedTable (a Topic: consumers read its versions as new rows).
+
+        Raises:
+            InvalidSettingError: (a ValueError) no key, a key or merge field not on the model,
+                a merge function unknown or unfit for the field's type.
+            SchemaMismatchError: the name is a plain topic, or a table with another schema,
+                key or merge functions; nothing is written.
+
+        Emits:
+            topic_created, when the table is new.
+        """
+        from ..ledger.topics import keyed
+
+        layout = TopicLayout.for_model(name, model, None)
+        spec = keyed.check_spec(layout, key, merge)
+        row = catalog.catalog_row(self._ledger.conn, name)
+        if row is None:
+            with self._ledger.atomic() as conn:
+                row = catalog.catalog_row(conn, name)
+                if row is None:
+                    self._create_in_current_transaction(layout)
+                    keyed.create_table_in_current_transaction(conn, layout, spec, utc_now())
+                    return self._bind(layout, layout.fingerprint)
+        catalog.check_reopen(layout, row)
+        keyed.check_reopen(self._ledger.conn, spec)
+        return self._bind(layout, row[4])
+
     def _create_in_current_transaction(self, layout: TopicLayout) -> None:
         catalog.create_topic_in_current_transaction(self._ledger.conn, layout)
         self._ledger.emit(Event("topic_created", layout.name, None, {
@@ -293,7 +334,10 @@ class Source:
         return self.topic(name, model, dedup=layout.dedup or None).model
 
     def _bind(self, layout: TopicLayout, fingerprint: str) -> Topic:
-        topic = Topic(self, layout, fingerprint)
+        from ..ledger.topics import table_spec
+
+        spec = table_spec(self._ledger.conn, layout.name)  # a keyed table opened as a topic merges too
+        topic = Topic(self, layout, fingerprint) if spec is None else KeyedTable(self, layout, fingerprint, spec)
         self._topics[layout.name] = topic
         self._fingerprints[layout.name] = fingerprint
         return topic
@@ -379,6 +423,28 @@ class Source:
 
         return apply_retention(self.ledger)
 
+
+    def compact_tables(self, names: Sequence[str] | None = None) -> dict[str, int]:
+        """Compact every keyed table (or those named): delete the superseded versions every
+        consumer of the table has acked, one transaction per table (``KeyedTable.compact``).
+
+        Returns:
+            {table: versions deleted}.
+
+        Raises:
+            SchemaMismatchError: a name that is not a keyed table.
+        """
+        from ..ledger.topics import keyed
+
+        tables = keyed.table_names(self._ledger.conn)
+        for name in names or ():
+            if name not in tables:
+                raise SchemaMismatchError(f"{name!r} is not a keyed table (tables: {tables!r})")
+        deleted = {}
+        for name in (tables if names is None else list(names)):
+            with self._ledger.atomic() as conn:
+                deleted[name] = keyed.compact_in_current_transaction(conn, catalog.read_layout(conn, name))
+        return deleted
 
     def group(self, name: str, *, start: str = "earliest") -> ConsumerGroup:
         """The consumer group ``name``: fetch, commit, seek, lag, follow (see api/modes/groups.py).

@@ -7,7 +7,7 @@ import click
 from .app import main
 from .common import echo_json, json_option
 from .health import ledger_and_pipeline, ledger_options
-from .output import progress
+from .output import note, progress
 
 
 @main.command()
@@ -31,8 +31,13 @@ def backup(dest: str, source_path: str | None, pipeline: str | None, keep: int |
     <ledger>-backup-<UTC time>-<last committed run>.sqlite. A killed backup leaves no file
     with that name. The run leaves a row in the run log (kind backup).
 
+    The snapshot carries the ledger's identity (an id stored in the ledger when it was
+    created; its checksum file names it too), so --keep removes only this ledger's older
+    snapshots, even beside another ledger's of the same file name. A run row that cannot be
+    written does not fail a complete backup: it is a warning on stderr.
+
     --json prints {run_id, snapshot, taken_at, last_run, sha256, size_bytes, removed, seconds,
-    checked, check}.
+    checked, check, folded, ledger_id, warnings}.
 
     Example: minikafka backup backups/ --pipeline conf/homelab.toml --keep 7
     """
@@ -41,6 +46,8 @@ def backup(dest: str, source_path: str | None, pipeline: str | None, keep: int |
     path, _ = ledger_and_pipeline(source_path, pipeline)
     with progress(f"backup {path}") as shown:
         result = take(path, dest, keep=keep, full_check=full_check, progress=shown.update)
+    for warning in result.warnings:
+        note(f"warning: {warning}")
     if as_json:
         echo_json(result.as_dict())
     else:
@@ -52,14 +59,21 @@ def backup(dest: str, source_path: str | None, pipeline: str | None, keep: int |
 @ledger_options
 @click.option("--before-run", metavar="RUN_ID",
               help="With SNAPSHOT a directory: the newest snapshot taken before this run started.")
+@click.option("--from-other-ledger", is_flag=True,
+              help="Restore a snapshot FILE of another ledger (another identity) in place of this one; "
+                   "the ledger keeps its own identity.")
 @json_option
 def restore(snapshot: str, source_path: str | None, pipeline: str | None, before_run: str | None,
-            as_json: bool) -> None:
+            from_other_ledger: bool, as_json: bool) -> None:
     """Put a snapshot back in place of the ledger; the replaced file is kept beside it.
 
-    SNAPSHOT is a snapshot file, or a backup directory (its newest snapshot, or with
-    --before-run the newest one taken before that run started). The snapshot's checksum
-    and PRAGMA integrity_check (every index against its table too) are checked first.
+    SNAPSHOT is a snapshot file, or a backup directory: its newest snapshot of this ledger
+    (by the ledger's identity, not its file name; a ledger that does not exist yet takes
+    the snapshots of the one ledger there), or with --before-run the newest one taken
+    before that run started. A snapshot of another ledger is refused unless
+    --from-other-ledger. The snapshot's checksum and PRAGMA integrity_check (every index
+    against its table too) are checked first. A missing directory of the ledger is
+    created (a fresh machine); a full or read-only disk changes nothing.
     Refuses, changing nothing, while any process has the ledger open (a run, an
     appender, a worker, Litestream): stop them first. Says what it
     restored (taken when, last run) and where the old file went; the restore leaves a row
@@ -72,7 +86,7 @@ def restore(snapshot: str, source_path: str | None, pipeline: str | None, before
     from ..ledger.files import restore as put_back
 
     path, _ = ledger_and_pipeline(source_path, pipeline, must_exist=False)
-    result = put_back(path, snapshot, before_run=before_run)
+    result = put_back(path, snapshot, before_run=before_run, from_other_ledger=from_other_ledger)
     if as_json:
         echo_json(result.as_dict())
     else:

@@ -10,7 +10,7 @@ Every command that opens a ledger takes the same options through ``with_source``
   naming the path (exit 1). Only commands that create things (``ingest``, ``backfill``,
   ``run``, ``watch``) create one, and only with ``--create`` (which also creates missing
   directories) or, for ``ingest``/``backfill``, into the ``source =`` of the pipeline
-  that declares the topic (its directory must exist).
+  that declares the topic (its missing directories too).
 - reading commands open the file read-only: they work on read-only files and mounts
   and never wait behind a writer.
 

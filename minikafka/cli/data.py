@@ -96,8 +96,8 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     minikafka ingest --source FILE --model module:Class TOPIC PATH
                                                   no pipeline file (the topic is created if new)
 
-    The first ingest into a pipeline's 'source =' creates that ledger (its directory
-    must exist); any other missing ledger is an error unless --create is given.
+    The first ingest into a pipeline's 'source =' creates that ledger (and its missing
+    directories); any other missing ledger is an error unless --create is given.
 
     Example: cat examples/feed.jsonl | minikafka ingest --source data/homelab.sqlite --model schemas.homelab:RssItem rss.items -
     """

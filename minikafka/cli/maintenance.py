@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import InvalidDurationError
+from ..errors import InvalidDurationError, SchemaMismatchError
 from ..ledger.consuming import runlog_retention
 from ..util.duration import parse_timedelta
 from .app import main
@@ -77,3 +77,28 @@ def upgrade(source: Source) -> None:
         click.echo(f"{source.path}: ledger format {LEDGER_FORMAT}, nothing to upgrade")
     else:
         click.echo(f"{source.path}: upgraded from ledger format {found} to {LEDGER_FORMAT}")
+
+
+@main.command()
+@click.argument("tables", nargs=-1, metavar="[TABLE]...")
+@json_option
+@with_source
+def compact(source: Source, tables: tuple[str, ...], as_json: bool) -> None:
+    """Compact keyed tables: delete superseded versions every consumer of the table has acked.
+
+    With no TABLE, every keyed table of the ledger. A consumer that has not read a version
+    yet keeps it; the current row of a key is never deleted. --json prints {table: deleted}.
+
+    Example: minikafka compact
+    """
+    try:
+        deleted = source.compact_tables(list(tables) or None)
+    except SchemaMismatchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        echo_json(deleted)
+        return
+    if not deleted:
+        click.echo("no keyed table to compact")
+    for table, n in deleted.items():
+        click.echo(f"{table}: {n} superseded version(s) deleted")

@@ -22,12 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..api.source import Source
-from ..errors import ConsoleRequestError, MinikafkaError
+from ..errors import ConsoleNotFoundError, ConsoleRequestError, MinikafkaError
 from ..ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
 from ..ledger.topics import acks
 from ..util.clock import utc_now
 
 ActionRefused = ConsoleRequestError  # an action's arguments are missing or malformed: nothing ran
+ActionTargetMissing = ConsoleNotFoundError  # it names what the ledger does not hold (a group): nothing ran
+INT64 = (-(2**63), 2**63 - 1)  # what SQLite's INTEGER holds: ids, offsets, partitions
 ActionFailed = MinikafkaError  # the library call ran and did nothing (the run log says 'failed')
 
 
@@ -43,13 +45,25 @@ class Action:
         return f"{self.title}: {shown}"
 
 
+def _whole(text: str) -> int | None:
+    """``text`` as an int SQLite can hold (64 bits), else None."""
+    try:
+        number = int(text) if len(text) <= 40 else None
+    except (TypeError, ValueError):
+        return None
+    return number if number is not None and INT64[0] <= number <= INT64[1] else None
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 60 else f"{text[:40]!r}... ({len(text)} characters)"
+
+
 def _ids(args: dict) -> list[int]:
     raw = args.get("ids") or []
     raw = [part for item in ([raw] if isinstance(raw, str) else raw) for part in str(item).replace(",", " ").split()]
-    try:
-        ids = [int(i) for i in raw]
-    except ValueError:
-        raise ActionRefused(f"ids are numbers, got {' '.join(raw)!r}") from None
+    ids = [_whole(i) for i in raw]
+    if None in ids:
+        raise ActionRefused(f"ids are numbers (whole numbers up to {INT64[1]}), got {_shown(' '.join(raw))}")
     if not ids:
         raise ActionRefused("choose at least one id")
     return ids
@@ -61,10 +75,10 @@ def _int(args: dict, key: str, *, default: int | None = None) -> int:
         if default is None:
             raise ActionRefused(f"{key} is required")
         return default
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ActionRefused(f"{key} must be a whole number, got {value!r}") from None
+    number = _whole(str(value))
+    if number is None:
+        raise ActionRefused(f"{key} must be a whole number from {INT64[0]} to {INT64[1]}, got {_shown(str(value))}")
+    return number
 
 
 def _text(args: dict, key: str) -> str:
@@ -137,6 +151,10 @@ def _replay(source: Source, defns, args: dict) -> tuple[str, list[str]]:
 def _seek(source: Source, defns, args: dict) -> tuple[str, list[str]]:
     group, topic = _text(args, "group"), _text(args, "topic")
     partition, offset = _int(args, "partition", default=0), _int(args, "offset")
+    source.layout(topic)
+    if acks.find_consumer(source.ledger.conn, topic, group) is None:  # a mistyped name would make a new group
+        raise ActionTargetMissing(f"no consumer group {group!r} reads {topic!r}: seek moves a group that exists "
+                                  "(the console creates none)")
     source.group(group).seek(topic, partition, offset)
     return f"group {group} on {topic} partition {partition} now at offset {offset}", [topic]
 
@@ -152,23 +170,40 @@ ACTIONS = {a.name: a for a in (
 )}
 
 
-def perform(path: str, defns, name: str, args: dict, *, host: str, user_agent: str) -> RunResult:
+def _clean(value):
+    """An argument as the run log keeps it: long values cut (a refused 5,000-character name is not kept whole)."""
+    if isinstance(value, list):
+        return [_clean(v) for v in value[:50]]
+    text = str(value)
+    return text if len(text) <= 200 else f"{text[:100]}... ({len(text)} characters)"
+
+
+def perform(path: str, defns, name: str, args: dict, *, host: str, user_agent: str,
+            busy_timeout: float = 30.0) -> RunResult:
     """Run action ``name`` on the ledger at ``path`` and record it in the run log.
 
     ``defns``: the console's pipeline files (a topic they declare is requeued with their model).
+    ``busy_timeout``: seconds to wait for another writer.
 
     Returns:
         The run's result: status 'succeeded' with the action's summary in ``details['result']``,
-        or 'failed' with the library's error (an ``ActionRefused`` is raised instead: nothing ran).
+        or 'failed' with the library's error.
+
+    Raises:
+        ConsoleRequestError, ConsoleNotFoundError: the arguments were refused (malformed, or naming
+            what the ledger does not hold): nothing ran, and the run log holds a failed run saying why.
     """
     action = ACTIONS[name]
-    clean = {k: args.get(k) for k in action.fields if args.get(k) not in (None, "", [])}
+    clean = {k: _clean(args.get(k)) for k in action.fields if args.get(k) not in (None, "", [])}
     run = RunResult(new_run_id("console"), "console",
-                    details={"action": name, "args": clean, "host": host, "user_agent": user_agent})
-    with Source(path, create=False) as source:
+                    details={"action": name, "args": clean, "host": host, "user_agent": _clean(user_agent)})
+    with Source(path, create=False, busy_timeout=busy_timeout) as source:
         try:
             text, topics = action.run(source, defns, args)
-        except ActionRefused:
+        except (ActionRefused, ActionTargetMissing) as exc:
+            run.finish("failed", f"refused: {exc}")
+            with source.ledger.atomic() as conn:
+                write_run_in_current_transaction(conn, run)
             raise
         except MinikafkaError as exc:
             run.finish("failed", str(exc))

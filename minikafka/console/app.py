@@ -14,26 +14,37 @@
   console sets, or once ``?token=``, which sets the cookie and redirects without it).
 - Every value a template prints goes through ``util.redact.redact_secrets`` (the
   environment's ``finalize``): a URL password, a token or a header value never reaches a page.
-- A missing ledger (404), a damaged one (409), an unknown topic, run or row (404), a bad
-  filter (400): a page that says so, never a traceback.
+- A missing ledger (404), a damaged one (409), a busy one (503, after at most ``READ_BUSY_S``
+  seconds), an unknown topic, run or row or a name no topic can have (404), a bad filter or a
+  number past 64 bits (400): a page that says so, never a traceback, never a 500.
+- Every page is built (ledger read, masking, rendering) in a daemon thread of its own
+  (``off_loop``): a slow page never stalls the event loop or another page, and SIGTERM stops
+  the server without waiting for it.
+- A "go back" link (``back=``) is kept only when it is a path of this console (no open redirect).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hmac
 import json
 import logging
+import re
 import secrets
 import sqlite3
+import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from ..api.source import Source
 from ..errors import (
     ConsoleNotFoundError,
     ConsoleRequestError,
+    InvalidNameError,
+    InvalidSettingError,
     LedgerError,
     LedgerNotFoundError,
     MinikafkaError,
@@ -49,6 +60,10 @@ HERE = Path(__file__).parent
 AUTH_COOKIE = "minikafka_console"
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 KEEPALIVE_S = 15.0
+READ_BUSY_S = 3.0  # a page waits at most this long for a ledger another process holds, then says it is busy
+ACTION_BUSY_S = 5.0  # an action waits at most this long for the write lock
+PAGE_THREADS = 16  # pages built at once (each in its own daemon thread); more wait their turn
+INT64 = (-(2**63), 2**63 - 1)  # SQLite's INTEGER: a row id, an offset, a quarantine id
 NAV = [("/", "Overview"), ("/runs", "Runs"), ("/topics", "Topics"), ("/quarantine", "Quarantine"),
        ("/queues", "Queues"), ("/schedules", "Schedules"), ("/groups", "Groups")]
 
@@ -64,6 +79,7 @@ class Console:
     auth_token: str | None = None
     csrf_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     watcher: object = None
+    page_slots: object = None  # an asyncio.Semaphore of PAGE_THREADS, made on the server's loop
 
     def own_secrets(self) -> list[str]:
         """The console's own tokens: masked wherever a page or a log line might quote them."""
@@ -102,8 +118,11 @@ def create_app(path: str | Path, *, pipelines=(), allow_actions: bool = False, a
         allowed_hosts: the Host header values served (default: loopback names only, against DNS rebinding).
 
     Raises:
+        InvalidSettingError: ``auth_token`` is empty (it would guard nothing).
         MissingDependencyError: the ``ui`` extra (starlette, jinja2) is not installed.
     """
+    if auth_token is not None and not auth_token.strip():
+        raise InvalidSettingError("the console's auth token is empty: give a token, or none at all")
     require("starlette", "ui")
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
@@ -121,13 +140,15 @@ def create_app(path: str | Path, *, pipelines=(), allow_actions: bool = False, a
         if console.watcher is not None:
             console.watcher.close()
 
+    built = functools.partial(off_loop, console)
     routes = [
-        Route("/", pages.overview), Route("/runs", pages.runs), Route("/runs/{run_id}", pages.run),
-        Route("/runs/{run_id}/report", pages.report), Route("/topics", pages.topics),
-        Route("/topics/{name}", pages.topic), Route("/quarantine", pages.quarantine),
-        Route("/quarantine/{qid:int}", pages.quarantined), Route("/queues", pages.queues),
-        Route("/schedules", pages.schedules), Route("/groups", pages.groups), Route("/events", pages.events),
-        Route("/actions/{name}", pages.confirm, methods=["GET"]),
+        Route("/", built(pages.overview)), Route("/runs", built(pages.runs)), Route("/runs/{run_id}", built(pages.run)),
+        Route("/runs/{run_id}/report", built(pages.report)), Route("/topics", built(pages.topics)),
+        Route("/topics/{name}", built(pages.topic)), Route("/quarantine", built(pages.quarantine)),
+        Route("/quarantine/{qid:int}", built(pages.quarantined)), Route("/queues", built(pages.queues)),
+        Route("/schedules", built(pages.schedules)), Route("/groups", built(pages.groups)),
+        Route("/events", pages.events),
+        Route("/actions/{name}", built(pages.confirm), methods=["GET"]),
         Route("/actions/{name}", pages.act, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
@@ -137,6 +158,65 @@ def create_app(path: str | Path, *, pipelines=(), allow_actions: bool = False, a
                     exception_handlers={404: pages.not_found, 405: pages.not_allowed, 500: pages.server_error})
     app.state.console = console
     return app
+
+
+def off_loop(console: Console, endpoint):
+    """``endpoint`` (a sync page: ledger read, masking, rendering) as an async endpoint that builds
+    the page in a daemon thread of its own, at most ``PAGE_THREADS`` at once.
+
+    The event loop only awaits: another page, a static file or an event stream is served while one
+    page is slow. A page abandoned on shutdown (SIGTERM) is left to its daemon thread, which dies
+    with the process: the server never waits for it (Starlette's own thread pool would).
+    """
+
+    @functools.wraps(endpoint)
+    async def page(request):
+        if console.page_slots is None:
+            console.page_slots = asyncio.Semaphore(PAGE_THREADS)
+        async with console.page_slots:
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+
+            def settle(result, exc):
+                if not done.done():
+                    done.set_exception(exc) if exc is not None else done.set_result(result)
+
+            def work():
+                try:
+                    result, exc = endpoint(request), None
+                except BaseException as error:  # handed to the loop, which raises it in the request's task
+                    result, exc = None, error
+                try:
+                    loop.call_soon_threadsafe(settle, result, exc)
+                except RuntimeError:  # the loop closed meanwhile (the server stopped): nobody waits
+                    pass
+
+            threading.Thread(target=work, name=f"console page {request.url.path[:60]}", daemon=True).start()
+            return await done
+
+    return page
+
+
+def same_secret(given: str | None, expected: str) -> bool:
+    """``given`` is ``expected``, compared in constant time; any text (non-ASCII too) is just no match."""
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
+_CONTROL = re.compile(r"[\x00-\x20\x7f\\]")
+
+
+def local_path(back: str | None) -> str:
+    """``back`` when it is a path of this console (``/topics/x?after=5``), else ``/``: never another
+    site (``//evil.example``, ``/\\evil.example``, ``https://...``), never a control character."""
+    if not back or not back.startswith("/") or back.startswith("//") or _CONTROL.search(back):
+        return "/"
+    parts = urlsplit(back)
+    if parts.scheme or parts.netloc:
+        return "/"
+    first = parts.path.split("/")[1]
+    return back if f"/{first}" in {p for p, _ in NAV} | {"/actions"} else "/"
 
 
 class Guard:
@@ -155,15 +235,17 @@ class Guard:
         token = self.console.auth_token
         if token:
             given = request.query_params.get("token")
-            if given is not None and hmac.compare_digest(given, token):
+            if same_secret(given, token):
                 rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                url = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+                path = request.url.path
+                path = "/" if path.startswith(("//", "/\\")) or _CONTROL.search(path) else path  # not another site
+                url = path + (f"?{urlencode(rest)}" if rest else "")
                 response = RedirectResponse(url, status_code=303)
                 response.set_cookie(AUTH_COOKIE, token, httponly=True, samesite="strict")
                 return await response(scope, receive, send)
             header = request.headers.get("authorization", "")
             offered = request.cookies.get(AUTH_COOKIE) or (header[7:] if header.startswith("Bearer ") else "")
-            if not hmac.compare_digest(offered, token):
+            if not same_secret(offered, token):
                 return await PlainTextResponse("401: this console needs its token (--auth-token)",
                                                status_code=401)(scope, receive, send)
         if request.method == "POST" and not self.console.allow_actions:
@@ -212,8 +294,13 @@ class Pages:
         return self.problem(request, 500, "Something went wrong", "the page could not be built; the console's log "
                             "says why")
 
+    def busy(self, request):
+        return self.problem(request, 503, "The ledger is busy", f"{self.console.path}: another process holds the "
+                            f"ledger (a long write, or a connection in exclusive locking mode); waited "
+                            f"{READ_BUSY_S:g} s. Try again in a moment.")
+
     def _open(self) -> Source:
-        return Source(self.console.path, read_only=True)
+        return Source(self.console.path, read_only=True, busy_timeout=READ_BUSY_S)
 
     def page(self, request, template: str, read, **extra):
         """Open the ledger, read, close, render; each failure a page saying what is wrong (sync endpoints
@@ -223,11 +310,13 @@ class Pages:
                 data = read(source)
         except LedgerNotFoundError as exc:
             return self.problem(request, 404, "No ledger", str(exc))
-        except (ConsoleNotFoundError, TopicNotFoundError) as exc:
+        except (ConsoleNotFoundError, TopicNotFoundError, InvalidNameError) as exc:
             return self.problem(request, 404, "Not found", str(exc).strip("'\""))
         except ConsoleRequestError as exc:
             return self.problem(request, 400, "Bad request", str(exc))
         except (LedgerError, sqlite3.DatabaseError) as exc:
+            if is_busy(exc):
+                return self.busy(request)
             return self.problem(request, 409, "The ledger cannot be read",
                                 f"{self.console.path}: {exc} (a damaged file, or not a minikafka ledger)")
         return self.render(request, template, **data, **extra)
@@ -282,11 +371,9 @@ class Pages:
 
     def topic(self, request):
         q = request.query_params
-        after, before = _int_param(q.get("after")), _int_param(q.get("before"))
 
         def read(source):
-            if after is False or before is False:
-                raise ConsoleRequestError("after and before are row ids (whole numbers)")
+            after, before = _int_param(q, "after", "a row id"), _int_param(q, "before", "a row id")
             return reads.topic(source, request.path_params["name"], after=after, before=before,
                                where=q.getlist("where"), consumer=q.get("consumer"), status=q.get("status"))
 
@@ -294,18 +381,23 @@ class Pages:
 
     def quarantine(self, request):
         q = request.query_params
-        below = _int_param(q.get("below"))
 
         def read(source):
-            if below is False:
-                raise ConsoleRequestError("below is a quarantine id (a whole number)")
             return reads.quarantine(source, topic=q.get("topic"), origin=q.get("origin"), reason=q.get("reason"),
-                                    below=below)
+                                    below=_int_param(q, "below", "a quarantine id"))
 
         return self.page(request, "quarantine.html", read, live=True)
 
     def quarantined(self, request):
-        return self.page(request, "quarantined.html", lambda s: reads.quarantined_row(s, request.path_params["qid"]))
+        qid = request.path_params["qid"]
+
+        def read(source):
+            if not INT64[0] <= qid <= INT64[1]:
+                raise ConsoleRequestError(f"the quarantine id must be a whole number up to {INT64[1]}, got one of "
+                                          f"{len(str(qid))} digits")
+            return reads.quarantined_row(source, qid)
+
+        return self.page(request, "quarantined.html", read)
 
     def queues(self, request):
         return self.page(request, "queues.html", lambda s: reads.queue_list(s, request.query_params.get("state")),
@@ -368,38 +460,38 @@ class Pages:
             return refused
         args = {k: (request.query_params.getlist(k) if k == "ids" else request.query_params.get(k))
                 for k in action.fields}
-        back = request.query_params.get("back") or "/"
         return self.render(request, "confirm.html", action=action, args=args, text=action.describe(args),
-                           back=back if back.startswith("/") else "/")
+                           back=local_path(request.query_params.get("back")))
 
     async def act(self, request):
-        from starlette.concurrency import run_in_threadpool
-
         action, refused = self._action(request)
         if refused is not None:
             return refused
         form = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
         token = (form.get("csrf") or [""])[0]
-        if not hmac.compare_digest(token, self.console.csrf_token):
+        if not same_secret(token, self.console.csrf_token):
             return self.problem(request, 403, "Refused", "the form did not carry this console's token (CSRF): "
                                 "open the action from the console's own page")
         args = {k: (form.get(k, []) if k == "ids" else (form.get(k) or [""])[0]) for k in action.fields}
         host = request.client.host if request.client else "unknown"
         agent = request.headers.get("user-agent", "")
         try:
-            run = await run_in_threadpool(actions.perform, self.console.path, self.console.pipelines, action.name,
-                                          args, host=host, user_agent=agent)
+            run = await off_loop(self.console, lambda _: actions.perform(
+                self.console.path, self.console.pipelines, action.name, args, host=host, user_agent=agent,
+                busy_timeout=ACTION_BUSY_S))(request)
         except ConsoleRequestError as exc:
             return self.problem(request, 400, "Bad request", str(exc))
-        except LedgerNotFoundError as exc:
-            return self.problem(request, 404, "No ledger", str(exc))
+        except (LedgerNotFoundError, ConsoleNotFoundError) as exc:
+            return self.problem(request, 404, "Not found", str(exc))
         except (LedgerError, sqlite3.Error) as exc:  # busy past the timeout, read-only file, damaged
+            if is_busy(exc):
+                return self.problem(request, 503, "The ledger is busy", f"{self.console.path}: another process "
+                                    f"holds the ledger; waited {ACTION_BUSY_S:g} s and changed nothing. Try again.")
             return self.problem(request, 409, "The ledger refused the action", f"{self.console.path}: {exc}; "
                                 "nothing was changed")
-        back = (form.get("back") or ["/"])[0]
         status = 200 if run.status == "succeeded" else 409
         return self.render(request, "done.html", status=status, action=action, run=run,
-                           back=back if back.startswith("/") else "/")
+                           back=local_path((form.get("back") or ["/"])[0]))
 
 
 CELL_CHARS = 120
@@ -414,14 +506,29 @@ def _cell(value) -> str:
     return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
 
 
-def _int_param(value: str | None):
-    """None for no value, the int, or False for text that is no whole number."""
+def _int_param(query, name: str, what: str) -> int | None:
+    """Query parameter ``name`` as an int (None when absent or empty).
+
+    Raises:
+        ConsoleRequestError: not a whole number SQLite can hold (64 bits), naming the parameter.
+    """
+    value = query.get(name)
     if value in (None, ""):
         return None
     try:
-        return int(value)
+        number = int(value) if len(value) <= 40 else None
     except ValueError:
-        return False
+        number = None
+    if number is None or not INT64[0] <= number <= INT64[1]:
+        shown = repr(value) if len(value) <= 40 else f"a value of {len(value)} characters"
+        raise ConsoleRequestError(f"{name} is {what}: whole numbers from {INT64[0]} to {INT64[1]}, got {shown}")
+    return number
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLite gave up waiting for a lock another connection holds (not a damaged file)."""
+    text = str(exc).lower()
+    return "database is locked" in text or "database is busy" in text or "database table is locked" in text
 
 
 def _markup(text: str):

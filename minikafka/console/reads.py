@@ -14,7 +14,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..api.source import Source
-from ..errors import ConsoleNotFoundError, ConsoleRequestError, InvalidFilterError, TopicNotFoundError
+from ..errors import (
+    ConsoleNotFoundError,
+    ConsoleRequestError,
+    InvalidFilterError,
+    InvalidNameError,
+    TopicNotFoundError,
+)
 from ..ledger.consuming import RowFilter, consumers, deliveries, queues, read_models, runlog, schedules
 from ..ledger.consuming import quarantine as qstore
 from ..ledger.topics import acks, browse, catalog
@@ -152,7 +158,9 @@ def runs(source: Source, *, stage: str | None, status: str | None, since: str | 
 
 def run(source: Source, run_id: str) -> dict:
     """One run: its row, its quality results, the topics its quarantined rows went to, and the first
-    rows it wrote to each output (rows carry the run id that produced them)."""
+    rows it wrote to each output that is a topic (rows carry the run id that produced them). A run's
+    outputs are not all topics: a backup's is a directory, a delivery's an endpoint URL;
+    ``output_topics`` names those that are (the page links only them)."""
     conn = source.ledger.conn
     with read_snapshot(conn):
         found = runlog.read_runs(conn, run_id=run_id, limit=1)
@@ -160,18 +168,17 @@ def run(source: Source, run_id: str) -> dict:
             raise NotFound(f"no run {run_id!r} in {source.path}")
         row = found[0]
         qtopics = runlog.quarantine_topics(conn, run_id)
-        written = {}
-        for topic in row.get("outputs") or []:
-            try:
-                layout = source.layout(topic)
-            except TopicNotFoundError:
-                continue
+        written, topics = {}, set(catalog.topic_names(conn))
+        output_topics = [t for t in row.get("outputs") or [] if t in topics]
+        for topic in output_topics:
+            layout = source.layout(topic)
             # bounded by the run's time: _run_id has no index, and a scan of a large topic is slow
             lo, hi = browse.ids_created_between(conn, layout, row["started_at"], row["finished_at"])
             where = (f"_run_id={run_id}", f"_id>={lo}", f"_id<={hi}")
             written[topic] = {"where": list(where), "page": read_models.row_page(
                 conn, layout, RowFilter(where), limit=20)}
-    return {"run": row, "quarantine_topics": qtopics, "written": written,
+    return {"run": row, "quarantine_topics": qtopics, "written": written, "output_topics": output_topics,
+            "input_topics": [t for t in row.get("inputs") or [] if t in topics],
             "suites": (row.get("quality") or {}).get("suites", []), "report": (row.get("quality") or {}).get("report")}
 
 
@@ -184,10 +191,12 @@ def topic_list(source: Source) -> list[read_models.TopicOverview]:
 
 
 def _layout(source: Source, name: str):
+    """The topic's layout; a name no topic has, or can have (a ledger table's own name, ``<x>``): not found."""
     try:
         return source.layout(name)
-    except TopicNotFoundError:
-        raise NotFound(f"no topic {name!r} in {source.path}") from None
+    except (TopicNotFoundError, InvalidNameError):
+        shown = name if len(name) <= 130 else f"{name[:60]}... ({len(name)} characters)"
+        raise NotFound(f"no topic {shown!r} in {source.path}") from None
 
 
 def topic(source: Source, name: str, *, after: int | None, before: int | None, where: list[str],

@@ -4,22 +4,31 @@
 
 - ``ledger file system``: a network file system (NFS, SMB, sshfs...) breaks SQLite's
   locks: the ledger belongs on a local disk;
+- ``ledger``: the file is a minikafka ledger (not empty, not a text file, not another
+  SQLite database), its format and identity; when it is not, the checks that read it are
+  left out;
 - ``ledger journal``: WAL mode (minikafka sets it, with ``synchronous=FULL`` on every
   connection);
 - ``ledger wal``: the -wal file's size, and whether a reader pins it (a long read
   transaction keeps every later commit in the log);
+- ``ledger integrity``: ``PRAGMA quick_check`` (every page and b-tree, read once);
 - ``disk space``: free space beside the ledger against one copy of it (a snapshot) and
   twice the next backfill's files;
-- ``java``, ``jdbc jar``, ``spark``: what Spark stages need;
+- ``java``, ``jdbc jar``, ``spark``: what Spark stages need (a ``JAVA_HOME`` without
+  ``bin/java`` fails: Spark uses it before PATH);
+- ``stage NAME job``: each stage's job module imports and defines transform or row_fn;
 - ``staging``: for a non-local master, the staging location exists and is writable;
 - ``backups``: the newest snapshot in ``[health] backups`` against ``backup_freshness``
   (or the longest stage freshness).
+
+A check that breaks (a damaged file, a permission) is a failing check saying why; every
+other check still runs.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
@@ -75,6 +84,54 @@ def _wal(ledger: Path) -> CheckResult:
         return CheckResult("ledger wal", WARN, f"-wal {mb:.1f} MB, every frame copied; it shrinks at the next "
                            "write that finds no reader", numbers)
     return CheckResult("ledger wal", OK, f"-wal {mb:.1f} MB, no reader pins it", numbers)
+
+
+def _ledger(ledger: Path) -> CheckResult:
+    problem = filecheck.ledger_file_problem(ledger)
+    if problem:
+        return CheckResult("ledger", FAIL, f"{problem}: check the path ('source =' or --source), or restore it "
+                           "from a snapshot ('minikafka restore BACKUP_DIR')", {"path": str(ledger)})
+    found, ledger_id = filecheck.ledger_facts(ledger)
+    return CheckResult("ledger", OK, f"format {found}, id {ledger_id or 'none yet (given at the next write)'}",
+                       {"format": found, "ledger_id": ledger_id})
+
+
+def _integrity(ledger: Path) -> CheckResult:
+    problems = filecheck.quick_check_problems(ledger)
+    if problems:
+        return CheckResult("ledger integrity", FAIL, f"PRAGMA quick_check: {'; '.join(problems[:3])}; "
+                           f"{filecheck.damage_advice(ledger)}", {"problems": problems})
+    return CheckResult("ledger integrity", OK, "PRAGMA quick_check ok", {"problems": []})
+
+
+def _guarded(name: str, check: Callable[[], CheckResult | list[CheckResult]]) -> list[CheckResult]:
+    """``check()``'s result, or one failing check named ``name`` saying why it could not run."""
+    try:
+        found = check()
+    except Exception as exc:  # noqa: BLE001 (a damaged file or a permission is a finding, not a crash)
+        return [CheckResult(name, FAIL, f"could not check: {type(exc).__name__}: {exc}", {})]
+    return found if isinstance(found, list) else [found]
+
+
+def _jobs(pipeline: PipelineDefinition) -> list[CheckResult]:
+    out = []
+    for stage in pipeline.stages:
+        name = f"stage {stage.name} job"
+        try:
+            module = stage.job_module()
+        except Exception as exc:  # noqa: BLE001 (ImportError, or whatever the module raises on import)
+            out.append(CheckResult(name, FAIL, f"cannot import job module {stage.job!r}: {type(exc).__name__}: "
+                                   f"{exc}; check 'job =' in {pipeline.path} (a module on the path of the "
+                                   "directory minikafka runs in)", {"job": stage.job}))
+            continue
+        kinds = [k for k in ("transform", "row_fn") if callable(getattr(module, k, None))]
+        if len(kinds) != 1:
+            out.append(CheckResult(name, FAIL, f"job module {stage.job!r} must define exactly one of transform(df) "
+                                   f"or row_fn(model), it defines {' and '.join(kinds) or 'neither'}",
+                                   {"job": stage.job}))
+        else:
+            out.append(CheckResult(name, OK, f"{stage.job} ({kinds[0]})", {"job": stage.job}))
+    return out
 
 
 def _disk(ledger: Path, backfill: Iterable[str | Path]) -> CheckResult:
@@ -170,13 +227,21 @@ def doctor_checks(ledger: str | Path, pipeline: PipelineDefinition | None = None
     """
     path = Path(ledger).expanduser().resolve()
     now = now or clock.now()
+    checks: list[CheckResult] = []
     if path.is_file():
-        checks = [_filesystem(path), _journal(path), _wal(path), _disk(path, backfill)]
+        checks += _guarded("ledger file system", lambda: _filesystem(path))
+        checks += _guarded("ledger", lambda: _ledger(path))
+        if checks[-1].state != FAIL:  # a file that is not a ledger has no journal, log or pages to check
+            checks += _guarded("ledger journal", lambda: _journal(path))
+            checks += _guarded("ledger wal", lambda: _wal(path))
+            checks += _guarded("ledger integrity", lambda: _integrity(path))
+        checks += _guarded("disk space", lambda: _disk(path, backfill))
     else:
-        checks = [CheckResult("ledger", FAIL, f"no ledger at {path}: check the path ('source =' or --source); "
-                              "the first ingest or run with --create makes it", {"path": str(path)})]
-    checks.extend(_spark_parts(pipeline))
+        checks.append(CheckResult("ledger", FAIL, f"no ledger at {path}: check the path ('source =' or --source); "
+                                  "the first ingest or run with --create makes it", {"path": str(path)}))
+    checks += _guarded("spark", lambda: _spark_parts(pipeline))
     if pipeline is not None:
-        checks.append(_staging(pipeline))
-        checks.append(_backups(path, pipeline, now))
+        checks += _guarded("stage jobs", lambda: _jobs(pipeline))
+        checks += _guarded("staging", lambda: _staging(pipeline))
+        checks += _guarded("backups", lambda: _backups(path, pipeline, now))
     return checks

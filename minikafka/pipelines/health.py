@@ -10,7 +10,13 @@
   pending for any one consumer), ``max_quarantined`` (rows in its quarantine);
 - every queue: ``max_dead`` and ``max_pending_age`` from ``[queues."topic:consumer"]``;
   a queue without limits warns when its dead letter holds jobs;
-- ``[health] backups``: the newest snapshot within ``backup_freshness``.
+- ``[health] backups``: the newest snapshot within ``backup_freshness`` (the snapshots of
+  this ledger, by its identity);
+- ``ledger integrity`` (``check_health`` only): ``PRAGMA quick_check``, read before the
+  ledger is opened for writing. A file that is not a ledger (empty, text, damaged first
+  page) or fails the check is one failing check and nothing else: nothing reads its
+  tables, nothing is written into it (no run row), and notify URLs hear about it on every
+  run while it lasts.
 
 ``check_health(...)`` runs them as a run of its own: the states go into a run-log row
 (kind ``health``), and with ``notify`` URLs a message is sent when a check's state
@@ -26,10 +32,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidSettingError
+from ..errors import InvalidSettingError, LedgerNotFoundError
 from ..ledger.consuming import RunResult, new_run_id, vitals
 from ..ledger.files import record_run, snapshots
-from ..ledger.transactions import Ledger
+from ..ledger.transactions import Ledger, filecheck
 from ..util import clock
 from ..util.checks import FAIL, OK, WARN, CheckResult, human_age, worst
 from ..util.duration import format_duration
@@ -289,10 +295,15 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
     if headers and not notify_urls:
         raise InvalidSettingError(f"notify headers ({', '.join(sorted(headers))}) need a notify URL to go to")
     scope = pipeline.name if pipeline else str(Path(ledger_path).resolve())
+    if not Path(ledger_path).expanduser().is_file():
+        raise LedgerNotFoundError(f"no ledger at {ledger_path}", path=str(ledger_path))
+    sound = _ledger_file_check(Path(ledger_path).expanduser())
+    if sound.state == FAIL:
+        return _damaged(sound, scope, notify_urls, notify_format, headers, attempts, sleep, t0)
     led = Ledger(str(ledger_path), create=False)
     try:
         run = RunResult(new_run_id("health"), "health", stage="health")
-        checks = health_checks(led, pipeline, now=now)
+        checks = health_checks(led, pipeline, now=now) + [sound]
         state = worst(checks)
         states = {c.name: c.state for c in checks}
         changed: list[dict[str, Any]] = []
@@ -323,3 +334,31 @@ def check_health(ledger_path: str | Path, pipeline: PipelineDefinition | None = 
         led.close()
     record_run(ledger_path, run)
     return HealthResult(run.run_id, state, checks, changed, outcomes, round(time.perf_counter() - t0, 3))
+
+
+def _ledger_file_check(path: Path) -> CheckResult:
+    """``ledger`` (not a ledger file) or ``ledger integrity`` (``PRAGMA quick_check``), read-only."""
+    problem = filecheck.ledger_file_problem(path)
+    if problem:
+        return CheckResult("ledger", FAIL, f"{problem}; {filecheck.damage_advice(path)}", {"path": str(path)})
+    problems = filecheck.quick_check_problems(path)
+    if problems:
+        return CheckResult("ledger integrity", FAIL, f"PRAGMA quick_check: {'; '.join(problems[:3])}; "
+                           f"{filecheck.damage_advice(path)}", {"problems": problems})
+    return CheckResult("ledger integrity", OK, "PRAGMA quick_check ok", {"problems": []})
+
+
+def _damaged(check: CheckResult, scope: str, notify_urls: tuple[str, ...], notify_format: str,
+             headers: Mapping[str, str], attempts: int, sleep: Callable[[float], None], t0: float) -> HealthResult:
+    """The health of a file that is not a sound ledger: that one failing check, told to every
+    notify URL (no earlier state can be read from it, and no run row written into it)."""
+    changed = [{"name": check.name, "from": "unknown", "to": check.state, "reason": check.reason}]
+    outcomes: list[NotifyOutcome] = []
+    if notify_urls:
+        from ..connectors import notify as notifier
+
+        document, text = _message(scope, FAIL, [check], changed)
+        outcomes = [notifier.notify(url, document, text, fmt=notify_format, attempts=attempts, headers=dict(headers),
+                                    sleep=sleep) for url in notify_urls]
+    return HealthResult(new_run_id("health"), FAIL, [check], changed if notify_urls else [], outcomes,
+                        round(time.perf_counter() - t0, 3))

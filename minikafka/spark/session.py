@@ -96,10 +96,16 @@ def jdbc_jar(configured: str | None = None) -> str:
 
 
 def check_java() -> None:
-    """Raise SparkSetupError if no Java runtime is reachable."""
+    """Raise SparkSetupError if no Java runtime is reachable, or ``$JAVA_HOME`` names one
+    that is not there (spark-class runs ``$JAVA_HOME/bin/java`` whenever it is set, whatever
+    is on PATH)."""
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").exists():
         return
+    if home:
+        raise SparkSetupError(f"JAVA_HOME is {home}, which has no bin/java, and Spark starts Java from JAVA_HOME "
+                              "whenever it is set (a java on PATH is not used): point it at a Java runtime, "
+                              "or unset it")
     if shutil.which("java") is None:
         raise SparkSetupError("no Java runtime found: install it with 'apt-get install openjdk-17-jre-headless'")
 

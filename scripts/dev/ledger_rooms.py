@@ -16,6 +16,13 @@ flat paths after the move, say) and it
    and mock targets, ``importlib``), ``ledger/acks.py``, ````ledger.acks````;
 4. sorts the imports of the files it changed (``ruff check --fix --select I``, when ruff is there).
 
+Merging a branch written against the flat ledger (what was done for main at 8056e53): where
+``git merge`` conflicts in import blocks, take the other branch's side (old paths), ``git add``,
+run this script, then ``ruff check``: an import line this branch had moved and the merge dropped
+shows as an undefined name (F821), put it back; a new module at the ledger's top level is
+reported below, give it a room in ``ROOMS``; an import the script marks as named by no face
+goes into that face's ``__all__``.
+
 Run from anywhere: ``python scripts/dev/ledger_rooms.py`` (``--dry-run``: list the files it would
 change). A second run changes nothing. A module found at the ledger's top level that is not in
 ``MOVES`` is reported: give it a room here and run again.
@@ -38,12 +45,13 @@ LEDGER = REPO / "minikafka" / "ledger"
 ROOMS: dict[str, dict[str, str]] = {
     "topics": {m: m for m in (
         "identifiers", "columns", "keys", "status", "counts", "acks", "layout", "catalog", "bulk", "table",
-        "rowfiles", "arrow", "filters", "browse")},
+        "rowfiles", "arrow", "filters", "browse", "keyed")},
     "consuming": {m: m for m in (
         "consumers", "groups", "queues", "schedules", "windows", "deliveries", "notifications", "quarantine",
         "runlog", "runlog_retention", "retention", "loads", "vitals")},
     "transactions": {**{m: m for m in (
-        "connection", "schema", "upgrade", "filecheck", "commit", "group_commit", "events", "watcher")},
+        "connection", "schema", "upgrade", "filecheck", "identity", "commit", "group_commit", "events",
+        "watcher")},
         "snapshot": "read_transaction"},
     "files": {**{m: m for m in (
         "backups", "snapshots", "filecopy", "walfold", "litestream", "maintenance_runs")},

@@ -44,7 +44,8 @@ def test_health_prints_one_line_per_check_and_exits_1_when_one_fails(tmp_path):
     failing = invoke("health", "-s", ledger)
     assert failing.exit_code == 1
     assert failing.stdout.splitlines()[0].startswith("fail  stage nightly last run: failed (nightly-1")
-    assert failing.stdout.rstrip().endswith("boom")
+    assert failing.stdout.splitlines()[0].endswith("boom")
+    assert failing.stdout.splitlines()[-1] == "ok    ledger integrity: PRAGMA quick_check ok"
     report = json.loads(invoke("health", "-s", ledger, "--json").stdout)
     assert report["state"] == "fail" and report["checks"][0]["numbers"]["status"] == "failed"
 
@@ -101,7 +102,9 @@ def test_doctor_checks_the_set_up_and_prints_a_litestream_configuration(tmp_path
     ledger = seed(str(tmp_path / "l.sqlite"))
     checks = json.loads(invoke("doctor", "-s", ledger, "--json").stdout)
     names = [c["name"] for c in checks]
-    assert names[:4] == ["ledger file system", "ledger journal", "ledger wal", "disk space"]
+    assert names[:6] == ["ledger file system", "ledger", "ledger journal", "ledger wal", "ledger integrity",
+                         "disk space"]
+    assert all(c["state"] in ("ok", "warn") for c in checks if c["name"].startswith("ledger")), checks
     assert {"java", "jdbc jar", "spark"} <= set(names)
     config = invoke("doctor", "-s", ledger, "--litestream", "--replica", tmp_path / "replica").stdout
     assert f'  - path: "{Path(ledger).resolve()}"' in config
@@ -185,3 +188,199 @@ def test_a_ledger_on_a_network_file_system_is_refused_at_open(tmp_path, monkeypa
     monkeypatch.setenv(filecheck.ALLOW_ENV, "1")
     Source(str(tmp_path / "nfs" / "l.sqlite")).close()
     Source(str(tmp_path / "local.sqlite")).close()
+
+
+# -- the morning after, by a clumsy operator or on a bad disk -------------------------------------
+
+def _damage(ledger: str) -> None:
+    """Overwrite the root page of topic ``items``: the file still opens, PRAGMA quick_check fails."""
+    conn = sqlite3.connect(ledger, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE")  # the log folded in: the page is in the file
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'items'").fetchone()[0]
+    finally:
+        conn.close()
+    with open(ledger, "r+b") as fh:
+        fh.seek((root - 1) * page_size)
+        fh.write(b"\xff" * page_size)
+
+
+def test_restore_into_a_directory_that_does_not_exist_yet_creates_it(tmp_path):
+    ledger = seed(str(tmp_path / "l.sqlite"), n=4)
+    snapshot = json.loads(invoke("backup", tmp_path / "b", "-s", ledger, "--json").stdout)["snapshot"]
+    fresh = tmp_path / "new-machine" / "data" / "l.sqlite"
+    back = invoke("restore", snapshot, "-s", fresh)
+    assert back.exit_code == 0, back.output
+    assert "Traceback" not in back.output
+    assert sqlite3.connect(fresh).execute("SELECT count(*) FROM items").fetchone()[0] == 4
+
+
+def test_restore_of_a_zero_byte_snapshot_with_a_matching_checksum_is_refused(tmp_path):
+    ledger = seed(str(tmp_path / "l.sqlite"), n=4)
+    dest = tmp_path / "b"
+    dest.mkdir()
+    empty = dest / "l-backup-20300101T000000.000000Z-no-runs.sqlite"
+    empty.write_bytes(b"")
+    (dest / (empty.name + ".sha256")).write_text(f"{'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'}"
+                                                 f"  {empty.name}\n")
+    for target in (empty, dest):
+        result = invoke("restore", target, "-s", ledger)
+        assert result.exit_code == 1, result.output
+        assert "Traceback" not in result.output
+        if target == empty:
+            assert "an empty file, not a ledger" in result.output
+    assert sqlite3.connect(ledger).execute("SELECT count(*) FROM items").fetchone()[0] == 4
+
+
+def test_backup_into_an_empty_destination_is_refused_instead_of_writing_here(tmp_path, monkeypatch):
+    ledger = seed(str(tmp_path / "l.sqlite"))
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    result = invoke("backup", "", "-s", ledger)
+    assert result.exit_code != 0 and "empty path" in result.output, result.output
+    assert list(here.iterdir()) == []
+
+
+def test_health_on_a_zero_byte_file_does_not_turn_it_into_a_ledger(tmp_path):
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    result = invoke("health", "--source", empty)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "empty" in result.output
+    assert empty.stat().st_size == 0 and not Path(f"{empty}-wal").exists()
+
+
+def test_health_reports_a_ledger_that_fails_quick_check(tmp_path):
+    ledger = seed(str(tmp_path / "l.sqlite"))
+    assert invoke("health", "-s", ledger).exit_code == 0
+    _damage(ledger)
+    result = invoke("health", "-s", ledger)
+    assert result.exit_code == 1, result.output
+    assert any(line.startswith("fail  ledger integrity: PRAGMA quick_check") for line in result.stdout.splitlines())
+    report = json.loads(invoke("health", "-s", ledger, "--json").stdout)
+    assert report["state"] == "fail"
+
+
+@pytest.mark.parametrize("content", ["text", "truncated"])
+def test_health_and_doctor_on_a_text_or_truncated_file_fail_the_ledger_and_run_every_other_check(tmp_path, content):
+    path = tmp_path / "l.sqlite"
+    if content == "text":
+        path.write_text("this is not a ledger\n" * 200)
+    else:
+        seed(str(path), n=400)
+        sqlite3.connect(path).execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        with open(path, "r+b") as fh:
+            fh.truncate(path.stat().st_size // 2)
+    before = path.read_bytes()
+    doctor = invoke("doctor", "-s", path)
+    assert doctor.exit_code == 1 and "Traceback" not in doctor.output and not doctor.output.startswith("Error:")
+    assert "fail  ledger" in doctor.stdout and "java" in doctor.stdout, doctor.output
+    checks = {c["name"]: c for c in json.loads(invoke("doctor", "-s", path, "--json").stdout)}
+    assert {"ledger file system", "disk space", "java", "jdbc jar", "spark"} <= set(checks)
+    assert "fail" in {c["state"] for n, c in checks.items() if n.startswith("ledger")}
+    health = json.loads(invoke("health", "-s", path, "--json").stdout)
+    assert health["state"] == "fail" and health["checks"][0]["name"].startswith("ledger")
+    assert path.read_bytes() == before
+
+
+def test_a_backup_that_cannot_record_its_run_still_succeeds_and_warns(tmp_path, monkeypatch):
+    (tmp_path / "nfs").mkdir()
+    ledger = seed(str(tmp_path / "nfs" / "l.sqlite"))
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"/dev/sda1 / ext4 rw 0 0\nserver:/export {tmp_path / 'nfs'} nfs4 rw 0 0\n")
+    monkeypatch.setattr(filecheck, "MOUNTS", str(mounts))
+    filecheck._cached_type.cache_clear()
+    try:
+        result = invoke("backup", tmp_path / "b", "-s", ledger, "--json")
+    finally:
+        filecheck._cached_type.cache_clear()
+    assert result.exit_code == 0, result.output
+    made = json.loads(result.stdout)
+    assert Path(made["snapshot"]).is_file() and made["warnings"]
+    assert "warning: the snapshot is complete, but its run could not be recorded" in result.stderr
+    assert "network file system" in result.stderr
+
+
+def _run_on_a_tiny_disk(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    """``script`` (bash) in a mount namespace of its own, where ``$DISK`` is a 1 MB tmpfs."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) to mount a small disk")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    prelude = (f"set -u\nDISK={disk}\nmount -t tmpfs -o size=1m tmpfs \"$DISK\" || exit 97\n"
+               f"mk() {{ {sys.executable} -m minikafka.cli \"$@\"; }}\n")
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", prelude + script],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if done.returncode == 97 or "unshare failed" in done.stderr:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    return done
+
+
+COUNT = (f"{sys.executable} -c 'import sqlite3, sys; "
+         "print(\"items\", sqlite3.connect(sys.argv[1]).execute(\"SELECT count(*) FROM items\").fetchone()[0])'")
+
+
+def _big_snapshot(tmp_path: Path) -> str:
+    """A snapshot of about 2 MB: more than the tiny disk holds."""
+    from tests.cli.helpers import Item
+
+    ledger = str(tmp_path / "big.sqlite")
+    with Source(ledger) as source:
+        source.topic("items", Item, dedup=("url",)).extend(
+            [{"title": "x" * 400, "url": f"u{i}", "score": 0.5} for i in range(4000)])
+    return json.loads(invoke("backup", tmp_path / "b", "-s", ledger, "--json").stdout)["snapshot"]
+
+
+def test_restore_onto_a_full_disk_is_one_line_and_changes_nothing(tmp_path):
+    snapshot = _big_snapshot(tmp_path)
+    done = _run_on_a_tiny_disk(tmp_path, f"""
+{sys.executable} -c 'from tests.cli.helpers import seed; seed("'$DISK'/l.sqlite", n=3)'
+mk restore {snapshot} --source "$DISK/l.sqlite" --from-other-ledger; echo "exit=$?"
+mk restore {snapshot} --source "$DISK/new/data/l.sqlite"; echo "exit=$?"
+{COUNT} "$DISK/l.sqlite"
+ls -A "$DISK" | tr '\\n' ' '; echo
+""")
+    out = done.stdout + done.stderr
+    assert "Traceback" not in out, out
+    assert done.stdout.count("exit=1") == 2, out
+    assert done.stderr.count("Error: ") == 2 and "No space left on device" in done.stderr, out
+    assert "\nitems 3\n" in done.stdout, out  # the ledger's data as it was (its run log says a restore failed)
+    assert done.stdout.splitlines()[-1].split() == ["l.sqlite"], out
+
+
+def test_restore_onto_a_read_only_disk_is_one_line_and_changes_nothing(tmp_path):
+    snapshot = json.loads(invoke("backup", tmp_path / "b", "-s", seed(str(tmp_path / "l.sqlite")), "--json")
+                          .stdout)["snapshot"]
+    done = _run_on_a_tiny_disk(tmp_path, f"""
+{sys.executable} -c 'from tests.cli.helpers import seed; seed("'$DISK'/l.sqlite", n=3)'
+before=$(sha256sum "$DISK/l.sqlite")
+mount -o remount,ro "$DISK"
+mk restore {snapshot} --source "$DISK/l.sqlite" --from-other-ledger; echo "exit=$?"
+mk restore {snapshot} --source "$DISK/new/l.sqlite"; echo "exit=$?"
+[ "$(sha256sum "$DISK/l.sqlite")" = "$before" ] && echo same
+ls -A "$DISK" | tr '\\n' ' '; echo
+""")
+    out = done.stdout + done.stderr
+    assert "Traceback" not in out, out
+    assert done.stdout.count("exit=1") == 2, out
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(errors) == 2 and all(e.startswith("Error: ") and "Read-only file system" in e for e in errors), out
+    assert "\nsame\n" in done.stdout, out
+    assert done.stdout.splitlines()[-1].split() == ["l.sqlite"], out
+
+
+def test_opening_a_zero_byte_file_without_create_does_not_turn_it_into_a_ledger(tmp_path):
+    from minikafka import LedgerNotFoundError
+
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    with pytest.raises(LedgerNotFoundError, match="the file is empty"):
+        Source(str(empty), create=False)
+    assert empty.stat().st_size == 0
+    result = invoke("quarantine", "items", "purge", "--all", "--source", empty)
+    assert result.exit_code == 1 and "empty" in result.output, result.output
+    assert empty.stat().st_size == 0

@@ -7,14 +7,22 @@ failed run whose error quotes secrets, which no page may show.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from examples.myjobs import Summarise  # the shipped queue model: the console process imports it by name
 from minikafka import Source
-from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
+from minikafka.ledger.consuming import (
+    Quarantined,
+    RunResult,
+    quarantine_in_current_transaction,
+    write_run_in_current_transaction,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("conf", "schemas", "jobs", "examples")
@@ -59,3 +67,27 @@ def copy_ledger(data_dir: Path, target: Path) -> Path:
     """A copy of a closed ledger's directory (the file, its quality reports) at ``target``."""
     shutil.copytree(data_dir, target)
     return target / "homelab.sqlite"
+
+
+class Item(BaseModel):
+    url: str
+    feed: str
+    title: str
+
+
+def small_ledger(path: Path) -> Path:
+    """A small ledger without Spark: 120 rows of rss.items (30 handled by split_youtube), one quarantined
+    row whose payload holds a secret, and ``add_modes``."""
+    with Source(path) as source:
+        items = source.topic("rss.items", Item, dedup=("url",))
+        items.extend([{"url": f"https://example.com/{i}", "feed": "lwn.net" if i % 2 else "hn", "title": f"t{i}"}
+                      for i in range(1, 121)])
+        items.consumer("split_youtube")
+        for row_id in range(1, 31):
+            items.set_handled(row_id, consumer="split_youtube")
+        with source.ledger.atomic() as conn:
+            quarantine_in_current_transaction(conn, [Quarantined(
+                "rss.items", json.dumps({"url": "ftp://nope", "api_key": SECRETS[1]}), "url: not http(s)",
+                "feed.jsonl:7", "2026-01-01T00:00:00.000000Z")])
+    add_modes(path)
+    return path

@@ -99,3 +99,126 @@ def test_the_event_stream_says_change_when_another_process_commits(tmp_path, sta
         with Source(tmp_path / "data" / "l.sqlite") as source:
             source.topic("notes", Note, dedup=None).append({"text": "hello"})
         assert any(line == "event: change" for line, _ in zip(lines, range(20)))
+
+
+# -- issue 39: hosts, tokens, and a slow page ---------------------------------------------------------------
+def _ledger(tmp_path):
+    (tmp_path / "data").mkdir()
+    Source(tmp_path / "data" / "l.sqlite").close()
+    return tmp_path / "data" / "l.sqlite"
+
+
+def test_allow_remote_without_a_token_or_allowed_hosts_is_refused(tmp_path):
+    path = _ledger(tmp_path)
+    result = CliRunner().invoke(main, ["ui", "--source", str(path), "--host", "0.0.0.0", "--allow-remote"])
+    assert result.exit_code == 2, result.output
+    assert "--auth-token" in result.output and "--allowed-host" in result.output and "Traceback" not in result.output
+
+
+def test_allow_remote_with_allowed_hosts_answers_only_those_host_names(tmp_path, start_console):
+    console = start_console(_ledger(tmp_path), "--host", "0.0.0.0", "--allow-remote", "--allowed-host",
+                            "console.example")
+    assert httpx.get(console.url + "/topics", headers={"host": "console.example"}).status_code == 200
+    assert httpx.get(console.url + "/topics", headers={"host": "rebound.evil.example"}).status_code == 400
+
+
+@pytest.mark.parametrize("how", ["option", "environment", "blank"])
+def test_an_empty_auth_token_is_refused_not_taken_as_no_token(tmp_path, how):
+    path = _ledger(tmp_path)
+    args, env = ["ui", "--source", str(path)], {}
+    if how == "option":
+        args += ["--auth-token", ""]
+    elif how == "environment":
+        env["MINIKAFKA_UI_TOKEN"] = ""
+    else:
+        env["MINIKAFKA_UI_TOKEN"] = "   "
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert "empty" in result.output and ("--auth-token" in result.output or "MINIKAFKA_UI_TOKEN" in result.output)
+
+
+def test_a_loopback_host_other_than_127_0_0_1_serves_the_url_it_prints(tmp_path, start_console):
+    console = start_console(_ledger(tmp_path), "--host", "127.0.0.2")
+    assert console.url.startswith("http://127.0.0.2:")
+    assert httpx.get(console.url + "/topics").status_code == 200
+
+
+SLOW_ROWS = 200_000  # a quarantined payload of about 15 MB: its page takes seconds to build
+
+
+@pytest.fixture(scope="module")
+def slow_ledger(tmp_path_factory):
+    """A ledger with one quarantined row so large its page takes seconds to build (pretty-print, mask, escape)."""
+    import json
+
+    from minikafka.ledger.consuming import Quarantined, quarantine_in_current_transaction
+
+    path = _ledger(tmp_path_factory.mktemp("slow"))
+    payload = json.dumps([{"title": f"row {i}", "url": f"https://example.com/{i}", "n": i} for i in range(SLOW_ROWS)])
+    with Source(path) as source, source.ledger.atomic() as conn:
+        quarantine_in_current_transaction(conn, [Quarantined("rss.items", payload, "too big", "dump.jsonl:1",
+                                                             "2026-01-01T00:00:00.000000Z")])
+    return path
+
+
+def _start_slow_pages(console, n: int = 1, page: str = "/quarantine/1"):
+    """GET a slow page ``n`` times at once, each in a thread; returns their results ('at' once answered)."""
+    import threading
+    import time
+
+    results: list[dict] = [{} for _ in range(n)]
+
+    def get(result):
+        try:
+            result["status"] = httpx.get(console.url + page, timeout=120).status_code
+        except httpx.HTTPError as exc:
+            result["error"] = repr(exc)
+        result["at"] = time.monotonic()
+
+    for result in results:
+        threading.Thread(target=get, args=(result,), daemon=True).start()
+    time.sleep(0.5)  # the requests reach the server (no clock to inject: a real socket and a real server)
+    return results
+
+
+def test_another_page_answers_while_a_slow_page_is_being_built(slow_ledger, start_console):
+    import time
+
+    console = start_console(slow_ledger)
+    (slow,) = _start_slow_pages(console)
+    asked = time.monotonic()
+    other = httpx.get(console.url + "/topics", timeout=30)
+    answered = time.monotonic()
+    assert other.status_code == 200
+    assert answered - asked < 3, answered - asked
+    assert "at" not in slow or slow["at"] > answered, "the slow page was not slow: no proof here"
+
+
+def test_sigterm_stops_the_console_within_seconds_while_a_page_waits_on_the_ledger(tmp_path, start_console):
+    """A page waiting on a ledger another process holds (exclusive lock: it waits up to READ_BUSY_S) is
+    abandoned on SIGTERM: the console is gone before that page would have answered (the server used to
+    wait for every page in flight, up to the 30 s busy timeout)."""
+    import signal
+    import sqlite3
+    import time
+
+    from minikafka.console.app import READ_BUSY_S
+
+    path = _ledger(tmp_path)
+    console = start_console(path)
+    holder = sqlite3.connect(path)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        asked = time.monotonic()
+        (slow,) = _start_slow_pages(console, 1, "/topics")
+        assert "at" not in slow, "the page did not wait: no proof here"
+        console.proc.send_signal(signal.SIGTERM)
+        console.proc.wait(timeout=60)
+        gone = time.monotonic()
+    finally:
+        holder.rollback()
+        holder.close()
+    assert console.proc.returncode == 0
+    assert gone - asked < READ_BUSY_S, f"the console stopped {gone - asked:.1f} s after the page was asked for"
+    assert slow.get("status") != 503  # the page never finished waiting

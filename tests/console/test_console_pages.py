@@ -4,7 +4,6 @@ CSRF and read-only refusals, the auth token, and secrets kept off every page."""
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import warnings
@@ -19,39 +18,16 @@ with warnings.catch_warnings():  # starlette's note that a later httpx package w
 
 from minikafka import Source  # noqa: E402
 from minikafka.console.app import create_app  # noqa: E402
-from minikafka.ledger.consuming import (  # noqa: E402
-    Quarantined,
-    quarantine_in_current_transaction,
-    read_runs,  # noqa: E402
-)
+from minikafka.ledger.consuming import read_runs  # noqa: E402
 
-from .ledgers import SECRETS, add_modes  # noqa: E402
+from .ledgers import SECRETS, small_ledger  # noqa: E402
 
 PAGES = ["/", "/runs", "/topics", "/topics/rss.items", "/quarantine", "/queues", "/schedules", "/groups"]
 
 
-class Item(BaseModel):
-    url: str
-    feed: str
-    title: str
-
-
 @pytest.fixture
 def ledger(tmp_path):
-    path = tmp_path / "small.sqlite"
-    with Source(path) as source:
-        items = source.topic("rss.items", Item, dedup=("url",))
-        items.extend([{"url": f"https://example.com/{i}", "feed": "lwn.net" if i % 2 else "hn", "title": f"t{i}"}
-                      for i in range(1, 121)])
-        items.consumer("split_youtube")
-        for row_id in range(1, 31):
-            items.set_handled(row_id, consumer="split_youtube")
-        with source.ledger.atomic() as conn:
-            quarantine_in_current_transaction(conn, [Quarantined(
-                "rss.items", json.dumps({"url": "ftp://nope", "api_key": SECRETS[1]}), "url: not http(s)",
-                "feed.jsonl:7", "2026-01-01T00:00:00.000000Z")])
-    add_modes(path)
-    return path
+    return small_ledger(tmp_path / "small.sqlite")
 
 
 def client(path, **kwargs) -> TestClient:
@@ -92,7 +68,7 @@ def test_a_damaged_ledger_is_a_409_page_without_a_traceback(tmp_path):
     ("/topics/rss.items?where=nosuchfield%3D1", 400, "nosuchfield"),
     ("/topics/rss.items?where=title", 400, "title"),
     ("/topics/rss.items?where=_id%3Dten", 400, "ten"),
-    ("/topics/rss.items?after=ten", 400, "whole numbers"),
+    ("/topics/rss.items?after=ten", 400, "after is a row id"),
     ("/runs?status=happy", 400, "happy"),
     ("/queues?state=stuck", 400, "stuck"),
     ("/runs?since=yesterday", 400, "yesterday"),

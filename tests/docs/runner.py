@@ -9,7 +9,9 @@ line(s) just before the fence, invisible on the rendered page::
 - ``continue``: this block continues the previous one: same scratch directory, same Python
   namespace, same shell variables. Without it a block starts afresh: a new scratch directory
   holding copies of the shipped ``conf/``, ``schemas/``, ``jobs/``, ``examples/`` and ``scripts/``
-  (and an empty ``data/``), a new namespace, a new shell.
+  (nothing else: no ``data/``, which a fresh checkout does not have either), a new namespace,
+  a new shell. ``run_page(..., checkout=...)`` starts each afresh in a new ``git clone``
+  instead (tests/docs/test_fresh_clone.py).
 - ``save: PATH``: write the block's text to PATH (relative to the scratch directory) instead of
   running it ("save this as ...").
 - ``output``: the block is the output of the previous block that ran (so it continues it):
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,22 +149,30 @@ def _lines_in_order(expected: str, actual: str) -> str | None:
 
 
 class Session:
-    """One scratch directory, one Python namespace, one set of shell variables."""
+    """One scratch directory, one Python namespace, one set of shell variables.
 
-    def __init__(self, base: Path):
-        self.dir = Path(tempfile.mkdtemp(prefix="doc-", dir=base))
-        for name in SHIPPED:
-            if (ROOT / name).is_dir():
-                shutil.copytree(ROOT / name, self.dir / name,
-                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        (self.dir / "data").mkdir()
+    ``checkout``: a function making a new working directory that is a checkout of the
+    repository (a ``git clone``); the session runs there, with that checkout's minikafka.
+    """
+
+    def __init__(self, base: Path, checkout: Callable[[Path], Path] | None = None):
+        package = ROOT
+        if checkout is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="doc-", dir=base))
+            for name in SHIPPED:
+                if (ROOT / name).is_dir():
+                    shutil.copytree(ROOT / name, self.dir / name,
+                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            self.dir = checkout(Path(tempfile.mkdtemp(prefix="clone-", dir=base)))
+            package = self.dir
         # only the checkout's minikafka on PYTHONPATH: the scratch directory's own schemas/ and
         # jobs/ (or a reader's modules) are found from the working directory, as for a user
         self.pythonpath = self.dir.parent / "pythonpath"
         self.pythonpath.mkdir(exist_ok=True)
         link = self.pythonpath / "minikafka"
         if not link.exists():
-            link.symlink_to(ROOT / "minikafka")
+            link.symlink_to(package / "minikafka")
         self.namespace: dict = {"__name__": "__main__"}
         self.envfile = self.dir.parent / f"{self.dir.name}.env"
         self.last_output = ""
@@ -266,14 +277,23 @@ class Session:
                 raise BlockFailed(f"{block.where}: `{command}` did not print {missing!r}\n--- output:\n{self.last_output}")
 
 
-def run_page(page: Path, base: Path, *, with_spark: bool, echo=None) -> int:
-    """Run every runnable block of ``page``; return how many ran. Spark blocks only ``with_spark``."""
+def run_page(page: Path, base: Path, *, with_spark: bool, echo=None,
+             checkout: Callable[[Path], Path] | None = None, leave_out_spark: bool = False) -> int:
+    """Run every runnable block of ``page``; return how many ran. Spark blocks only ``with_spark``;
+    with ``leave_out_spark`` they (and the blocks that continue them) are left out instead of
+    failing. Each session starts in a new ``checkout(dir)`` when given."""
     session: Session | None = None
     ran = 0
+    leaving_out = False
     try:
         for block in blocks_of(page):
             if not block.runs:
                 continue
+            follows = bool({"continue", "output"} & set(block.directives))
+            if leave_out_spark and (block.spark or (leaving_out and follows)):
+                leaving_out = True
+                continue
+            leaving_out = False
             if block.spark and not with_spark:
                 raise BlockFailed(f"{block.where}: a spark block on a page tested without Spark")
             if "output" in block.directives and session is None:
@@ -281,7 +301,7 @@ def run_page(page: Path, base: Path, *, with_spark: bool, echo=None) -> int:
             if session is None or not ({"continue", "output"} & set(block.directives)):
                 if session is not None:
                     session.close()
-                session = Session(base)
+                session = Session(base, checkout)
             session.run(block)
             ran += 1
             if echo is not None and "output" not in block.directives and "save" not in block.directives:

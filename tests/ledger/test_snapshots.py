@@ -83,7 +83,7 @@ def test_a_backup_names_the_last_committed_run_and_leaves_a_row_in_the_run_log(t
         last = source.ledger.conn.execute("SELECT run_id FROM _minikafka_runs ORDER BY rowid DESC LIMIT 1").fetchone()[0]
     result = backup(ledger, tmp_path / "b")
     assert result.last_run == last and last in Path(result.snapshot).name
-    assert (tmp_path / "b" / (Path(result.snapshot).name + ".sha256")).read_text().split() == [
+    assert (tmp_path / "b" / (Path(result.snapshot).name + ".sha256")).read_text().splitlines()[0].split() == [
         result.sha256, Path(result.snapshot).name]
     row = _one(ledger, "SELECT kind, status, details FROM _minikafka_runs WHERE run_id = ?", (result.run_id,))
     assert row[0] == "backup" and row[1] == "succeeded" and Path(result.snapshot).name in row[2]
@@ -395,3 +395,119 @@ def test_a_log_restarted_while_it_is_copied_is_left_out_and_the_file_alone_is_th
     assert folded is False  # the copied log was left out: its frames and the file may be of different states
     assert snapshots.integrity_problems(Path(snap)) == []
     assert _one(Path(snap), "SELECT count(*) FROM side")[0] == 300
+
+
+# -- a ledger's identity: snapshots of two ledgers with one file name in one directory -------------
+
+def _two_homelabs(tmp_path: Path) -> tuple[Path, Path]:
+    """staging/homelab.sqlite (3 src rows) and prod/homelab.sqlite (5 src rows): one file name."""
+    staging, prod = tmp_path / "staging" / "homelab.sqlite", tmp_path / "prod" / "homelab.sqlite"
+    for path, rows in ((staging, 3), (prod, 5)):
+        path.parent.mkdir()
+        make_ledger(str(path), src_rows=rows)
+    return staging, prod
+
+
+def _ledger_id(path: Path) -> str | None:
+    row = _one(path, "SELECT value FROM _minikafka_meta WHERE key = 'ledger_id'")
+    return row[0] if row else None
+
+
+def test_a_new_ledger_has_an_identity_and_an_old_one_gets_one_on_its_first_open(tmp_path):
+    import shutil
+
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    first = _ledger_id(ledger)
+    assert first and len(first) == 32
+    with Source(str(ledger)):
+        pass
+    assert _ledger_id(ledger) == first, "reopening keeps it"
+    old = tmp_path / "old.sqlite"
+    shutil.copy(ROOT / "tests" / "data" / "ledger_format1.sqlite", old)
+    assert _ledger_id(old) is None
+    with Source(str(old)):
+        pass
+    assert _ledger_id(old) and _ledger_id(old) != first
+
+
+def test_a_snapshot_carries_its_ledgers_identity_in_the_copy_and_beside_it(tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))
+    made = backup(ledger, tmp_path / "b")
+    snap = Path(made.snapshot)
+    assert _ledger_id(snap) == _ledger_id(ledger)
+    assert f'"ledger_id": "{_ledger_id(ledger)}"' in snapshots.checksum_path(snap).read_text()
+    assert snapshots.list_snapshots(tmp_path / "b")[0].ledger_id == _ledger_id(ledger)
+    done = subprocess.run(["sha256sum", "-c", "--strict", snapshots.checksum_path(snap).name], cwd=snap.parent,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_backup_keep_prunes_only_its_own_ledgers_snapshots(tmp_path):
+    staging, prod = _two_homelabs(tmp_path)
+    dest = tmp_path / "backups"
+    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    prods = [backup(prod, dest, clock=lambda i=i: start + timedelta(hours=i)) for i in range(2)]
+    backup(staging, dest, clock=lambda: start + timedelta(hours=5))
+    last = backup(staging, dest, keep=1, clock=lambda: start + timedelta(hours=6))
+    assert len(last.removed) == 1
+    assert all(Path(p.snapshot).exists() for p in prods), "prod's snapshots are not staging's to prune"
+    assert len(snapshots.list_snapshots(dest, prod)) == 2 and len(snapshots.list_snapshots(dest, staging)) == 1
+
+
+def test_restore_from_a_directory_picks_only_snapshots_of_the_target_ledger(tmp_path):
+    staging, prod = _two_homelabs(tmp_path)
+    dest = tmp_path / "backups"
+    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    mine = backup(prod, dest, clock=lambda: start)
+    backup(staging, dest, clock=lambda: start + timedelta(hours=1))  # newer, same file name
+    with Source(str(prod)) as source:
+        source.topic("events", Event, dedup=("seq",)).extend([{"seq": i} for i in range(4)])
+    done = restore(prod, dest)
+    assert done.snapshot == mine.snapshot
+    assert _one(prod, "SELECT count(*) FROM src")[0] == 5 and _one(prod, "SELECT count(*) FROM events")[0] == 0
+
+
+def test_restore_from_a_directory_without_the_targets_snapshots_refuses_and_names_what_it_found(tmp_path):
+    from minikafka.errors import ForeignSnapshotError
+
+    staging, prod = _two_homelabs(tmp_path)
+    dest = tmp_path / "backups"
+    taken = backup(staging, dest)
+    prod_id = _ledger_id(prod)
+    with pytest.raises(SnapshotNotFoundError, match=rf"no snapshot of {prod} .*in {dest}.*{_ledger_id(staging)}.*"
+                       rf"{staging}.*--from-other-ledger"):
+        restore(prod, dest)
+    with pytest.raises(ForeignSnapshotError, match=r"another ledger.*--from-other-ledger"):
+        restore(prod, taken.snapshot)
+    assert _one(prod, "SELECT count(*) FROM src")[0] == 5 and _ledger_id(prod) == prod_id
+    refused = _one(prod, "SELECT count(*) FROM _minikafka_runs WHERE kind = 'restore' AND status = 'failed'")[0]
+    assert refused == 2, "the ledger says a restore was refused, and nothing else changed"
+
+
+def test_restoring_another_ledgers_snapshot_needs_the_flag_and_the_ledger_keeps_its_identity(tmp_path):
+    staging, prod = _two_homelabs(tmp_path)
+    prod_id = _ledger_id(prod)
+    taken = backup(staging, tmp_path / "backups")
+    done = restore(prod, taken.snapshot, from_other_ledger=True)
+    assert done.snapshot == taken.snapshot
+    assert _one(prod, "SELECT count(*) FROM src")[0] == 3
+    assert _ledger_id(prod) == prod_id, "restore keeps the ledger's identity"
+    assert snapshots.integrity_problems(prod) == []
+    after = backup(prod, tmp_path / "backups", keep=1)  # and prod's backups stay prod's
+    assert _ledger_id(Path(after.snapshot)) == prod_id and not after.removed
+
+
+def test_restore_onto_a_fresh_machine_from_a_directory_of_two_ledgers_refuses_and_names_them(tmp_path):
+    staging, prod = _two_homelabs(tmp_path)
+    dest = tmp_path / "backups"
+    backup(staging, dest)
+    mine = backup(prod, dest)
+    fresh = tmp_path / "new-machine" / "homelab.sqlite"
+    with pytest.raises(SnapshotNotFoundError, match=r"snapshots of 2 ledgers.*pass the snapshot file") as refused:
+        restore(fresh, dest)
+    assert _ledger_id(staging) in str(refused.value) and _ledger_id(prod) in str(refused.value)
+    assert not fresh.exists()
+    assert restore(fresh, mine.snapshot).replaced is None
+    assert _one(fresh, "SELECT count(*) FROM src")[0] == 5 and _ledger_id(fresh) == _ledger_id(prod)

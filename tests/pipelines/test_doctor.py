@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from minikafka import Source
 from minikafka.ledger.files import backup
 from minikafka.pipelines.definition import load_pipeline
@@ -82,3 +84,52 @@ def test_a_missing_ledger_is_one_failing_check_and_the_rest_still_run(tmp_path):
     checks = doctor_checks(tmp_path / "absent.sqlite")
     assert checks[0].name == "ledger" and checks[0].state == "fail"
     assert "java" in _by_name(checks)
+
+
+def _damage(ledger) -> None:
+    """Overwrite the root page of topic ``a``'s table: the file opens, PRAGMA quick_check fails."""
+    import sqlite3
+
+    conn = sqlite3.connect(ledger, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'a'").fetchone()[0]
+    finally:
+        conn.close()
+    with open(ledger, "r+b") as fh:
+        fh.seek((root - 1) * page_size)
+        fh.write(b"\xff" * page_size)
+
+
+def test_doctor_fails_a_ledger_that_fails_quick_check(tmp_path):
+    from tests.cli.helpers import Item
+
+    pipeline = _pipeline(tmp_path)
+    with Source(str(pipeline.source)) as source:
+        source.topic("a", Item, dedup=None).extend([{"title": "t" * 300, "url": f"u{i}", "score": 1.0} for i in range(200)])
+    assert _by_name(doctor_checks(pipeline.source, pipeline))["ledger integrity"].state == "ok"
+    _damage(pipeline.source)
+    found = _by_name(doctor_checks(pipeline.source, pipeline))["ledger integrity"]
+    assert found.state == "fail" and "PRAGMA quick_check" in found.reason and "restore" in found.reason
+
+
+def test_doctor_fails_a_stage_whose_job_module_does_not_exist(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text(PIPELINE.format(master="local[2]", staging="local").replace('job = "jobs.score"',
+                                                                              'job = "jobs.no_such_job"'))
+    Source(str(tmp_path / "ledger.sqlite")).close()
+    found = _by_name(doctor_checks(tmp_path / "ledger.sqlite", load_pipeline(path, check_jobs=False)))
+    assert found["stage copy job"].state == "fail" and "jobs.no_such_job" in found["stage copy job"].reason
+    fine = _by_name(doctor_checks(tmp_path / "ledger.sqlite", _pipeline(tmp_path)))["stage copy job"]
+    assert fine.state == "ok"
+
+
+def test_doctor_fails_java_when_java_home_points_nowhere_though_java_is_on_path(tmp_path, monkeypatch):
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    java = _by_name(doctor_checks(tmp_path / "absent.sqlite"))["java"]
+    assert java.state == "fail" and "JAVA_HOME" in java.reason and str(tmp_path / "no-jdk") in java.reason

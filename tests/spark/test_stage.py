@@ -216,8 +216,8 @@ def test_several_outputs_from_one_transform(spark, ledger):
 def test_unknown_topic_and_missing_database(spark, ledger, tmp_path):
     with pytest.raises(TopicNotFoundError, match="nope"):
         run_stage(spark, ledger, Stage("s", ["nope"], ["summaries"], transform=summarise))
-    with pytest.raises(Exception, match="does not exist"):
-        Source(str(tmp_path / "missing" / "ledger.sqlite"))
+    with pytest.raises(Exception, match="does not exist"):  # create=True would make the directory
+        Source(str(tmp_path / "missing" / "ledger.sqlite"), create=False)
 
 
 def test_locked_database_fails_the_stage_without_writing(spark, tmp_path):

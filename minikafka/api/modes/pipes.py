@@ -33,6 +33,7 @@ from ...util.dag import topological_order
 from ...util.gcpause import gc_paused
 from ...util.mermaid import render
 from ..core import engines
+from ..core.keyed import KeyedRows
 
 if TYPE_CHECKING:
     from ..core.handles import SourceHandle, TopicHandle
@@ -361,6 +362,11 @@ class _GroupRun:
         try:
             with ledger.atomic() as conn:
                 for target, rows in per_target.values():
+                    if isinstance(target.rows, KeyedRows):  # a keyed table merges its rows by key
+                        target.rows.merge_encoded_in_current_transaction(
+                            [values for values, _lineage in rows], lineage=[line[:2] for _values, line in rows],
+                            run_id=run_id, now=now)
+                        continue
                     TopicTable(conn, target.layout).insert_rows_in_current_transaction(
                         [values for values, _lineage in rows], now, lineage=[line for _values, line in rows])
                 acks.ack_many_in_current_transaction(

@@ -2,7 +2,9 @@
 
 - ``backup(ledger, dest, keep=N)``: an online snapshot (``snapshots.take_snapshot``), then a
   run row (kind ``backup``) in the live ledger naming the snapshot, its checksum and what
-  retention removed. A failed backup leaves a 'failed' row with the reason.
+  retention removed. A failed backup leaves a 'failed' row with the reason. The snapshot,
+  not its run row, decides the outcome: a row that cannot be written (a ledger on a network
+  file system, which minikafka does not write) is a warning in the result.
 - ``restore(ledger, snapshot | dest, before_run=RUN_ID)``: the snapshot put in place
   (``restore.restore_file``), then a run row (kind ``restore``) in the restored ledger
   saying which snapshot it came from and where the replaced file went.
@@ -23,6 +25,7 @@ from ...errors import BackupError, LedgerNotFoundError, MinikafkaError, Snapshot
 from ...util.clock import parse_timestamp
 from ...util.results import Result
 from ..consuming.runlog import RunResult, new_run_id, run_started_at
+from ..transactions import filecheck, identity
 from . import restoring, snapshots
 from .maintenance_runs import record_run
 
@@ -42,6 +45,8 @@ class BackupResult(Result):
     checked: bool = True
     check: str | None = "quick_check"  # the PRAGMA that checked the copy: quick_check, integrity_check or None
     folded: bool = False  # commits still in the ledger's write-ahead log were folded into the copy
+    ledger_id: str | None = None  # the identity of the ledger, carried by the snapshot
+    warnings: list[str] = field(default_factory=list)  # what went wrong without undoing the backup
 
     def summary(self) -> str:
         gone = f"; removed {len(self.removed)} older snapshot(s)" if self.removed else ""
@@ -81,9 +86,15 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
         LedgerNotFoundError: no ledger at ``ledger``.
         BackupError: the copy could not be taken or checked (the run row says why).
     """
+    _check_path(dest, "the backup directory")
+    _check_path(ledger, "the ledger")
     path = Path(ledger).expanduser()
     if not path.is_file():
         raise LedgerNotFoundError(f"no ledger at {ledger}", path=str(ledger))
+    problem = filecheck.ledger_file_problem(path)
+    if problem:
+        raise BackupError(f"{problem}; nothing was backed up")
+    identity.ensure_identity_of_file(path)  # a ledger from before identities: its snapshots carry one from now
     run = RunResult(new_run_id("backup"), "backup", stage="backup", outputs=[str(dest)])
     try:
         made = snapshots.take_snapshot(path, dest, keep=keep, check=check, full_check=full_check,
@@ -98,12 +109,24 @@ def backup(ledger: str | Path, dest: str | Path, *, keep: int | None = None, che
         raise
     run.details = {"snapshot": made.snapshot.path.name, "dest": str(made.snapshot.path.parent),
                    "sha256": made.sha256, "size_bytes": made.size, "last_run": made.snapshot.last_run,
-                   "removed": [p.name for p in made.removed], "check": made.check}
+                   "removed": [p.name for p in made.removed], "check": made.check,
+                   "ledger_id": made.snapshot.ledger_id}
     run.finish("succeeded")
-    record_run(path, run)
+    warnings = []
+    try:  # the snapshot is complete and checked: a run row that cannot be written does not undo it
+        record_run(path, run)
+    except (MinikafkaError, sqlite3.Error, OSError) as exc:
+        warnings.append(f"the snapshot is complete, but its run could not be recorded in {ledger}: {exc}")
     return BackupResult(run.run_id, str(made.snapshot.path), snapshots.format_stamp(made.snapshot.taken_at),
                         made.snapshot.last_run, made.sha256, made.size, [str(p) for p in made.removed],
-                        round(made.seconds, 3), check, made.check, made.folded)
+                        round(made.seconds, 3), check, made.check, made.folded, made.snapshot.ledger_id,
+                        warnings)
+
+
+def _check_path(value: str | Path, what: str) -> None:
+    """Raise BackupError for an empty path (which would mean the current directory)."""
+    if not str(value).strip():
+        raise BackupError(f"{what} is an empty path; name it (a '.' for the current directory)")
 
 
 def snapshot_before_run(ledger: str | Path, dest: str | Path, run_id: str) -> snapshots.Snapshot:
@@ -125,29 +148,41 @@ def snapshot_before_run(ledger: str | Path, dest: str | Path, run_id: str) -> sn
     return snapshots.find_snapshot(Path(dest).expanduser(), path.resolve(), before=parse_timestamp(started))
 
 
-def restore(ledger: str | Path, snapshot: str | Path, *, before_run: str | None = None) -> RestoreResult:
+def restore(ledger: str | Path, snapshot: str | Path, *, before_run: str | None = None,
+            from_other_ledger: bool = False) -> RestoreResult:
     """Put a snapshot in place of the ledger and log the restore in the restored ledger.
 
     Args:
-        snapshot: a snapshot file, or a directory of snapshots (the newest is taken, or with
-            ``before_run`` the newest taken before that run started).
+        snapshot: a snapshot file, or a directory of snapshots (the newest of this ledger's,
+            by its identity, or with ``before_run`` the newest taken before that run started;
+            a ledger that does not exist yet takes the snapshots of the one ledger there).
         before_run: a run id of the ledger's run log.
+        from_other_ledger: restore a snapshot file of another ledger (another identity); the
+            ledger keeps its own identity.
 
     Raises:
         LedgerInUseError: another process has the ledger open (nothing changed).
-        SnapshotNotFoundError / BackupError: no fitting snapshot, or a damaged one (nothing changed).
+        ForeignSnapshotError: the snapshot file is of another ledger (nothing changed).
+        SnapshotNotFoundError / BackupError: no fitting snapshot, or a damaged one, or a full or
+            read-only disk (nothing changed).
     """
+    _check_path(snapshot, "the snapshot (a file or a backup directory)")
+    _check_path(ledger, "the ledger")
     ledger_path = Path(ledger).expanduser().resolve()
     chosen = Path(snapshot).expanduser()
-    if chosen.is_dir():
-        chosen = (snapshot_before_run(ledger_path, chosen, before_run) if before_run
-                  else snapshots.find_snapshot(chosen, ledger_path)).path
-    elif before_run:
+    if chosen.is_dir() and from_other_ledger:
+        raise BackupError("--from-other-ledger restores a snapshot file you name: pass the file, not the "
+                          f"directory {chosen}")
+    if before_run and not chosen.is_dir():
         raise BackupError("--before-run picks a snapshot from a directory: pass the backup directory, "
                           f"not the file {chosen}")
     run = RunResult(new_run_id("restore"), "restore", stage="restore", inputs=[str(chosen)])
     try:
-        done = restoring.restore_file(ledger_path, chosen)
+        if chosen.is_dir():
+            chosen = (snapshot_before_run(ledger_path, chosen, before_run) if before_run
+                      else snapshots.find_snapshot(chosen, ledger_path)).path
+            run.inputs = [str(chosen)]
+        done = restoring.restore_file(ledger_path, chosen, from_other_ledger=from_other_ledger)
     except MinikafkaError as exc:  # refused: the ledger is as it was, and says that a restore was refused
         if ledger_path.is_file():
             run.finish("failed", f"{type(exc).__name__}: {exc}")
@@ -157,7 +192,8 @@ def restore(ledger: str | Path, snapshot: str | Path, *, before_run: str | None 
                 pass
         raise
     run.details = {"snapshot": str(done.snapshot.path), "taken_at": snapshots.format_stamp(done.snapshot.taken_at),
-                   "last_run": done.snapshot.last_run, "replaced": str(done.replaced) if done.replaced else None}
+                   "last_run": done.snapshot.last_run, "replaced": str(done.replaced) if done.replaced else None,
+                   "snapshot_ledger_id": done.snapshot.ledger_id}
     run.finish("succeeded")
     record_run(ledger_path, run)
     return RestoreResult(run.run_id, str(ledger_path), str(done.snapshot.path),

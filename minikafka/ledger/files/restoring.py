@@ -17,6 +17,14 @@
 
 A crash before step 4 leaves the ledger as it was (and a temporary copy that the next
 restore removes); a crash after it leaves the restored ledger and the old file aside.
+
+Identity (``identity``): a snapshot of another ledger than the one it would replace is
+refused (``ForeignSnapshotError``) unless ``from_other_ledger``; then the restored file
+keeps the replaced ledger's identity (its id is written into the temporary copy before
+step 4), so its later backups stay its own. A ledger restored where none was (a fresh
+machine) takes the snapshot's identity: it is the same ledger. The ledger's directory is
+created when missing (and removed again if the restore fails); a full or read-only disk
+is a ``BackupError`` saying so, and nothing is changed.
 """
 
 from __future__ import annotations
@@ -29,8 +37,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ...errors import BackupError, LedgerInUseError, LockBusy
+from ...errors import BackupError, ForeignSnapshotError, LedgerInUseError, LockBusy, SnapshotNotFoundError
 from ...util.filelock import exclusive_lock
+from ..transactions import filecheck, identity
 from . import snapshots
 from .filecopy import fsync_path
 
@@ -54,13 +63,14 @@ def _aside_name(ledger: Path, when: datetime) -> Path:
 
 
 def check_snapshot(path: Path) -> snapshots.Snapshot:
-    """The snapshot at ``path`` after checking its checksum and integrity.
+    """The snapshot at ``path`` after checking its checksum and integrity, with the identity
+    found inside the copy.
 
     Raises:
-        SnapshotNotFoundError / BackupError: not a snapshot file, a checksum mismatch, a failed check.
+        SnapshotNotFoundError / BackupError: not a snapshot file, a checksum mismatch, a
+            file that is not a ledger (an empty file has a checksum too), a failed check, or a
+            manifest that names another identity than the copy holds.
     """
-    from ...errors import SnapshotNotFoundError
-
     if not path.is_file():
         raise SnapshotNotFoundError(f"no snapshot at {path}")
     snap = snapshots.parse_snapshot(path)
@@ -68,10 +78,17 @@ def check_snapshot(path: Path) -> snapshots.Snapshot:
         raise BackupError(f"{path} is not named like a snapshot (<ledger>-backup-<time>-<run>.sqlite); "
                           "take snapshots with 'minikafka backup'")
     snapshots.verify_checksum(path)
+    problem = filecheck.ledger_file_problem(path)
+    if problem:  # a matching checksum only says the file was not changed since it was written
+        raise BackupError(f"{problem}; nothing was changed")
     problems = snapshots.integrity_problems(path)
     if problems:
         raise BackupError(f"{path} failed PRAGMA integrity_check: {'; '.join(problems[:3])}")
-    return snap
+    inside = filecheck.ledger_facts(path)[1]
+    if snap.ledger_id is not None and snap.ledger_id != inside:
+        raise BackupError(f"{path} holds ledger {inside or '(no identity)'} but its manifest "
+                          f"{snap.checksum_path.name} says {snap.ledger_id}; nothing was changed")
+    return snapshots.Snapshot(snap.path, snap.taken_at, snap.last_run, inside, snap.ledger)
 
 
 def _hold_exclusively(ledger: Path) -> sqlite3.Connection:
@@ -98,27 +115,93 @@ def _hold_exclusively(ledger: Path) -> sqlite3.Connection:
     return conn
 
 
-def restore_file(ledger: str | Path, snapshot: str | Path) -> FileRestored:
+def restore_file(ledger: str | Path, snapshot: str | Path, *, from_other_ledger: bool = False) -> FileRestored:
     """Replace the ledger file by ``snapshot``, keeping the replaced file aside.
 
     Raises:
         LedgerInUseError: the ledger is open elsewhere (nothing changed).
-        BackupError: the snapshot is damaged or not a snapshot (nothing changed).
+        ForeignSnapshotError: the snapshot is of another ledger and not ``from_other_ledger``
+            (nothing changed).
+        BackupError: the snapshot is damaged or not a snapshot, or the disk is full or
+            read-only (nothing changed).
     """
     ledger = Path(ledger).expanduser().resolve()
     snap = check_snapshot(Path(snapshot).expanduser().resolve())
-    for old in ledger.parent.glob(f".{ledger.name}{RESTORING}*"):
-        old.unlink(missing_ok=True)
+    target = identity.identity_of_file(ledger) if ledger.exists() else None
+    if target is not None and snap.ledger_id is not None and snap.ledger_id != target and not from_other_ledger:
+        raise ForeignSnapshotError(
+            f"{snap.path.name} is a snapshot of another ledger ({snap.ledger_id}"
+            + (f", was {snap.ledger}" if snap.ledger else "") + f") than {ledger} ({target}): restoring it would put "
+            "that ledger's data here. Pass --from-other-ledger (from_other_ledger=True) to do so anyway (the "
+            "ledger keeps its own identity). Nothing was changed.")
+    made = _make_directory(ledger.parent)
     staged = ledger.with_name(f".{ledger.name}{RESTORING}{os.getpid()}")
     try:
-        shutil.copyfile(snap.path, staged)
-        fsync_path(staged)
+        for old in ledger.parent.glob(f".{ledger.name}{RESTORING}*"):
+            _remove(old)
+        try:
+            shutil.copyfile(snap.path, staged)
+            if target is not None and snap.ledger_id != target:
+                identity.set_identity_of_file(staged, target)
+            fsync_path(staged)
+        except (OSError, sqlite3.Error) as exc:
+            raise BackupError(f"cannot write the restored copy beside {ledger}: {_reason(exc)}; "
+                              "nothing was changed") from None
         with ExitStack() as held:
             _hold_run_locks(ledger, held)
             replaced = _swap(ledger, staged)
-    finally:
-        staged.unlink(missing_ok=True)
+    except BaseException:
+        _remove(staged)
+        _remove(Path(f"{staged}-journal"))
+        for directory in reversed(made):
+            try:
+                directory.rmdir()
+            except OSError:
+                pass
+        raise
     return FileRestored(ledger, snap, replaced)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file of ours if it is there (a read-only disk never had it written)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} (errno {exc.errno})"
+    return str(exc)
+
+
+def _make_directory(directory: Path) -> list[Path]:
+    """Create ``directory`` and its missing parents; the ones created, outermost first.
+
+    Raises:
+        BackupError: it cannot be created (a read-only or full disk, a file in the way).
+    """
+    missing = []
+    probe = directory
+    while not probe.exists():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    made: list[Path] = []
+    try:
+        for path in reversed(missing):
+            path.mkdir()
+            made.append(path)
+    except OSError as exc:
+        for path in reversed(made):
+            path.rmdir()
+        raise BackupError(f"cannot create the directory {directory} for the restored ledger: {_reason(exc)}; "
+                          "nothing was changed") from None
+    if not directory.is_dir():
+        raise BackupError(f"cannot restore into {directory}: it is not a directory; nothing was changed")
+    return made
 
 
 def _hold_run_locks(ledger: Path, held: ExitStack) -> None:
@@ -147,7 +230,11 @@ def _swap(ledger: Path, staged: Path) -> Path | None:
     conn = _hold_exclusively(ledger)
     try:
         replaced = _aside_name(ledger, datetime.now(timezone.utc))
-        os.link(ledger, replaced)
+        try:
+            os.link(ledger, replaced)
+        except OSError as exc:
+            raise BackupError(f"cannot keep the replaced file aside as {replaced.name}: {_reason(exc)}; "
+                              "nothing was changed") from None
         for suffix in ("-wal", "-shm"):
             Path(f"{ledger}{suffix}").unlink(missing_ok=True)
         os.replace(staged, ledger)

@@ -19,11 +19,18 @@ Crash contract (a SIGKILL at any point):
    and the directory fsynced. A file with the final name is therefore always complete
    and checksummed; a later backup removes the leftovers of a killed one.
 
-Retention (``keep``) removes the oldest snapshots of the same ledger beyond the newest N.
+The checksum file is also the snapshot's manifest: after the checksum line, a comment
+line (which ``sha256sum -c`` skips) ``# minikafka {"ledger_id": ..., "ledger": ...}`` names
+the ledger's identity (``identity``) and where it was. "The snapshots of a ledger" are the
+ones carrying its identity, whatever their file names: retention (``keep``) removes the
+oldest of them beyond the newest N, and a restore from a directory picks among them only.
+A snapshot taken before ledgers had an identity belongs to a ledger without one of the same
+file name.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -37,6 +44,7 @@ from pathlib import Path
 from ...errors import BackupError, SnapshotNotFoundError
 from ...util.faults import checkpoint
 from ..consuming import runlog
+from ..transactions import identity
 from . import walfold
 from .filecopy import HashBehind, copy_file_steadily, fsync_path, sha256_of
 
@@ -69,6 +77,13 @@ class Snapshot:
     path: Path
     taken_at: datetime
     last_run: str | None
+    ledger_id: str | None = None  # the identity of the ledger it was taken of (None: taken before ledgers had one)
+    ledger: str | None = None  # where that ledger was when the snapshot was taken (from its manifest)
+
+    @property
+    def stem(self) -> str:
+        """The ledger's file name without ``.sqlite``, from the snapshot's name."""
+        return self.path.name.split("-backup-", 1)[0]
 
     @property
     def checksum_path(self) -> Path:
@@ -93,18 +108,46 @@ def snapshot_name(ledger: Path, taken_at: datetime, last_run: str | None) -> str
     return f"{ledger.stem}-backup-{taken_at.astimezone(timezone.utc).strftime(STAMP_FORMAT)}-{run}{SUFFIX}"
 
 
-def parse_snapshot(path: Path) -> Snapshot | None:
-    """The snapshot a file name describes, or None for any other file."""
+MANIFEST_MARK = "# minikafka "
+
+
+def manifest_text(digest: str, name: str, ledger_id: str | None, ledger: Path) -> str:
+    """The checksum file: ``sha256sum``'s line, then the manifest as a comment line."""
+    manifest = json.dumps({"ledger_id": ledger_id, "ledger": str(ledger)})
+    return f"{digest}  {name}\n{MANIFEST_MARK}{manifest}\n"
+
+
+def read_manifest(path: Path) -> dict:
+    """The manifest in the checksum file beside snapshot ``path`` ({} when it has none)."""
+    try:
+        lines = checksum_path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    for line in lines:
+        if line.startswith(MANIFEST_MARK):
+            try:
+                found = json.loads(line[len(MANIFEST_MARK):])
+            except ValueError:
+                return {}
+            return found if isinstance(found, dict) else {}
+    return {}
+
+
+def parse_snapshot(path: Path, *, manifest: bool = True) -> Snapshot | None:
+    """The snapshot a file name describes (with its manifest's identity), or None for any other file."""
     match = _NAME.match(path.name)
     if not match:
         return None
     taken = datetime.strptime(match["stamp"], STAMP_FORMAT).replace(tzinfo=timezone.utc)
     run = None if match["run"] == NO_RUNS else match["run"]
-    return Snapshot(path, taken, run)
+    about = read_manifest(path) if manifest else {}
+    ledger_id, where = about.get("ledger_id"), about.get("ledger")
+    return Snapshot(path, taken, run, ledger_id if isinstance(ledger_id, str) else None,
+                    where if isinstance(where, str) else None)
 
 
 def list_snapshots(dest: Path, ledger: Path | None = None) -> list[Snapshot]:
-    """The complete snapshots in ``dest`` (of ``ledger`` only, when given), newest first."""
+    """The complete snapshots in ``dest`` (of ``ledger`` only, when given: see ``of_ledger``), newest first."""
     if not dest.is_dir():
         return []
     found = []
@@ -112,10 +155,33 @@ def list_snapshots(dest: Path, ledger: Path | None = None) -> list[Snapshot]:
         snap = parse_snapshot(path)
         if snap is None or not path.is_file():
             continue
-        if ledger is not None and not path.name.startswith(f"{ledger.stem}-backup-"):
-            continue
         found.append(snap)
-    return sorted(found, key=lambda s: (s.taken_at, s.path.name), reverse=True)
+    found.sort(key=lambda s: (s.taken_at, s.path.name), reverse=True)
+    if ledger is not None:
+        return of_ledger(found, identity.identity_of_file(ledger), Path(ledger).stem)
+    return found
+
+
+def of_ledger(found: list[Snapshot], ledger_id: str | None, stem: str) -> list[Snapshot]:
+    """The snapshots of the ledger with identity ``ledger_id``; of a ledger without one yet
+    (``ledger_id`` None), the snapshots without one whose file name is of ``stem``."""
+    if ledger_id is not None:
+        return [s for s in found if s.ledger_id == ledger_id]
+    return [s for s in found if s.ledger_id is None and s.stem == stem]
+
+
+def describe_ledgers(found: list[Snapshot]) -> list[str]:
+    """One phrase per ledger that ``found`` (newest first) holds snapshots of, newest first."""
+    groups: dict[tuple, list[Snapshot]] = {}
+    for snap in found:
+        groups.setdefault((snap.ledger_id,) if snap.ledger_id else (None, snap.stem), []).append(snap)
+    out = []
+    for key, snaps in groups.items():
+        newest = snaps[0]
+        who = (f"ledger {key[0]}" + (f" (was {newest.ledger})" if newest.ledger else "") if key[0] else
+               f"a ledger named {key[1]} without an identity (taken before ledgers had one)")
+        out.append(f"{len(snaps)} snapshot(s) of {who}, newest {newest.path.name}")
+    return out
 
 
 QUICK_CHECK, FULL_CHECK = "quick_check", "integrity_check"
@@ -150,7 +216,8 @@ def verify_checksum(path: Path) -> None:
     side = checksum_path(path)
     if not side.is_file():
         raise BackupError(f"{path}: no checksum file {side.name} beside it; not a complete snapshot")
-    expected = side.read_text(encoding="utf-8").split()[0] if side.read_text(encoding="utf-8").split() else ""
+    words = side.read_text(encoding="utf-8", errors="replace").split()
+    expected = words[0] if words else ""
     actual = sha256_of(path)
     if actual != expected:
         raise BackupError(f"{path}: checksum mismatch (file {actual[:12]}..., {side.name} {expected[:12]}...); "
@@ -376,10 +443,11 @@ def _copy_with_backup_api(src: sqlite3.Connection, target: Path) -> None:
     fsync_path(target)
 
 
-def last_committed_run_in(path: Path) -> str | None:
+def last_committed_run_in(path: Path) -> tuple[str | None, str | None]:
+    """The last committed run in the copy at ``path``, and the identity of its ledger."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return runlog.last_committed_run(conn)
+        return runlog.last_committed_run(conn), identity.read_identity(conn)
     finally:
         conn.close()
 
@@ -451,10 +519,10 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         pragma = (FULL_CHECK if full_check else QUICK_CHECK) if check else None
         if problems:
             raise BackupError(f"the copy of {ledger} failed PRAGMA {pragma}: {'; '.join(problems[:3])}")
-        last_run = last_committed_run_in(partial)
+        last_run, ledger_id = last_committed_run_in(partial)
         final = dest / snapshot_name(ledger, taken_at, last_run)
         side = checksum_path(final)
-        _write_synced(side, f"{digest}  {final.name}\n")
+        _write_synced(side, manifest_text(digest, final.name, ledger_id, ledger))
         size = partial.stat().st_size
         checkpoint("backup:before-rename")
         os.replace(partial, final)
@@ -467,8 +535,8 @@ def take_snapshot(ledger: str | Path, dest: str | Path, *, keep: int | None = No
         if side is not None and not side.with_name(side.name[:-len(CHECKSUM_SUFFIX)]).exists():
             side.unlink(missing_ok=True)
         raise
-    snap = Snapshot(final, taken_at, last_run)
-    removed = prune_snapshots(dest, ledger, keep) if keep is not None else []
+    snap = Snapshot(final, taken_at, last_run, ledger_id, str(ledger))
+    removed = prune_snapshots(dest, snap, keep) if keep is not None else []
     return SnapshotTaken(snap, digest, size, removed, time.perf_counter() - t0, copied.folded, pragma)
 
 
@@ -487,24 +555,47 @@ def _tenths(progress: Callable[[str], None] | None) -> Callable[[int, int], None
     return on_bytes
 
 
-def prune_snapshots(dest: Path, ledger: Path, keep: int) -> list[Path]:
-    """Remove the snapshots of ``ledger`` in ``dest`` beyond the newest ``keep`` (and their checksums)."""
+def prune_snapshots(dest: Path, taken: Snapshot, keep: int) -> list[Path]:
+    """Remove the snapshots in ``dest`` of the ledger ``taken`` is of (its identity) beyond the
+    newest ``keep`` (and their checksums); other ledgers' snapshots are never touched."""
     removed = []
-    for snap in list_snapshots(dest, ledger)[keep:]:
+    for snap in of_ledger(list_snapshots(dest), taken.ledger_id, taken.stem)[keep:]:
         snap.path.unlink(missing_ok=True)
         snap.checksum_path.unlink(missing_ok=True)
         removed.append(snap.path)
     return removed
 
 
-def find_snapshot(dest: Path, ledger: Path | None, *, before: datetime | None = None) -> Snapshot:
-    """The newest snapshot in ``dest`` (taken before ``before``, when given).
+def find_snapshot(dest: Path, ledger: Path, *, before: datetime | None = None) -> Snapshot:
+    """The newest snapshot of ``ledger`` in ``dest`` (taken before ``before``, when given).
+
+    The snapshots of ``ledger`` are those carrying its identity (``of_ledger``). A ledger
+    that does not exist yet (a fresh machine) takes the snapshots of the one ledger ``dest``
+    holds snapshots of.
 
     Raises:
-        SnapshotNotFoundError: none fits.
+        SnapshotNotFoundError: none fits (the message names the ledgers ``dest`` holds
+            snapshots of), or ``ledger`` does not exist and ``dest`` holds snapshots of
+            several ledgers.
     """
-    for snap in list_snapshots(dest, ledger):
+    every = list_snapshots(dest)
+    if not ledger.exists():
+        ledgers = describe_ledgers(every)
+        if len(ledgers) > 1:
+            raise SnapshotNotFoundError(
+                f"{dest} holds snapshots of {len(ledgers)} ledgers: {'; '.join(ledgers)}; {ledger} does not exist "
+                "to say which is its own: pass the snapshot file to restore instead of the directory")
+        candidates = every
+    else:
+        candidates = of_ledger(every, identity.identity_of_file(ledger), ledger.stem)
+    for snap in candidates:
         if before is None or snap.taken_at < before:
             return snap
     when = f" taken before {format_stamp(before)}" if before is not None else ""
-    raise SnapshotNotFoundError(f"no snapshot{when} in {dest}")
+    target = identity.identity_of_file(ledger)
+    text = f"no snapshot of {ledger}" + (f" (ledger {target})" if target else "") + f"{when} in {dest}"
+    others = [s for s in every if s not in candidates]
+    if others:
+        text += (f"; it holds {'; '.join(describe_ledgers(others))}. To put another ledger's data in place of "
+                 f"{ledger}, pass that snapshot file with --from-other-ledger")
+    raise SnapshotNotFoundError(text)

@@ -5,14 +5,15 @@ layout (``layout``) and the catalog of topics (``catalog``); the one reader and 
 topic's rows (``table``) with its bulk sizing (``bulk``), row files (``rowfiles``) and Arrow
 export (``arrow``); the ack positions every way of consuming keeps (``acks``), the status
 expressions read from them (``status``) and counts that do not scan (``counts``); safe row
-filters (``filters``) and the id range of a time span (``browse``).
+filters (``filters``), the id range of a time span (``browse``), and keyed tables (``keyed``:
+merged versions of rows by key, their current rows).
 
 The lowest room: it imports no other room of the ledger. The acks live here, not with the
 consumption state, because a topic's rows have no status column: ``table`` reads what is
 pending from the ack positions, so the two are one floor.
 """
 
-from . import acks, browse, bulk, catalog, counts, filters, keys, rowfiles
+from . import acks, browse, bulk, catalog, counts, filters, keyed, keys, rowfiles
 from .acks import find_consumer, lag
 from .arrow import rows_to_arrow
 from .catalog import stored_model_path, topic_names
@@ -28,6 +29,7 @@ from .columns import (
 )
 from .filters import InvalidFilterError, where_clause
 from .identifiers import LEDGER_PREFIX, quote_identifier, validate_consumer_name, validate_topic_name
+from .keyed import table_spec
 from .keys import row_hashes
 from .layout import META_SELECT, N_META, TopicLayout
 from .rowfiles import MAX_ATTACHED, write_row_file
@@ -61,6 +63,7 @@ __all__ = [
     "JSON_NON_FINITE_REFUSED",
     "json_value_refusal",
     "key_path",
+    "keyed",
     "keys",
     "lag",
     "LEDGER_PREFIX",
@@ -75,6 +78,7 @@ __all__ = [
     "rowfiles",
     "rows_to_arrow",
     "stored_model_path",
+    "table_spec",
     "topic_names",
     "TopicLayout",
     "TopicTable",

@@ -37,7 +37,7 @@ from ...errors import (
 from ...util.clock import utc_now
 from ..topics import keys
 from ..topics.bulk import CACHE_KIB
-from . import filecheck, upgrade
+from . import filecheck, identity, upgrade
 from .events import Event, Observer, deliverer, notify
 from .schema import LEDGER_FORMAT, MIN_SQLITE, missing_objects, schema_statements, temp_table_statement
 
@@ -186,6 +186,37 @@ def _explain(exc: sqlite3.Error) -> str:
     return str(exc)
 
 
+def _make_parents(directory: Path, path: str) -> list[Path]:
+    """Create ``directory`` and its missing parents; the ones created, outermost first.
+
+    Raises:
+        LedgerError: one cannot be created (a read-only or full disk, a file in the way).
+    """
+    missing = []
+    probe = directory
+    while not probe.exists() and probe.parent != probe:
+        missing.append(probe)
+        probe = probe.parent
+    made: list[Path] = []
+    try:
+        for one in reversed(missing):
+            one.mkdir()
+            made.append(one)
+    except OSError as exc:
+        _remove_dirs(made)
+        raise LedgerError(f"cannot create ledger {path!r}: cannot create its directory {str(directory)!r}: "
+                          f"{exc.strerror or exc}") from None
+    return made
+
+
+def _remove_dirs(made: list[Path]) -> None:
+    for one in reversed(made):
+        try:
+            one.rmdir()
+        except OSError:
+            pass
+
+
 class Ledger:
     """One SQLite connection, owned by the thread that opened it.
 
@@ -194,8 +225,9 @@ class Ledger:
     after the outermost commit and dropped on rollback.
 
     Args:
-        create: a missing file becomes a new ledger (its directory must exist);
-            False makes a missing file a ``LedgerNotFoundError``.
+        create: a missing file becomes a new ledger, in a directory created when missing
+            (removed again if the ledger cannot be made there); False makes a missing (or
+            empty) file a ``LedgerNotFoundError`` and creates nothing.
         read_only: open with ``mode=ro`` (never writes, never takes the write lock);
             ``atomic()`` raises ``ReadOnlyLedgerError``. Implies create=False.
     """
@@ -222,10 +254,20 @@ class Ledger:
                 parent = file.resolve().parent
                 why = "" if parent.is_dir() else f" (directory {parent} does not exist)"
                 raise LedgerNotFoundError(f"no ledger at {self.path}{why}", path=self.path)
+            if not create and not read_only and file.is_file() and file.stat().st_size == 0:
+                # an empty file is no ledger yet: only a Source that may create one makes it one
+                raise LedgerNotFoundError(f"no ledger at {self.path}: the file is empty", path=self.path)
+        made: list[Path] = []
         if read_only and self.path != ":memory:":
             self._conn = connect_read_only(self.path, busy_timeout=busy_timeout)
         else:
-            self._conn = connect(self.path, busy_timeout=busy_timeout)
+            if create and self.path != ":memory:":
+                made = _make_parents(Path(self.path).expanduser().resolve().parent, self.path)
+            try:
+                self._conn = connect(self.path, busy_timeout=busy_timeout)
+            except BaseException:
+                _remove_dirs(made)
+                raise
         with _closed_on_failure(self.close, self.path):
             if read_only and self.path != ":memory:":
                 self._prepare_read_only()
@@ -240,7 +282,7 @@ class Ledger:
         conn = self._conn
         found = upgrade.stored_format(conn)
         self._check_not_newer(found)
-        if found == LEDGER_FORMAT and not missing_objects(conn):
+        if found == LEDGER_FORMAT and not missing_objects(conn) and identity.read_identity(conn) is not None:
             return
         self._init_schema()
 
@@ -288,6 +330,7 @@ class Ledger:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (str(LEDGER_FORMAT),),
                 )
+            identity.ensure_identity_in_current_transaction(conn)
 
     @property
     def on_event(self) -> Observer | None:

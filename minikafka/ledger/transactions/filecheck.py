@@ -8,6 +8,11 @@
   the log, frames copied into the database; fewer copied than logged means a reader holds
   an old snapshot (a long read transaction pins the log).
 
+- ``ledger_file_problem(path)``: why the file is not a ledger (empty, not an SQLite
+  database, without minikafka's tables), read without writing; ``ledger_facts(path)`` its
+  format and identity; ``quick_check_problems(path)`` what ``PRAGMA quick_check`` finds
+  (every page and b-tree read once).
+
 Checkpoint policy (all of minikafka): only PASSIVE checkpoints, which never wait for
 readers or block writers, so a replicator such as Litestream, which checkpoints the same
 file from its own process, is never fought: no TRUNCATE or RESTART checkpoint runs on a
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import LedgerError
+from . import identity, upgrade
 
 NETWORK_FILESYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph", "glusterfs", "lustre",
                        "gpfs", "fuse.sshfs", "sshfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.rclone", "davfs",
@@ -132,3 +138,68 @@ def wal_state(path: str | Path, *, busy_timeout_ms: int = 2000) -> WalState:
     finally:
         conn.close()
     return WalState(size, int(frames), int(copied), bool(busy))
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+MMAP_BYTES = 1 << 40
+
+
+def ledger_file_problem(path: str | Path) -> str | None:
+    """Why the file at ``path`` is not a minikafka ledger (None when it is one), without writing."""
+    path = Path(path).expanduser()
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    if not head:
+        return f"{path} is an empty file, not a ledger"
+    if head != SQLITE_HEADER:
+        return f"{path} is not an SQLite database (not a ledger: a text file, or a damaged first page)"
+    try:
+        found = ledger_facts(path)[0]
+    except sqlite3.Error as exc:
+        return f"cannot read {path}: {exc}"
+    if found is None:
+        return f"{path} is an SQLite database without minikafka's tables, not a ledger"
+    return None
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+
+
+def ledger_facts(path: str | Path) -> tuple[int | None, str | None]:
+    """(format, identity) stored in the ledger at ``path`` (None, None: not a ledger), read-only.
+
+    Raises:
+        sqlite3.Error: the file cannot be read as an SQLite database.
+    """
+    conn = _read_only(Path(path))
+    try:
+        return upgrade.stored_format(conn), identity.read_identity(conn)
+    finally:
+        conn.close()
+
+
+def quick_check_problems(path: str | Path, *, limit: int = 10) -> list[str]:
+    """What ``PRAGMA quick_check`` reports on the file (empty when it is sound), read-only."""
+    try:
+        conn = _read_only(Path(path))
+    except sqlite3.Error as exc:
+        return [str(exc)]
+    try:
+        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")  # pages read in place, without a copy each
+        rows = [str(r[0]) for r in conn.execute(f"PRAGMA quick_check({int(limit)})")]
+    except sqlite3.Error as exc:
+        return [str(exc)]
+    finally:
+        conn.close()
+    return [] if rows == ["ok"] else rows
+
+
+def damage_advice(path: str | Path) -> str:
+    """What to do about a damaged ledger file."""
+    return (f"the file is damaged: stop what writes it, then restore the newest good snapshot "
+            f"('minikafka restore BACKUP_DIR --source {path}'; the damaged file is kept aside), or save what "
+            "can be read with sqlite3's .recover")

@@ -357,7 +357,20 @@ CREATE TABLE IF NOT EXISTS _minikafka_row_counts (
 CREATE INDEX IF NOT EXISTS _minikafka_row_counts_by_id ON _minikafka_row_counts (topic, upto);
 """
 
-PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES, JOBS, SCHEDULES, LOADS, ROW_COUNTS]
+# Keyed tables (keyed.py): which topics keep one current row per key, their key fields and
+# merge functions. A table's map and superseded marks are its own tables ("<topic>__current",
+# "<topic>__superseded"), made with it.
+TABLES = """
+CREATE TABLE IF NOT EXISTS _minikafka_tables (
+    topic TEXT PRIMARY KEY COLLATE NOCASE REFERENCES _minikafka_topics(name) ON DELETE CASCADE,
+    key TEXT NOT NULL CHECK (json_valid(key)),
+    merge TEXT NOT NULL CHECK (json_valid(merge)),
+    created_at TEXT NOT NULL
+) STRICT;
+"""
+
+PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES, JOBS, SCHEDULES, LOADS, ROW_COUNTS,
+                    TABLES]
 
 
 def schema_statements() -> list[str]:
