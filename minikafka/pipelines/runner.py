@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..api.source import Source
 from ..errors import MinikafkaError
-from ..ledger.runlog import (
+from ..ledger.consuming import (
     INTERRUPTED,
     RunResult,
     decoded,
@@ -210,7 +210,7 @@ def register_stage_consumers(source: Source, defn: PipelineDefinition, *, dry_ru
     what registering would do); return a line for each new one that starts past existing rows:
     ``stage X: consumer starts at offset N of topic 'T', M earlier rows are skipped (start=latest)``.
     """
-    from ..ledger import acks
+    from ..ledger.topics import acks
     from ..util.clock import utc_now
 
     now = utc_now()
@@ -361,7 +361,7 @@ def run_pipeline(defn: PipelineDefinition, *, master: str | None = None, strateg
     needed on a non-local master, see ``minikafka.spark.staging``. On such a master the
     project's code is zipped and shipped to the executors.
 
-    ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.backups``)
+    ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.files.backups``)
     before the first stage starts, so no stage of this run has committed into it.
 
     ``stage_host``: a ``stagehost.StageHost`` the caller started early (``prestart_stage_host``):
@@ -436,7 +436,7 @@ def _run_pipeline_on(source: Source, defn: PipelineDefinition, chosen: list[Stag
         echo(line)
     pending = {sd.name: _pending_in(source, defn, sd, registered) for sd in chosen}
     if backup_before and not dry_run:
-        from ..ledger.backups import backup
+        from ..ledger.files import backup
 
         echo(backup(defn.source, backup_before).summary())
     if not any(pending.values()):  # nothing new anywhere: every stage records its empty run, no JVM, no engine
@@ -704,7 +704,7 @@ def _run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resu
 
 def _note_quarantine(defn: PipelineDefinition, outcome: StageOutcome, source: Source | None = None) -> None:
     """Name the quarantine a run sent every row to (the run table says so)."""
-    from ..ledger.runlog import quarantine_topics, quarantined_everything
+    from ..ledger.consuming import quarantine_topics, quarantined_everything
 
     if outcome.run and outcome.run.get("run_id") and quarantined_everything(outcome.run):
         with contextlib.nullcontext(source) if source is not None else Source(str(defn.source)) as opened:
@@ -779,7 +779,7 @@ def _pending_in(source: Source, defn: PipelineDefinition, sd: StageDefinition,
                 registered: dict[tuple[str, str], int] | None = None) -> int:
     """The rows the stage has to read now (a consumer not registered yet: from its stage's start).
     ``registered``: the consumers' ids by (stage, input), as ``open_source`` gives them."""
-    from ..ledger.acks import find_consumer, lag
+    from ..ledger.topics import find_consumer, lag
 
     rows = 0
     for name in sd.inputs:

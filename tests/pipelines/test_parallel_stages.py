@@ -10,7 +10,7 @@ import time
 import pytest
 
 from minikafka import Source
-from minikafka.ledger.runlog import INTERRUPTED
+from minikafka.ledger.consuming import INTERRUPTED
 from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.runner import PipelineRun, StageOutcome, _run_scheduled, record_failed_run
 from tests.pipelines.helpers import homelab_copy
