@@ -38,6 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ...errors import BackupError, ForeignSnapshotError, LedgerInUseError, LockBusy, SnapshotNotFoundError
+from ...util.dirs import make_missing_dirs, remove_made_dirs
 from ...util.filelock import exclusive_lock
 from ..transactions import filecheck, identity
 from . import snapshots
@@ -153,11 +154,7 @@ def restore_file(ledger: str | Path, snapshot: str | Path, *, from_other_ledger:
     except BaseException:
         _remove(staged)
         _remove(Path(f"{staged}-journal"))
-        for directory in reversed(made):
-            try:
-                directory.rmdir()
-            except OSError:
-                pass
+        remove_made_dirs(made)
         raise
     return FileRestored(ledger, snap, replaced)
 
@@ -182,21 +179,9 @@ def _make_directory(directory: Path) -> list[Path]:
     Raises:
         BackupError: it cannot be created (a read-only or full disk, a file in the way).
     """
-    missing = []
-    probe = directory
-    while not probe.exists():
-        missing.append(probe)
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    made: list[Path] = []
     try:
-        for path in reversed(missing):
-            path.mkdir()
-            made.append(path)
+        made = make_missing_dirs(directory)
     except OSError as exc:
-        for path in reversed(made):
-            path.rmdir()
         raise BackupError(f"cannot create the directory {directory} for the restored ledger: {_reason(exc)}; "
                           "nothing was changed") from None
     if not directory.is_dir():

@@ -35,6 +35,7 @@ from ...errors import (
     WrongThreadError,
 )
 from ...util.clock import utc_now
+from ...util.dirs import make_missing_dirs, remove_made_dirs
 from ..topics import keys
 from ..topics.bulk import CACHE_KIB
 from . import filecheck, identity, upgrade
@@ -192,29 +193,11 @@ def _make_parents(directory: Path, path: str) -> list[Path]:
     Raises:
         LedgerError: one cannot be created (a read-only or full disk, a file in the way).
     """
-    missing = []
-    probe = directory
-    while not probe.exists() and probe.parent != probe:
-        missing.append(probe)
-        probe = probe.parent
-    made: list[Path] = []
     try:
-        for one in reversed(missing):
-            one.mkdir()
-            made.append(one)
+        return make_missing_dirs(directory)
     except OSError as exc:
-        _remove_dirs(made)
         raise LedgerError(f"cannot create ledger {path!r}: cannot create its directory {str(directory)!r}: "
                           f"{exc.strerror or exc}") from None
-    return made
-
-
-def _remove_dirs(made: list[Path]) -> None:
-    for one in reversed(made):
-        try:
-            one.rmdir()
-        except OSError:
-            pass
 
 
 class Ledger:
@@ -266,7 +249,7 @@ class Ledger:
             try:
                 self._conn = connect(self.path, busy_timeout=busy_timeout)
             except BaseException:
-                _remove_dirs(made)
+                remove_made_dirs(made)
                 raise
         with _closed_on_failure(self.close, self.path):
             if read_only and self.path != ":memory:":
