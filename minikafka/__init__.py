@@ -89,8 +89,8 @@ from .errors import (
     WindowFailedError,
     WrongThreadError,
 )
-from .ledger.events import Event
-from .ledger.runlog import RunResult
+from .ledger.consuming import RunResult
+from .ledger.transactions import Event
 
 __version__ = "0.2.0"
 

@@ -278,7 +278,7 @@ class TransactionError(MinikafkaError):
 
 class ProtectedTableError(TransactionError):
     """``tx.execute``/``tx.query`` SQL tried to change a table the ledger owns (one of its own
-    tables, named with ``ledger.identifiers.LEDGER_PREFIX``, or a topic's table); the message names it. Nothing ran; the transaction stays open."""
+    tables, named with ``ledger.topics.identifiers.LEDGER_PREFIX``, or a topic's table); the message names it. Nothing ran; the transaction stays open."""
 
 
 class QueueNotFoundError(MinikafkaError, KeyError):

@@ -36,7 +36,7 @@ from bench_common import exit_code, scratch_dir  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from minikafka import Source  # noqa: E402
-from minikafka.ledger.filecopy import fsync_path  # noqa: E402
+from minikafka.ledger.files.filecopy import fsync_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MINIKAFKA = str(Path(sys.executable).parent / "minikafka")
@@ -107,7 +107,7 @@ def timed(fn) -> tuple[float, float]:
 
 
 def bench_backup(work: Path, size_mb: int, repeat: int) -> None:
-    from minikafka.ledger.backups import backup
+    from minikafka.ledger.files import backup
 
     ledger = work / "big.sqlite"
     t0 = time.perf_counter()
@@ -123,7 +123,7 @@ def bench_backup(work: Path, size_mb: int, repeat: int) -> None:
     for _ in range(repeat):
         copies.append(plain_copy_seconds(ledger, dest))
         backups.append(timed(lambda: backup(ledger, dest, keep=1)))
-    from minikafka.ledger import snapshots
+    from minikafka.ledger.files import snapshots
 
     raw, hashed = [], []
     target = dest / "copy-only.sqlite"
@@ -194,7 +194,7 @@ class Row(BaseModel):
 
 
 def make_health_ledger(work: Path, rows: int, runs: int) -> Path:
-    from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+    from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
     from minikafka.util.clock import utc_now
 
     sys.path.insert(0, str(work))

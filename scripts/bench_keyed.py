@@ -2,7 +2,7 @@
 
 1. Build a keyed table of ``--rows`` keys (key ``(station, day)``, ``n`` summed, ``mean``
    replaced), in transactions of ``--chunk`` rows through the ledger's merge
-   (``ledger.keyed.merge_rows_in_current_transaction``; not timed).
+   (``ledger.topics.keyed.merge_rows_in_current_transaction``; not timed).
 2. Merge ``--changed`` rows, each changing a random existing key (Arrow batches of storage
    values, as a stage's commit hands them), in one transaction with its COMMIT.
    Target: >= 100,000 rows/s.
@@ -31,8 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from minikafka import Source  # noqa: E402
-from minikafka.ledger import keyed  # noqa: E402
-from minikafka.ledger.table import TopicTable  # noqa: E402
+from minikafka.ledger.topics import TopicTable, keyed  # noqa: E402
 from minikafka.util.clock import utc_now  # noqa: E402
 
 DAYS = 1000

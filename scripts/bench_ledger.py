@@ -26,7 +26,7 @@ from bench_common import exit_code
 from pydantic import BaseModel, TypeAdapter
 
 from minikafka import Source
-from minikafka.ledger.connection import connect
+from minikafka.ledger.transactions.connection import connect
 
 
 class Item(BaseModel):

@@ -7,7 +7,7 @@ letters, and a quarantine of 1,000 rows. One scrape opens the ledger read-only, 
 figure in one read transaction and formats the exposition (``observe.scrape.exposition``).
 
 Target: a scrape takes at most 200 ms (p95 of ``--repeat`` scrapes, after one warm-up).
-The reads use the ledger's row marks and indexes (``ledger.metrics_read``), not counts over
+The reads use the ledger's row marks and indexes (``ledger.consuming.metrics_read``), not counts over
 the rows: the time does not grow with N. Prints p50 and p95 beside the target; exits 1 on a miss.
 
 Usage: python scripts/bench_metrics.py [--rows 1000000] [--topics 2] [--stages 100] [--runs 20] [--repeat 20]
@@ -28,8 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import exit_code, scratch_dir  # noqa: E402
 
 from minikafka import Source  # noqa: E402
-from minikafka.ledger.quarantine import Quarantined, quarantine_in_current_transaction  # noqa: E402
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction  # noqa: E402
+from minikafka.ledger.consuming import (  # noqa: E402  # noqa: E402
+    Quarantined,
+    RunResult,
+    quarantine_in_current_transaction,
+    write_run_in_current_transaction,
+)
 from minikafka.observe.scrape import PipelineScope, exposition  # noqa: E402
 
 TARGET_MS = 200.0

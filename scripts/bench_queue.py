@@ -55,7 +55,7 @@ def warm_up(source: Source, q, n: int) -> None:
 
 def bench_raw_commits(path: str, n: int) -> float:
     """One-row INSERT + COMMIT with the ledger's pragmas: the fsync floor of this disk, right now."""
-    from minikafka.ledger.connection import connect
+    from minikafka.ledger.transactions.connection import connect
 
     conn = connect(path)
     conn.execute("CREATE TABLE t (x INTEGER)")
@@ -130,7 +130,7 @@ def bench_appends(path: str, threads: int, per_thread: int, single: int) -> tupl
     commits the group run took)."""
     import threading
 
-    from minikafka.ledger import group_commit
+    from minikafka.ledger.transactions import group_commit
 
     with Source(path) as source:
         topic = source.topic("events", Event, dedup=None)

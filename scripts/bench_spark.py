@@ -55,7 +55,7 @@ def fill(src: Source, table: str, start: int, count: int, status: str, keys: str
          key_order: bool = False) -> None:
     """Bulk rows straight in SQL (benchmark set-up only). ``key_order``: insert the rows in
     the order of their keys (a large history set up fast; ids then do not follow ``i``)."""
-    from minikafka.ledger import acks, counts
+    from minikafka.ledger.topics import acks, counts
 
     conn = src.ledger.conn
     url = URL_SQL[keys]

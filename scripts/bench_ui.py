@@ -26,8 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import exit_code, scratch_dir  # noqa: E402
 
 from minikafka import Source  # noqa: E402
-from minikafka.ledger.quarantine import Quarantined, quarantine_in_current_transaction  # noqa: E402
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction  # noqa: E402
+from minikafka.ledger.consuming import (  # noqa: E402  # noqa: E402
+    Quarantined,
+    RunResult,
+    quarantine_in_current_transaction,
+    write_run_in_current_transaction,
+)
 
 TARGET_MS = 200.0
 STAGES = ("split", "enrich", "summarise", "score", "publish")

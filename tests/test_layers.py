@@ -343,3 +343,124 @@ def test_the_scheduler_starts_no_process_and_imports_no_spark():
         assert not {n for n in names if n.split(".")[0] in ("subprocess", "pyspark") or ".spark" in f".{n}"}, module
     runner = PACKAGE / "pipelines" / "runner.py"
     assert len(runner.read_text().splitlines()) <= 300
+
+# -- inside ledger/: four rooms, each with a face -------------------------------------------------
+# topics/ (topic storage) < consuming/ (consumption state) < transactions/ (the open file, commits,
+# wake-ups) < files/ (backups, snapshots, restore). A room imports only the rooms below it. The
+# layers above (every module outside ledger/, job.py included) import a room's face, its
+# __init__, and only what its __all__ names, never a room's modules.
+LEDGER_ROOMS = ["topics", "consuming", "transactions", "files"]
+FACES = {f"minikafka.ledger.{room}" for room in LEDGER_ROOMS}
+
+
+def ledger_room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["minikafka", "ledger"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def ledger_imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, imported module, names) of each import of a ledger module in ``path``, lazy ones included."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                target = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == "minikafka.ledger" or target.startswith("minikafka.ledger."):
+                found.append((node.lineno, target, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, []) for a in node.names if a.name.startswith("minikafka.ledger")]
+    return found
+
+
+def face_all(face: str) -> list[str]:
+    import importlib
+
+    return list(importlib.import_module(face).__all__)
+
+
+def test_the_ledger_holds_four_rooms_and_nothing_beside_them_but_its_docstring():
+    ledger = PACKAGE / "ledger"
+    rooms = sorted(p.name for p in ledger.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert rooms == sorted(LEDGER_ROOMS), rooms
+    assert sorted(p.name for p in ledger.glob("*.py")) == ["__init__.py"], "a module beside the rooms: give it one"
+    assert not [n for n in ast.parse((ledger / "__init__.py").read_text()).body if not isinstance(n, ast.Expr)]
+
+
+def test_ledger_rooms_import_only_the_rooms_below_them():
+    wrong = []
+    for module, targets in graph().items():
+        mine = ledger_room(module)
+        if mine is None:
+            continue
+        for target in targets:
+            theirs = ledger_room(target)
+            if theirs and theirs != mine and LEDGER_ROOMS.index(theirs) > LEDGER_ROOMS.index(mine):
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    assert not wrong, "ledger/ rooms import down (topics < consuming < transactions < files):\n" + \
+        "\n".join(sorted(wrong))
+
+
+def test_the_layers_above_import_the_ledger_only_through_the_rooms_faces():
+    wrong, used = [], {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if ledger_room(module) or module == "minikafka.ledger":
+            continue
+        for line, target, names in ledger_imports(path):
+            where = f"{path.relative_to(PACKAGE.parent)}:{line}"
+            if target not in FACES:
+                wrong.append(f"{where} imports {target} (not a room's face)")
+                continue
+            named = set(face_all(target))
+            wrong += [f"{where} imports {n} from {target}, which its __all__ does not name"
+                      for n in names if n not in named]
+            used.setdefault(layer_of(module), set()).add(target)
+    assert not wrong, "\n".join(wrong)
+    # the count: each layer above imports at most the four faces (before the rooms: up to 22 modules)
+    assert all(faces <= FACES for faces in used.values()), used
+    assert set().union(*used.values()) == FACES, "a face no layer above uses: fold it into another room"
+
+
+def test_each_face_names_what_it_holds_sorted_and_nothing_shadows_a_room_module():
+    import importlib
+    import types
+
+    for face in sorted(FACES):
+        names = face_all(face)
+        assert names == sorted(names, key=lambda n: (n.lower(), n)), face
+        package = importlib.import_module(face)
+        room = PACKAGE / "ledger" / face.rsplit(".", 1)[1]
+        modules = {p.stem for p in room.glob("*.py")} - {"__init__"}
+        for name in names:
+            value = getattr(package, name)  # raises if the face names what it does not hold
+            if name in modules:
+                assert isinstance(value, types.ModuleType) and value.__name__ == f"{face}.{name}", \
+                    f"{face}.{name} is not the module {name}.py"
+
+
+# Parameters of the public API kept for code written against minikafka, doing nothing here.
+ACCEPTED_FOR_COMPATIBILITY = {"minikafka/api/streams.py streaming(keep)"}
+
+
+def test_no_function_takes_a_parameter_only_to_delete_it():
+    """A parameter a function ``del``s unread is accepted and does nothing (acks' ``materialise``
+    and ``now``, browse's ``cache`` and ``layout`` were): drop it and its callers' arguments."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+            for stmt in node.body:
+                if isinstance(stmt, ast.Delete):
+                    dead = [t.id for t in stmt.targets if isinstance(t, ast.Name) and t.id in params]
+                    found += [f"{path.relative_to(PACKAGE.parent)}:{stmt.lineno} {node.name}({d})" for d in dead
+                              if f"{path.relative_to(PACKAGE.parent)} {node.name}({d})" not in ACCEPTED_FOR_COMPATIBILITY]
+    assert not found, "parameters deleted unread:\n" + "\n".join(found)

@@ -311,9 +311,12 @@ def _summary(path: Path) -> str:
 
 
 def _rooms(folder: Path) -> list[Path]:
-    """``folder`` and its sub-packages, each before what it holds."""
+    """``folder`` and its sub-packages, each before what it holds (the ledger's rooms lowest first)."""
+    from tests.test_layers import LEDGER_ROOMS
+
     out = [folder]
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+    subs = [p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    for sub in sorted(subs, key=lambda p: (LEDGER_ROOMS.index(p.name) if p.name in LEDGER_ROOMS else 99, p.name)):
         out += _rooms(sub)
     return out
 
@@ -344,11 +347,10 @@ def code_layout() -> str:
             out.append(f"### {title}\n")
             if room != package:
                 out.append(_summary(room / "__init__.py") + "\n")
-            out.append("| module | what it holds |\n|---|---|")
-            for path in modules[room]:
-                if path.name == "__init__.py" and room != package:
-                    continue
-                out.append(f"| `{path.relative_to(ROOT).as_posix()}` | {_summary(path)} |")
+            held = [path for path in modules[room] if path.name != "__init__.py" or room == package]
+            if held:  # a folder of rooms only (ledger/) has its docstring and the rooms' tables below
+                out.append("| module | what it holds |\n|---|---|")
+                out += [f"| `{path.relative_to(ROOT).as_posix()}` | {_summary(path)} |" for path in held]
             out.append("")
     return "\n".join(out)
 

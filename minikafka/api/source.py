@@ -11,12 +11,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ArgumentTypeError, SchemaMismatchError
-from ..ledger import acks, catalog
-from ..ledger.connection import Ledger
-from ..ledger.events import Event, Observer
-from ..ledger.layout import TopicLayout
-from ..ledger.quarantine import list_quarantined
-from ..ledger.runlog import read_runs
+from ..ledger.consuming import list_quarantined, read_runs
+from ..ledger.topics import TopicLayout, acks, catalog
+from ..ledger.transactions import Event, Ledger, Observer
 from ..util.clock import utc_now
 from .modes.groups import ConsumerGroup
 from .modes.pipes import FullPipeline, Pipeline
@@ -24,7 +21,7 @@ from .table import KeyedTable
 from .topic import Topic
 
 if TYPE_CHECKING:
-    from ..ledger.watcher import Watcher
+    from ..ledger.transactions import Watcher
     from .core.notifications import Listener
     from .core.transaction import Transaction
     from .modes.queues import Queue
@@ -88,7 +85,7 @@ class Source:
 
     @property
     def ledger(self) -> Ledger:
-        """The ledger under this Source (``minikafka.ledger.connection.Ledger``): its sqlite3
+        """The ledger under this Source (``minikafka.ledger.transactions.connection.Ledger``): its sqlite3
         connection (``.conn``), ``atomic()`` transactions and event emission, for tools built on
         the library (as sqlite-utils' ``Database.conn``). Writing the ledger's own tables
         directly bypasses its checks; use the functions in ``minikafka.ledger``."""
@@ -120,7 +117,7 @@ class Source:
 
     def flush(self) -> None:
         """Wait until every append this process handed to the group commit on this file is durable."""
-        from ..ledger.group_commit import flush
+        from ..ledger.transactions import flush
 
         _ = self._ledger.conn  # open and ours
         flush(self.path)
@@ -147,7 +144,7 @@ class Source:
     def watcher(self) -> Watcher:
         """The Source's watcher (started on the first wait): wakes waiters on commits by any process."""
         if self._watcher is None:
-            from ..ledger.watcher import Watcher
+            from ..ledger.transactions import Watcher
 
             self._ledger.conn  # noqa: B018 - a closed Source gets no watcher
             self._watcher = Watcher(self.path)
@@ -292,7 +289,7 @@ class Source:
         Emits:
             topic_created, when the table is new.
         """
-        from ..ledger import keyed
+        from ..ledger.topics import keyed
 
         layout = TopicLayout.for_model(name, model, None)
         spec = keyed.check_spec(layout, key, merge)
@@ -337,7 +334,7 @@ class Source:
         return self.topic(name, model, dedup=layout.dedup or None).model
 
     def _bind(self, layout: TopicLayout, fingerprint: str) -> Topic:
-        from ..ledger.keyed import table_spec
+        from ..ledger.topics import table_spec
 
         spec = table_spec(self._ledger.conn, layout.name)  # a keyed table opened as a topic merges too
         topic = Topic(self, layout, fingerprint) if spec is None else KeyedTable(self, layout, fingerprint, spec)
@@ -437,7 +434,7 @@ class Source:
         Raises:
             SchemaMismatchError: a name that is not a keyed table.
         """
-        from ..ledger import keyed
+        from ..ledger.topics import keyed
 
         tables = keyed.table_names(self._ledger.conn)
         for name in names or ():

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ..errors import StreamingConfigError
-from ..ledger import catalog
-from ..ledger.identifiers import validate_consumer_name
+from ..ledger.topics import catalog, validate_consumer_name
 from ..util import clock
 from ..util.procs import concurrency_limit
 from .core.rows import StreamRows

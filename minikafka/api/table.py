@@ -1,4 +1,4 @@
-"""KeyedTable: a topic that keeps one current row per key and takes upserts (``ledger/keyed.py``).
+"""KeyedTable: a topic that keeps one current row per key and takes upserts (``ledger/topics/keyed.py``).
 
 Get one from ``Source.table(name, Model, key=(...), merge={...})``. It is a ``Topic``: its
 rows are the versions (every upsert that changes a key appends one), so consumers,
@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import InvalidSettingError, SchemaMismatchError
-from ..ledger import acks, keyed
+from ..ledger.topics import acks, keyed
 from ..util.faults import checkpoint
 from ..util.gcpause import gc_paused
 from .core.keyed import KeyedRows
@@ -146,7 +146,7 @@ class KeyedTable(Topic[ModelT]):
             current = status is None and consumer is None
         if not current:
             return super().to_arrow(status, consumer=consumer)
-        from ..ledger.arrow import rows_to_arrow
+        from ..ledger.topics import rows_to_arrow
 
         handled = acks.handled_positions(self._conn, self.name)
         at = self._layout.partition_index

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from ..errors import InvalidSettingError, migration_failure
-from ..ledger import acks, catalog
-from ..ledger.layout import TopicLayout
+from ..ledger.topics import TopicLayout, acks, catalog
 from ..util.clock import utc_now
 from ..util.gcpause import gc_paused
 from ..util.timeouts import check_timeout
@@ -225,20 +224,20 @@ class Topic(LayoutNames[ModelT]):
         Raises:
             InvalidDurationError: (a ValueError) a timeout that is not a finite number of seconds >= 0.
         """
-        from ..ledger.watcher import drive
+        from ..ledger.transactions import drive
 
         return bool(drive(self.source.watcher, self._wait_steps(timeout)))
 
     async def wait_async(self, timeout: float | None = None) -> bool:
         """``wait`` for asyncio: awaits new rows without blocking the event loop (call it
         from the thread that opened the Source: the loop's). Same checks and loop as ``wait``."""
-        from ..ledger.watcher import drive_async
+        from ..ledger.transactions import drive_async
 
         return bool(await drive_async(self.source.watcher, self._wait_steps(timeout)))
 
     def _wait_steps(self, timeout: float | None):
-        """The one check and loop of ``wait`` and ``wait_async`` (``ledger.watcher.until``)."""
-        from ..ledger.watcher import until
+        """The one check and loop of ``wait`` and ``wait_async`` (``ledger.transactions.watcher.until``)."""
+        from ..ledger.transactions import until
 
         timeout = check_timeout(timeout, "wait timeout")
         start = self.high_watermark()
@@ -293,7 +292,7 @@ class Topic(LayoutNames[ModelT]):
         """Unregister a consumer; rows every remaining consumer acked turn 'handled'."""
         with self.source.ledger.atomic() as conn:
             cid = acks.require_consumer(conn, self.name, name)
-            acks.drop_consumer_in_current_transaction(conn, self.name, cid, utc_now())
+            acks.drop_consumer_in_current_transaction(conn, self.name, cid)
 
     # -- streams (api/modes/attach.py, api/modes/retention.py) ---------------------------------------
     def attach(self, source: Any, *, background: bool = True):
@@ -318,7 +317,7 @@ class Topic(LayoutNames[ModelT]):
 
     def windows(self, consumer: str, *, limit: int = 100) -> list:
         """A streaming consumer's stored windows, most recent first."""
-        from ..ledger import windows as stored
+        from ..ledger.consuming import windows as stored
 
         cid = acks.require_consumer(self._conn, self.name, consumer)
         return stored.windows(self._conn, cid, limit=limit)
@@ -378,7 +377,7 @@ class Topic(LayoutNames[ModelT]):
     # -- export -----------------------------------------------------------------
     def to_arrow(self, status: str | None = None, *, consumer: str | None = None):
         """The topic (or its new/handled rows) as a pyarrow Table, metadata columns first."""
-        from ..ledger.arrow import rows_to_arrow
+        from ..ledger.topics import rows_to_arrow
 
         handled = acks.handled_positions(self._conn, self.name)
         at = self._layout.partition_index

@@ -41,7 +41,7 @@ def backup(dest: str, source_path: str | None, pipeline: str | None, keep: int |
 
     Example: minikafka backup backups/ --pipeline conf/homelab.toml --keep 7
     """
-    from ..ledger.backups import backup as take
+    from ..ledger.files import backup as take
 
     path, _ = ledger_and_pipeline(source_path, pipeline)
     with progress(f"backup {path}") as shown:
@@ -83,7 +83,7 @@ def restore(snapshot: str, source_path: str | None, pipeline: str | None, before
 
     Example: minikafka restore backups/ --pipeline conf/homelab.toml
     """
-    from ..ledger.backups import restore as put_back
+    from ..ledger.files import restore as put_back
 
     path, _ = ledger_and_pipeline(source_path, pipeline, must_exist=False)
     result = put_back(path, snapshot, before_run=before_run, from_other_ledger=from_other_ledger)

@@ -32,7 +32,7 @@ import click
 from click.core import ParameterSource
 
 from ..errors import LedgerError, LedgerNotFoundError, MinikafkaError
-from ..ledger.columns import float_text
+from ..ledger.topics import float_text
 from ..util.clock import format_timestamp
 
 if TYPE_CHECKING:
@@ -83,25 +83,19 @@ def row_dict(row: tuple, decode) -> dict:
     return {**meta, **decode(row)}
 
 
-def status_where(source: Source, layout, which: str | None):
-    """(WHERE condition, params, row fixer) for 'new'/'handled'/'all' rows of a topic, as every
-    consumer sees them: rows below the partitions' handled positions count as handled."""
-    from ..ledger import acks
+def status_fixer(source: Source, layout):
+    """A row fixer for rows read with ``select_sql``: the topic-wide status as every consumer
+    sees it (rows below the partitions' handled positions count as handled)."""
+    from ..ledger.topics import acks
 
     conn = source.ledger.conn
-    if which in (None, "all"):
-        where, params = "1", ()
-    elif which == "new":
-        where, params = acks.pending_filter(None, layout.name)
-    else:
-        where, params = acks.done_filter(None, layout.name)
     handled = acks.handled_positions(conn, layout.name)
     at = layout.partition_index
 
     def fix(row: tuple) -> tuple:
         return (row[0], row[1], acks.status_of(row[2], row[0], row[at], handled), *row[3:])
 
-    return where, params, fix
+    return fix
 
 
 def echo_json(value) -> None:

@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..ledger import acks
-from ..ledger.consumers import consumer_info
-from ..util.clock import utc_now
+from ..ledger.consuming import consumer_info
+from ..ledger.topics import acks
 from .app import main
 from .common import echo_json, json_option, with_source
 
@@ -69,10 +68,9 @@ def _drop(source: Source, topic: str | None, name: str, as_json: bool) -> None:
         raise click.ClickException(f"no consumer {name!r} on any topic of {source.path}")
     done = {}
     with source.ledger.atomic() as conn:
-        now = utc_now()
         for t in targets:
             cid = acks.require_consumer(conn, t, name)
-            done[t] = acks.drop_consumer_in_current_transaction(conn, t, cid, now)
+            done[t] = acks.drop_consumer_in_current_transaction(conn, t, cid)
     if as_json:
         echo_json([{"topic": t, "dropped": name, "rows_handled": n} for t, n in done.items()])
         return

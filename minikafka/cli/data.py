@@ -25,7 +25,7 @@ from .common import (
     pipeline_model,
     remote_option,
     row_dict,
-    status_where,
+    status_fixer,
     verbose_option,
     with_source,
 )
@@ -232,7 +232,7 @@ def export(source: Source, topic: str, path: str, fmt: str | None, which: str, w
 
     layout = source.layout(topic)  # no such topic: nothing opened, nothing written
     fmt = export_format(path, fmt)
-    condition = _where(layout, where)
+    rows = _rows(layout, which, where)
     to_stdout = path == "-" or _is_standard_output(path)
     if to_stdout:
         if fmt == "parquet" and sys.stdout.isatty():
@@ -242,20 +242,23 @@ def export(source: Source, topic: str, path: str, fmt: str | None, which: str, w
     else:
         out = atomic_write(path)
     with out as fh:
-        written = _write_export(source, layout, fmt, which, fh, condition)
+        written = _write_export(source, layout, fmt, fh, rows)
         fh.flush()
     click.echo(f"exported {written} row(s) of {topic} to {'standard output' if path == '-' else path}",
                err=to_stdout)
 
 
-def _where(layout, where: tuple[str, ...]) -> tuple[str, tuple]:
-    """The --where filters as (SQL condition, parameters), as ``show`` parses them."""
-    from ..ledger.filters import InvalidFilterError, where_clause
+def _rows(layout, which: str | None, where: tuple[str, ...]):
+    """The rows to export (``--status``, the --where filters as ``show`` parses them), checked."""
+    from ..ledger.consuming import RowFilter
+    from ..ledger.topics import InvalidFilterError
 
+    rows = RowFilter(where, None if which in (None, "all") else which)
     try:
-        return where_clause(layout, where)
+        rows.condition(layout)
     except InvalidFilterError as exc:
         raise click.BadParameter(str(exc), param_hint="--where") from exc
+    return rows
 
 
 def _is_standard_output(path: str) -> bool:
@@ -275,17 +278,17 @@ def _is_standard_output(path: str) -> bool:
 EXPORT_PAGE = 50_000
 
 
-def _write_export(source: Source, layout, fmt: str, which: str, fh, condition: tuple[str, tuple] = ("1", ())) -> int:
-    """Write the topic's rows to the binary file ``fh`` page by page; the row count."""
-    from ..ledger.arrow import rows_to_arrow
-    from ..ledger.table import TopicTable
+def _write_export(source: Source, layout, fmt: str, fh, rows) -> int:
+    """Write the topic's rows ``rows`` (a ``RowFilter``) picks to the binary file ``fh`` page by page;
+    the row count."""
+    from ..ledger.consuming import read_models
+    from ..ledger.topics import rows_to_arrow
     from .output import progress
     from .tables import csv_lines
 
     decode = layout.decoder()
-    where, params, fix = status_where(source, layout, which)
-    params = (*params, *condition[1])
-    pages = TopicTable(source.ledger.conn, layout).scan(f"{where} AND ({condition[0]})", params, page=EXPORT_PAGE)
+    fix = status_fixer(source, layout)
+    pages = read_models.row_select(source.ledger.conn, layout, rows).scan(EXPORT_PAGE)
     columns = ["_id", "_created_at", "_status", "_parent_id", *layout.field_names]
     written, writer = 0, None
     if fmt == "csv":

@@ -67,7 +67,7 @@ def deliver(file: str, once: bool, source_path: str | None, as_json: bool) -> No
     interrupted = signal.SIGINT in received
     if interrupted:
         from ..api.source import Source
-        from ..ledger.runlog import mark_interrupted_in_current_transaction
+        from ..ledger.consuming import mark_interrupted_in_current_transaction
 
         with Source(path) as source, source.ledger.atomic() as conn:
             mark_interrupted_in_current_transaction(conn, summary.run_ids)

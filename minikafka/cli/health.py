@@ -134,7 +134,7 @@ def doctor(source_path: str | None, pipeline: str | None, backfill: tuple[str, .
 
     Example: minikafka doctor --pipeline conf/homelab.toml
     """
-    from ..ledger.litestream import litestream_config
+    from ..ledger.files import litestream_config
     from ..pipelines.doctor import doctor_checks
 
     path, defn = ledger_and_pipeline(source_path, pipeline, must_exist=False)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import InvalidDurationError, SchemaMismatchError
-from ..ledger import runlog_retention
+from ..ledger.consuming import runlog_retention
 from ..util.duration import parse_timedelta
 from .app import main
 from .common import echo_json, json_option, with_source
@@ -70,7 +70,7 @@ def upgrade(source: Source) -> None:
 
     Example: minikafka upgrade --source data/homelab.sqlite
     """
-    from ..ledger.schema import LEDGER_FORMAT
+    from ..ledger.transactions import LEDGER_FORMAT
 
     found = source.ledger.upgraded_from
     if found is None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..ledger import quarantine as store
+from ..ledger.consuming import quarantine as store
 from ..util.redact import redact_and_cut
 from .app import main
 from .common import echo_json, json_option, pipeline_model, with_source
@@ -113,7 +113,7 @@ def _pretty(payload: str | None) -> str:
 
 def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | None, as_json: bool) -> None:
     from ..errors import InvalidDurationError
-    from ..ledger.runlog_retention import cutoff
+    from ..ledger.consuming import cutoff
     from ..util.duration import parse_timedelta
 
     before = None

@@ -6,13 +6,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..ledger import acks, catalog, counts
-from ..ledger import quarantine as qstore
-from ..ledger.filters import InvalidFilterError, where_clause
-from ..ledger.layout import TopicLayout
-from ..ledger.runlog import COLUMNS as RUN_COLUMNS
-from ..ledger.runlog import failed_run_ids, run_exists, run_ids_beginning
-from ..ledger.table import TopicTable
+from ..ledger.consuming import COLUMNS as RUN_COLUMNS
+from ..ledger.consuming import RowFilter, failed_run_ids, read_models, run_exists, run_ids_beginning
+from ..ledger.topics import InvalidFilterError, TopicLayout, acks, catalog
 from ..util.redact import redact_and_cut
 from .app import main
 from .common import echo_json, json_option, json_text, row_dict, with_source
@@ -24,21 +20,10 @@ if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by
 
 
 def topic_summary(source: Source, name: str) -> dict:
-    """The --json record of one topic (keys: topic, new, handled, total, high_watermark,
-    consumers, quarantined, partitions, groups: [{name, partitions: [{partition, committed, lag}]}])."""
-    conn = source.ledger.conn
-    layout = source.layout(name)
-    tally = counts.topic_counts(conn, name)  # rows committed by offset count as handled
-    new, total, high = tally.new, tally.total, tally.high_watermark
-    groups = []
-    for consumer in acks.consumer_names(conn, name):
-        cid = acks.find_consumer(conn, name, consumer)
-        offsets, lag = acks.committed_offsets(conn, cid), acks.lag(conn, name, cid)
-        groups.append({"name": consumer, "partitions": [
-            {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
-    return {"topic": name, "new": new, "handled": total - new, "total": total, "high_watermark": high,
-            "partitions": layout.partitions, "consumers": acks.consumer_names(conn, name), "groups": groups,
-            "quarantined": qstore.count_quarantined(conn, name)}
+    """The --json record of one topic (``read_models.TopicOverview.as_dict``: topic, new, handled,
+    total, high_watermark, partitions, consumers, groups: [{name, partitions: [{partition, committed,
+    lag}]}], quarantined), the one the console's topic pages read too."""
+    return read_models.topic_overview(source.ledger.conn, source.layout(name)).as_dict()
 
 
 @main.command()
@@ -67,7 +52,7 @@ def topics(source: Source, as_json: bool) -> None:
 
 
 def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int) -> list[dict]:
-    from ..ledger.runlog import read_runs
+    from ..ledger.consuming import read_runs
 
     if not failed:  # health checks, every few minutes from cron, would crowd out the runs: --stage health
         return read_runs(conn, stage=stage, limit=limit, hide_kinds=("health",))
@@ -107,7 +92,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
 
     Example: minikafka status --failed --stage llm_summary
     """
-    from ..ledger.runlog import quarantine_topics, quarantined_everything, read_runs
+    from ..ledger.consuming import quarantine_topics, quarantined_everything, read_runs
     from ..quality.report import describe
 
     conn = source.ledger.conn
@@ -152,28 +137,17 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
         click.echo("no runs" + (" failed" if failed else "") + (f" for stage {stage!r}" if stage else ""), err=True)
 
 
-def _show_query(source: Source, layout: TopicLayout, which: str, consumer: str | None,
-                where: tuple[str, ...]) -> tuple[str, tuple, str | None]:
-    """SELECT (without ORDER/LIMIT) of the rows ``show`` prints, its parameters, and the
-    consumer-status expression's SQL (None without --consumer)."""
+def _show_rows(source: Source, layout: TopicLayout, which: str, consumer: str | None,
+               where: tuple[str, ...]) -> tuple[read_models.RowSelect, int | None]:
+    """The rows ``show`` prints (with a status column for ``consumer``), and the consumer's id
+    (None without --consumer)."""
     conn = source.ledger.conn
     cid = acks.require_consumer(conn, layout.name, consumer) if consumer else None
-    conds, params = [], []
-    if which == "new":
-        sql, p = acks.pending_filter(cid, layout.name)
-        conds.append(sql)
-        params.extend(p)
-    elif which == "handled":
-        sql, p = acks.done_filter(cid, layout.name)
-        conds.append(sql)
-        params.extend(p)
+    rows = RowFilter(where, None if which == "all" else which, cid)
     try:
-        sql, p = where_clause(layout, where)
+        return read_models.row_select(conn, layout, rows, status_for=() if cid is None else (cid,)), cid
     except InvalidFilterError as exc:
         raise click.BadParameter(str(exc), param_hint="--where") from exc
-    conds.append(sql)
-    params.extend(p)
-    return " AND ".join(conds) or "1", tuple(params), cid
 
 
 @main.command()
@@ -215,15 +189,9 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
     if follow and (as_json or as_table):
         raise click.BadParameter(f"--follow prints rows as they come; it cannot be combined with {shapes[0]}",
                                  param_hint=shapes[0])
-    cond, cond_params, cid = _show_query(source, layout, which, consumer, where)
+    selected, cid = _show_rows(source, layout, which, consumer, where)
     decode = layout.decoder()
     conn = source.ledger.conn
-    extra, params = "", cond_params
-    if cid is not None:
-        done, dparams = acks.done_filter(cid)
-        extra = f", CASE WHEN {done} THEN 'handled' ELSE 'new' END"
-        params = (*dparams, *cond_params)
-    base = layout.select_sql().replace(f" FROM {layout.table}", f"{extra} FROM {layout.table}", 1)
     n_cols = layout.partition_index + 1  # metadata, fields, _partition
     handled = acks.handled_positions(conn, layout.name)
 
@@ -235,14 +203,13 @@ def show(source: Source, topic: str, which: str, consumer: str | None, from_id: 
             d["_consumer_status"] = row[n_cols]
         return d
 
-    table = TopicTable(conn, layout)
     if follow and from_id is None and limit:
         # like tail -f: the last --limit matching rows (--limit 0: all of them), then what commits next
-        from_id = table.nth_from_end(limit, cond, cond_params) or 0
+        from_id = selected.nth_from_end(limit) or 0
     start = from_id if from_id is not None else 0
 
     def rows_after(after: int, most: int) -> list[tuple]:
-        return table.page(after, most, cond, params, select=base)
+        return selected.after(after, most)
 
     rows = rows_after(start - 1, -1 if (limit == 0 or follow) else limit)
     if not rows and not follow and not as_json:  # an empty JSON array says it already
@@ -294,7 +261,7 @@ def schema(source: Source, topic: str, as_sql: bool, as_json: bool) -> None:
 
     Example: minikafka schema rss.items --json
     """
-    from ..ledger.catalog import stored_model_path
+    from ..ledger.topics import stored_model_path
 
     conn = source.ledger.conn
     layout = source.layout(topic)

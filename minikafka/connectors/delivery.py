@@ -26,7 +26,7 @@ refused) retries the same batch with exponential backoff and jitter, capped; wit
 excerpt after N failed attempts, and delivery moves on (``minikafka quarantine TOPIC
 requeue`` makes them pending for the group again). A worker that was killed re-sends
 exactly the batch in flight (same key) before taking new rows. The state (batch in
-flight, leases) lives in ``ledger/deliveries.py``.
+flight, leases) lives in ``ledger/consuming/deliveries.py``.
 
 One worker delivers a partition at a time: a second ``deliver`` on the same group (a
 cron overlap, one started by mistake) waits for the partition's lease, or with
@@ -63,10 +63,9 @@ from typing import Any
 from ..api.modes.groups import _field_dicts
 from ..api.source import Source
 from ..errors import DeliveryConfigError, DeliveryError, InvalidDurationError, MinikafkaError, TopicNotFoundError
-from ..ledger import acks
-from ..ledger import deliveries as state
-from ..ledger.layout import TopicLayout
-from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.consuming import deliveries as state
+from ..ledger.topics import TopicLayout, acks
 from ..util import clock
 from ..util.clock import utc_now
 from ..util.duration import parse_duration
@@ -161,7 +160,7 @@ def _positive_int(path: Path, where: str, value: Any, *, zero: bool = False) -> 
 
 def parse_delivery(path: Path, index: int, spec: Any) -> DeliverySpec:
     """One ``[[deliveries]]`` table, checked; errors name the file, the delivery and the key."""
-    from ..ledger.identifiers import validate_consumer_name, validate_topic_name
+    from ..ledger.topics import validate_consumer_name, validate_topic_name
 
     where = f"delivery #{index + 1}"
     if not isinstance(spec, dict):
@@ -309,7 +308,7 @@ class DeliveryWorker:
     """Deliver the given specs from the ledger at ``source_path`` (see the module docstring).
 
     One worker at a time delivers a group's partition: the worker takes the partition's
-    lease in the ledger (``ledger/deliveries.py``) before it fetches, a background thread
+    lease in the ledger (``ledger/consuming/deliveries.py``) before it fetches, a background thread
     renews its leases every third of ``lease_seconds``, and it gives them up when it
     stops. A second worker on the same group waits for the lease (with ``once``: skips
     the partition and says so). A lease whose holder died is taken over at once when the

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConnectorError
-from ..ledger import windows as stored
+from ..ledger.consuming import windows as stored
 from ..util.clock import utc_now
 from ..util.duration import parse_duration
 from .batches import Incoming, parse_json_message, store_batch

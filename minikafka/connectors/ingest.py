@@ -30,8 +30,8 @@ from pydantic import ValidationError
 from ..api.core.rows import TopicRows, rows_of
 from ..api.topic import Topic
 from ..errors import InvalidRecordError, InvalidSettingError
-from ..ledger import quarantine as store
-from ..ledger.quarantine import Quarantined
+from ..ledger.consuming import Quarantined
+from ..ledger.consuming import quarantine as store
 from ..util.clock import utc_now
 from ..util.dumpfiles import fast_json_allowed, invalid_row_reason, json_validator, parse_json_object, read_lines
 from ..util.results import Result

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from ..api.core.rows import TopicRows, rows_of
 from ..api.topic import Topic
 from ..errors import InvalidRecordError
-from ..ledger.quarantine import Quarantined, quarantine_in_current_transaction
+from ..ledger.consuming import Quarantined, quarantine_in_current_transaction
 from ..util.clock import utc_now
 
 

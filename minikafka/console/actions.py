@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from ..api.source import Source
 from ..errors import ConsoleNotFoundError, ConsoleRequestError, MinikafkaError
-from ..ledger import acks
-from ..ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.topics import acks
 from ..util.clock import utc_now
 from ..util.redact import redact_and_cut
 

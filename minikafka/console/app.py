@@ -444,7 +444,7 @@ class Pages:
         """Server-sent events: ``change`` after each commit to the ledger (from any process)."""
         from starlette.responses import StreamingResponse
 
-        from ..ledger.watcher import Watcher
+        from ..ledger.transactions import Watcher
 
         if self.console.watcher is None:
             self.console.watcher = Watcher(self.console.path)

@@ -1,7 +1,8 @@
 """What each page of the console shows, read from the ledger in one short read transaction.
 
 Every function here takes an open (read-only) Source, reads inside ``read_snapshot`` and
-returns plain values: the transaction ends before a page is rendered or sent. Nothing here
+returns plain values or the ledger's read models (``ledger.consuming.read_models``, which the
+CLI's --json prints too): the transaction ends before a page is rendered or sent. Nothing here
 writes SQL; the reads are ``minikafka.ledger``'s functions.
 """
 
@@ -20,9 +21,10 @@ from ..errors import (
     InvalidNameError,
     TopicNotFoundError,
 )
-from ..ledger import acks, browse, catalog, consumers, deliveries, filters, queues, runlog, schedules
-from ..ledger import quarantine as qstore
-from ..ledger.snapshot import read_snapshot
+from ..ledger.consuming import RowFilter, consumers, deliveries, queues, read_models, runlog, schedules
+from ..ledger.consuming import quarantine as qstore
+from ..ledger.topics import acks, browse, catalog
+from ..ledger.transactions import read_snapshot
 from ..quality.report import describe
 
 RUN_STATUSES = runlog.STATUSES
@@ -173,27 +175,19 @@ def run(source: Source, run_id: str) -> dict:
             # bounded by the run's time: _run_id has no index, and a scan of a large topic is slow
             lo, hi = browse.ids_created_between(conn, layout, row["started_at"], row["finished_at"])
             where = (f"_run_id={run_id}", f"_id>={lo}", f"_id<={hi}")
-            written[topic] = {"where": list(where), "page": browse.row_page(
-                conn, layout, condition=filters.where_clause(layout, where), limit=20)}
+            written[topic] = {"where": list(where), "page": read_models.row_page(
+                conn, layout, RowFilter(where), limit=20)}
     return {"run": row, "quarantine_topics": qtopics, "written": written, "output_topics": output_topics,
             "input_topics": [t for t in row.get("inputs") or [] if t in topics],
             "suites": (row.get("quality") or {}).get("suites", []), "report": (row.get("quality") or {}).get("report")}
 
 
 # -- topics ---------------------------------------------------------------------------------
-def topic_list(source: Source) -> list[dict]:
-    """Every topic with its counts, partitions, consumers' lag and quarantined rows."""
+def topic_list(source: Source) -> list[read_models.TopicOverview]:
+    """Every topic with its counts, partitions, consumers' positions and quarantined rows."""
     conn = source.ledger.conn
-    out = []
     with read_snapshot(conn):
-        for name in catalog.topic_names(conn):
-            layout, cache = source.layout(name), {}
-            lags = [{"name": c, "lag": sum(browse.consumer_lag(conn, name, acks.find_consumer(conn, name, c),
-                                                               cache, layout).values())}
-                    for c in acks.consumer_names(conn, name)]
-            out.append({"topic": name, **browse.topic_counts(conn, layout, cache), "partitions": layout.partitions,
-                        "consumers": lags, "quarantined": qstore.count_quarantined(conn, name)})
-    return out
+        return [read_models.topic_overview(conn, source.layout(name)) for name in catalog.topic_names(conn)]
 
 
 def _layout(source: Source, name: str):
@@ -215,25 +209,20 @@ def topic(source: Source, name: str, *, after: int | None, before: int | None, w
     conn = source.ledger.conn
     with read_snapshot(conn):
         layout = _layout(source, name)
+        conditions = tuple(w for w in where if w.strip())
+        rows = RowFilter(conditions)
         try:
-            cond, params = filters.where_clause(layout, tuple(w for w in where if w.strip()))
+            rows.condition(layout)  # a filter that does not fit the columns is a bad request, first
         except InvalidFilterError as exc:
             raise BadRequest(str(exc)) from None
         if consumer and status:
             cid = acks.find_consumer(conn, name, consumer)
             if cid is None:
                 raise NotFound(f"topic {name!r} has no consumer {consumer!r}")
-            mine, mine_params = (acks.pending_filter if status == "new" else acks.done_filter)(cid)
-            cond, params = f"({cond}) AND {mine}", (*params, *mine_params)
-        page = browse.row_page(conn, layout, after=after, before=before, condition=(cond, params), limit=PAGE_ROWS)
-        cache: dict = {}
-        groups = []
-        for reader in acks.consumer_names(conn, name):
-            cid = acks.find_consumer(conn, name, reader)
-            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, name, cid, cache, layout)
-            groups.append({"name": reader, "lag": sum(lag.values()), "partitions": [
-                {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
-        counts = browse.topic_counts(conn, layout, cache)
+            rows = RowFilter(conditions, status, cid)
+        page = read_models.row_page(conn, layout, rows, after=after, before=before, limit=PAGE_ROWS)
+        counts = read_models.topic_overview(conn, layout)
+        groups = counts.groups
         columns = [{k: c.describe().get(k) for k in ("name", "kind", "sql_type", "nullable", "enum_values")}
                    for c in layout.columns]
         info = {"model": catalog.stored_model_path(conn, name), "dedup": list(layout.dedup),
@@ -305,20 +294,14 @@ def queue_list(source: Source, state: str | None = None) -> dict:
             if cid is None:
                 continue
             counts = queues.state_counts(conn, cid, now)
-            jobs = []
-            for row_id, st, attempts, run_at, error, worker, lease, priority in queues.list_jobs(conn, cid):
-                if st == "processing" and lease is not None and lease <= now:
-                    st = "pending"
-                if state and st != state:
-                    continue
-                jobs.append({"id": row_id, "state": st, "attempts": attempts, "run_at": _ms_text(run_at),
-                             "last_error": error, "worker": worker if st == "processing" else None,
-                             "priority": priority})
+            jobs = [{"id": j.id, "state": j.state, "attempts": j.attempts, "run_at": _ms_text(j.run_at),
+                     "last_error": j.last_error, "worker": j.worker, "priority": j.priority}
+                    for j in read_models.queue_jobs(conn, cid, now, state=state or None)]
             finished = [{"id": row_id, "outcome": outcome, "result": result, "finished_at": _ms_text(at)}
                         for row_id, outcome, result, at in queues.list_outcomes(conn, cid, limit=20)]
-            lag = browse.consumer_lag(conn, topic, cid)
+            lag = read_models.consumer_positions(conn, topic, consumer, cid).lag
             out.append({"name": _queue_label(topic, consumer), "topic": topic, "consumer": consumer,
-                        "counts": counts, "not_started": sum(lag.values()) - sum(counts.values()), "jobs": jobs,
+                        "counts": counts, "not_started": lag - sum(counts.values()), "jobs": jobs,
                         "finished": finished})
     return {"queues": out, "states": JOB_STATES, "state": state or ""}
 
@@ -341,11 +324,10 @@ def group_list(source: Source) -> dict:
     with read_snapshot(conn):
         inflight = deliveries.list_inflight(conn)
         for info in consumers.consumer_info(conn, with_lag=False):
-            cid = acks.find_consumer(conn, info.topic, info.name)
-            offsets, lag = acks.committed_offsets(conn, cid), browse.consumer_lag(conn, info.topic, cid)
-            info.lag = sum(lag.values())
-            out.append({**info.as_dict(), "partitions": [
-                {"partition": p, "committed": offsets.get(p, 0), "lag": lag[p]} for p in sorted(lag)]})
+            positions = read_models.consumer_positions(conn, info.topic, info.name,
+                                                       acks.find_consumer(conn, info.topic, info.name))
+            info.lag = positions.lag
+            out.append({**info.as_dict(), "partitions": positions.partitions})
     return {"groups": out, "inflight": inflight}
 
 

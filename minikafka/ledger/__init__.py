@@ -1,8 +1,17 @@
-"""The SQLite file and nothing above it.
+"""The SQLite file and nothing above it, in four rooms, lowest first: topic storage
+(``topics/``), consumption state (``consuming/``), the open file with its transactions and
+wake-ups (``transactions/``) and file care (``files/``). Each room's ``__init__`` is its face,
+naming what the layers above may use; they import the faces, never a room's modules.
 
-Connection and pragmas (``connection``), the catalog and table layout (``catalog``,
-``layout``, ``columns``), names (``identifiers``), ack state (``acks``), the run log
-(``runlog``), the one commit transaction of stages (``commit``), Arrow export of stored
-rows (``arrow``) and after-commit events (``events``). Imports only ``minikafka.errors``
-and ``minikafka.util``.
+- ``topics/``: names, typed columns, dedup keys, layouts and the catalog, a topic's rows
+  (``TopicTable``), the ack positions each row's status is read from, counts, filters.
+- ``consuming/``: consumers, groups, queues and schedules, windows, deliveries,
+  notifications, the quarantine, the run log, retention, backfill progress, health figures,
+  and the read models the CLI and the console both show.
+- ``transactions/``: the connection with the schema and upgrades it applies, the commits of
+  stages and backfills, group commit, events, wake-ups, one short read transaction.
+- ``files/``: backups and restores as runs, snapshots, copies, Litestream.
+
+A room imports only the rooms below it (tests/test_layers.py). Imports only
+``minikafka.errors`` and ``minikafka.util``.
 """

@@ -1,6 +1,6 @@
 """Observing a ledger from outside: the Prometheus exposition of what it holds.
 
-Between ``ledger`` and ``api`` in the layers: it reads through ``ledger.metrics_read`` (one
+Between ``ledger`` and ``api`` in the layers: it reads through ``ledger.consuming.metrics_read`` (one
 short read transaction) and formats what it read; it knows nothing of pipelines (callers
 pass a pipeline's name and stage names as a ``PipelineScope``).
 """

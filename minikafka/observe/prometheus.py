@@ -16,8 +16,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..ledger.metrics_read import LedgerFigures
-from ..ledger.runlog import STATUSES
+from ..ledger.consuming import STATUSES, LedgerFigures
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 QUEUE_STATES = ("pending", "processing", "dead")

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import OutputFileError
-from ..ledger.connection import Ledger
-from ..ledger.metrics_read import LedgerFigures, read_figures, snapshot_figures
-from ..ledger.snapshot import read_snapshot
-from ..ledger.vitals import stages_in_runlog
+from ..ledger.consuming import LedgerFigures, read_figures, stages_in_runlog
+from ..ledger.files import snapshot_figures
+from ..ledger.transactions import Ledger, read_snapshot
 from ..util.atomicfile import atomic_write
 from .prometheus import render
 

@@ -71,7 +71,7 @@ from ..errors import (
     PipelineCycleError,
     PipelineDefinitionError,  # noqa: F401 (re-exported where it used to live)
 )
-from ..ledger.identifiers import validate_consumer_name, validate_topic_name
+from ..ledger.topics import validate_consumer_name, validate_topic_name
 from ..util.dag import topological_order
 from ..util.optional import install_hint
 from ..util.redact import redact_url

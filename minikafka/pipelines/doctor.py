@@ -34,7 +34,8 @@ from importlib import metadata
 from pathlib import Path
 
 from ..errors import MinikafkaError
-from ..ledger import filecheck, snapshots
+from ..ledger.files import snapshots
+from ..ledger.transactions import filecheck
 from ..util import clock
 from ..util.checks import FAIL, OK, WARN, CheckResult, human_age
 from ..util.duration import format_duration

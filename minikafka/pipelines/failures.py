@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 
 from ..api.source import Source
-from ..ledger.runlog import (
+from ..ledger.consuming import (
     INTERRUPTED,
     RunResult,
     insert_run_unless_present_in_current_transaction,

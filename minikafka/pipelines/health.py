@@ -37,10 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidSettingError, LedgerNotFoundError
-from ..ledger import filecheck, snapshots, vitals
-from ..ledger.connection import Ledger
-from ..ledger.maintenance_runs import record_run
-from ..ledger.runlog import RunResult, new_run_id
+from ..ledger.consuming import RunResult, new_run_id, vitals
+from ..ledger.files import record_run, snapshots
+from ..ledger.transactions import Ledger, filecheck
 from ..util import clock
 from ..util.checks import FAIL, OK, WARN, CheckResult, human_age, worst
 from ..util.duration import format_duration

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..api.source import Source
-from ..ledger.runlog import read_runs
+from ..ledger.consuming import read_runs
 from .definition import PipelineDefinition, StageDefinition
 
 
@@ -49,7 +49,7 @@ def register_stage_consumers(source: Source, defn: PipelineDefinition, *, dry_ru
     what registering would do); return a line for each new one that starts past existing rows:
     ``stage X: consumer starts at offset N of topic 'T', M earlier rows are skipped (start=latest)``.
     """
-    from ..ledger import acks
+    from ..ledger.topics import acks
     from ..util.clock import utc_now
 
     now = utc_now()
@@ -99,7 +99,7 @@ def pending_in(source: Source, defn: PipelineDefinition, sd: StageDefinition,
                 registered: dict[tuple[str, str], int] | None = None) -> int:
     """The rows the stage has to read now (a consumer not registered yet: from its stage's start).
     ``registered``: the consumers' ids by (stage, input), as ``open_source`` gives them."""
-    from ..ledger.acks import find_consumer, lag
+    from ..ledger.topics import find_consumer, lag
 
     rows = 0
     for name in sd.inputs:

@@ -12,8 +12,8 @@ import sqlite3
 from pathlib import Path
 
 from ..errors import LedgerError
-from ..ledger.connection import connect_read_only
-from ..ledger.consumers import registered
+from ..ledger.consuming import registered
+from ..ledger.transactions import connect_read_only
 from .definition import PipelineDefinition
 
 

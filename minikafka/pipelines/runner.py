@@ -16,7 +16,7 @@ import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from ..ledger.runlog import INTERRUPTED, interruption, new_run_id
+from ..ledger.consuming import INTERRUPTED, interruption, new_run_id
 from ..util.progress import heartbeat
 from .definition import PipelineDefinition, StageDefinition, has_upstream, select_stages
 from .failures import note_quarantine, record_interrupted
@@ -109,7 +109,7 @@ def _run_on(source, defn: PipelineDefinition, chosen: list[StageDefinition], opt
         echo(line)
     pending = {sd.name: pending_in(source, defn, sd, registered) for sd in chosen}
     if opts.backup_before and not opts.dry_run:
-        from ..ledger.backups import backup
+        from ..ledger.files import backup
 
         echo(backup(defn.source, opts.backup_before).summary())
     if not any(pending.values()):  # nothing new anywhere: every stage records its empty run, no JVM, no engine

@@ -32,8 +32,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..api.source import Source
-from ..ledger import acks
-from ..ledger.table import TopicTable
+from ..ledger.topics import TopicTable, acks
 from ..util import clock
 from ..util.clock import format_timestamp, parse_timestamp
 from ..util.redact import redact_and_cut

@@ -330,11 +330,12 @@ def engine_stopped_error(spark, stage: str) -> EngineError | None:
     whatever a call to it raised (a quality check that could not run, a gRPC dump), the cause
     is the engine's."""
     from ..errors import EngineStoppedError
+    from ..util.redact import redact_url
 
     url = stopped_engine(spark)
     if url is None:
         return None
-    return EngineStoppedError(f"the engine at {url} stopped during stage {stage}; nothing was committed and its "
+    return EngineStoppedError(f"the engine at {redact_url(url)} stopped during stage {stage}; nothing was committed and its "
                               "inputs stay pending")
 
 

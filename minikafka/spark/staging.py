@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from ..errors import StagingError
-from ..ledger.layout import TopicLayout
-from ..ledger.table import TopicTable
+from ..ledger.topics import TopicLayout, TopicTable
 from ..util.redact import redact_text, redact_url, url_secrets
 from .types import META_STORAGE, storage_sql_type
 

@@ -18,8 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..ledger.columns import ColumnSpec, decimal_layout
-from ..ledger.layout import TopicLayout
+from ..ledger.topics import ColumnSpec, TopicLayout, decimal_layout
 
 TIMESTAMP_READ = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSX"
 TIMESTAMP_WRITE = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"

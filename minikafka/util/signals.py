@@ -4,7 +4,7 @@
 ends the process at once: no 'interrupted' row, a stage process left running. Inside
 :func:`sigterm_interrupts` SIGTERM raises :class:`Terminated` in the main thread instead: a
 ``KeyboardInterrupt``, so every clean-up written for Ctrl-C runs, and the text recorded
-says which signal it was (``ledger.runlog.interruption``).
+says which signal it was (``ledger.consuming.runlog.interruption``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import time
 from pydantic import BaseModel
 
 from minikafka import DuplicateMessageError, Offset, Source, offset_of
-from minikafka.ledger import group_commit
+from minikafka.ledger.transactions import group_commit
 from tests.conftest import Video
 
 

@@ -22,7 +22,7 @@ from minikafka import (
     Source,
 )
 from minikafka.api.modes.queues import find_queue
-from minikafka.ledger import schedules as store
+from minikafka.ledger.consuming import schedules as store
 from minikafka.util.clock import format_timestamp
 from tests.api.epoch_clock import EpochClock
 from tests.api.queue_child import Task

@@ -168,7 +168,7 @@ def test_use_from_another_thread_raises(videos):
 
 
 def test_new_row_reads_are_a_rowid_range_from_the_lowest_position_without_an_index_on_new_rows(source, videos):
-    from minikafka.ledger import acks
+    from minikafka.ledger.topics import acks
 
     videos.consumer("a")
     conn = source._ledger.conn

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from minikafka import Source
-from minikafka.ledger import filecheck
-from minikafka.ledger.connection import Ledger
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
+from minikafka.ledger.transactions import Ledger, filecheck
 from minikafka.pipelines.definition import load_pipeline
 from minikafka.pipelines.runner import run_pipeline
 from tests.cli.helpers import invoke, seed

@@ -7,7 +7,7 @@ import os
 import time
 
 from minikafka import Source
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
 from tests.cli.helpers import Item, invoke, seed
 
 

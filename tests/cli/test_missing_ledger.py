@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from minikafka import Source
-from minikafka.ledger.schema import LEDGER_FORMAT
+from minikafka.ledger.transactions import LEDGER_FORMAT
 from schemas.homelab import RssItem
 from tests.cli.helpers import Item, invoke, seed
 from tests.ledger.readonly import Immutable, fingerprint

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from minikafka import Source
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
 from tests.cli.helpers import invoke, seed
 
 LONG = "backfill-rss.items-20261123T113729Z-e6eb86db"

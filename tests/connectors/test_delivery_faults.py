@@ -119,7 +119,7 @@ def test_a_second_worker_with_once_skips_a_partition_another_worker_delivers(tmp
     db = str(tmp_path / "ledger.sqlite")
     fill(db, 4)
     with ScriptedServer([200]) as server, Source(db) as src:
-        from minikafka.ledger import deliveries as state
+        from minikafka.ledger.consuming import deliveries as state
 
         cid = src.group("shipper")._consumer_id("orders", register=True)
         with src._ledger.atomic() as conn:  # a live worker elsewhere holds partition 0

@@ -13,8 +13,8 @@ import pytest
 
 from minikafka import Source
 from minikafka.connectors.notify import notify
-from minikafka.ledger.connection import Ledger
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
+from minikafka.ledger.transactions import Ledger
 from minikafka.pipelines.health import check_health
 from minikafka.util.clock import format_timestamp
 from tests.connectors.scripted_server import ScriptedServer

@@ -226,7 +226,7 @@ def test_user_info_and_an_authorization_header_together_are_refused_naming_both_
 
 def test_a_health_notification_header_value_reaches_no_output_log_record_or_ledger_byte(tmp_path, careless,
                                                                                         every_record):
-    from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+    from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
     from minikafka.pipelines.health import check_health
 
     db = str(tmp_path / "ledger.sqlite")

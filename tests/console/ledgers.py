@@ -17,8 +17,12 @@ from pydantic import BaseModel
 
 from examples.myjobs import Summarise  # the shipped queue model: the console process imports it by name
 from minikafka import Source
-from minikafka.ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+from minikafka.ledger.consuming import (
+    Quarantined,
+    RunResult,
+    quarantine_in_current_transaction,
+    write_run_in_current_transaction,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("conf", "schemas", "jobs", "examples")

@@ -17,9 +17,8 @@ import httpx
 import pytest
 
 from minikafka import Source
-from minikafka.ledger import browse
-from minikafka.ledger.consumers import consumer_info
-from minikafka.ledger.quarantine import count_quarantined, list_quarantined
+from minikafka.ledger.consuming import consumer_info, list_quarantined, read_models
+from minikafka.ledger.consuming.quarantine import count_quarantined
 
 pytestmark = pytest.mark.spark  # the example ledger comes from a real run of its pipeline
 
@@ -88,8 +87,8 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
         last = {}
         for r in reversed(runs):
             last[r["stage"] or r["kind"]] = r
-        topics = {t: browse.topic_counts(conn, source.layout(t)) for t in source.topics()}
-        scored_ids = [r["_id"] for r in browse.row_page(conn, source.layout("rss.scored"), limit=100).rows]
+        topics = {t: read_models.topic_overview(conn, source.layout(t)) for t in source.topics()}
+        scored_ids = [r["_id"] for r in read_models.row_page(conn, source.layout("rss.scored"), limit=100).rows]
         quarantined = list_quarantined(conn, None, limit=None)
         lags = {(i.topic, i.name): i.lag for i in consumer_info(conn)}
 
@@ -137,8 +136,8 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
     click(browser, "Topics")
     for topic, c in topics.items():
         row = browser.find_element(by().CSS_SELECTOR, f'tr[data-topic="{topic}"]')
-        assert row.find_element(by().CSS_SELECTOR, "td.total").text == str(c["total"])
-        assert row.find_element(by().CSS_SELECTOR, "td.new").text == str(c["new"])
+        assert row.find_element(by().CSS_SELECTOR, "td.total").text == str(c.total)
+        assert row.find_element(by().CSS_SELECTOR, "td.new").text == str(c.new)
     click(browser, "rss.scored")
     assert [int(i) for i in attribute(browser, "#rows tr[data-id]", "data-id")] == scored_ids[:50]
     shot(browser, "topic")

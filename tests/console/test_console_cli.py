@@ -151,7 +151,7 @@ def slow_ledger(tmp_path_factory):
     """A ledger with one quarantined row so large its page takes seconds to build (pretty-print, mask, escape)."""
     import json
 
-    from minikafka.ledger.quarantine import Quarantined, quarantine_in_current_transaction
+    from minikafka.ledger.consuming import Quarantined, quarantine_in_current_transaction
 
     path = _ledger(tmp_path_factory.mktemp("slow"))
     payload = json.dumps([{"title": f"row {i}", "url": f"https://example.com/{i}", "n": i} for i in range(SLOW_ROWS)])

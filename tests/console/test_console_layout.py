@@ -9,8 +9,12 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+from minikafka.ledger.consuming import (
+    Quarantined,
+    RunResult,
+    quarantine_in_current_transaction,
+    write_run_in_current_transaction,
+)
 
 from .ledgers import small_ledger
 

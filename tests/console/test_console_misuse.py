@@ -23,8 +23,10 @@ with warnings.catch_warnings():
 from minikafka import Source  # noqa: E402
 from minikafka.console import actions  # noqa: E402
 from minikafka.console.app import create_app  # noqa: E402
-from minikafka.ledger.consumers import consumer_info  # noqa: E402
-from minikafka.ledger.runlog import read_runs  # noqa: E402
+from minikafka.ledger.consuming import (
+    consumer_info,  # noqa: E402
+    read_runs,  # noqa: E402
+)
 
 from .ledgers import small_ledger  # noqa: E402
 

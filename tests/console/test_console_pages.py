@@ -18,7 +18,7 @@ with warnings.catch_warnings():  # starlette's note that a later httpx package w
 
 from minikafka import Source  # noqa: E402
 from minikafka.console.app import create_app  # noqa: E402
-from minikafka.ledger.runlog import read_runs  # noqa: E402
+from minikafka.ledger.consuming import read_runs  # noqa: E402
 
 from .ledgers import SECRETS, small_ledger  # noqa: E402
 
@@ -198,7 +198,7 @@ class Hook(BaseModel):
 
 
 def test_a_field_named_like_a_secret_and_a_runs_details_are_shown_masked(ledger):
-    from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+    from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
 
     with Source(ledger) as source:
         source.topic("hooks", Hook, dedup=None).append({"url": "https://hooks.example/a", "api_key": "k-93847561"})
@@ -215,7 +215,8 @@ def test_a_field_named_like_a_secret_and_a_runs_details_are_shown_masked(ledger)
 
 
 def test_a_delivery_in_flight_is_shown_with_its_last_error_redacted(ledger):
-    from minikafka.ledger import acks, deliveries
+    from minikafka.ledger.consuming import deliveries
+    from minikafka.ledger.topics import acks
 
     with Source(ledger) as source:
         with source.ledger.atomic() as conn:
@@ -229,7 +230,7 @@ def test_a_delivery_in_flight_is_shown_with_its_last_error_redacted(ledger):
 
 
 def _log_run(path, run_id: str, stage: str, status: str, started: str | None = None) -> None:
-    from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+    from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
 
     with Source(path) as source:
         run = RunResult(run_id, "stage", stage=stage)

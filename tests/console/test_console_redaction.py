@@ -23,9 +23,15 @@ with warnings.catch_warnings():
 
 from minikafka import Source  # noqa: E402
 from minikafka.console.app import create_app  # noqa: E402
-from minikafka.ledger import acks, deliveries  # noqa: E402
-from minikafka.ledger.quarantine import Quarantined, quarantine_in_current_transaction  # noqa: E402
-from minikafka.ledger.runlog import COLUMNS, RunResult, write_run_in_current_transaction  # noqa: E402
+from minikafka.ledger.consuming import (  # noqa: E402  # noqa: E402
+    COLUMNS,
+    Quarantined,
+    RunResult,
+    deliveries,  # noqa: E402
+    quarantine_in_current_transaction,
+    write_run_in_current_transaction,
+)
+from minikafka.ledger.topics import acks
 from minikafka.quality.report import write_report  # noqa: E402
 
 PASSWORD = "Pw0rdSecretAlpha"

@@ -24,8 +24,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from minikafka import Source
-from minikafka.ledger.commit import InputState, StagedOutput, commit_stage
-from minikafka.ledger.runlog import RunResult
+from minikafka.ledger.consuming import RunResult
+from minikafka.ledger.transactions import InputState, StagedOutput, commit_stage
 from tests.api.modes.test_groups import Order
 from tests.conftest import Video
 

@@ -51,8 +51,8 @@ def append(path: str, stop: Path) -> None:
 def stage(path: str, stop: Path) -> None:
     import pyarrow as pa
 
-    from minikafka.ledger.commit import InputState, StagedOutput, commit_stage
-    from minikafka.ledger.runlog import RunResult, new_run_id
+    from minikafka.ledger.consuming import RunResult, new_run_id
+    from minikafka.ledger.transactions import InputState, StagedOutput, commit_stage
 
     with Source(path) as source:
         src = source.topic("src", Item, dedup=("n",))

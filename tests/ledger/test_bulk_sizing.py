@@ -1,4 +1,4 @@
-"""Bulk writes sized by the key index (ledger/bulk.py): transactions and the page cache grow
+"""Bulk writes sized by the key index (ledger/topics/bulk.py): transactions and the page cache grow
 with the topic's rows, read from row marks, and the connection's cache comes back after."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.ledger import bulk
-from minikafka.ledger.connection import CACHE_KIB
+from minikafka.ledger.topics import bulk
+from minikafka.ledger.transactions.connection import CACHE_KIB
 
 
 class Item(BaseModel):

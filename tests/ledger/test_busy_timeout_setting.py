@@ -6,7 +6,7 @@ import pytest
 
 from minikafka import Source
 from minikafka.errors import InvalidSettingError, MinikafkaError
-from minikafka.ledger.connection import MAX_BUSY_TIMEOUT_MS, busy_timeout_ms
+from minikafka.ledger.transactions.connection import MAX_BUSY_TIMEOUT_MS, busy_timeout_ms
 
 
 @pytest.mark.parametrize("value", ["abc", "5", None, True, [1]])

@@ -1,8 +1,8 @@
-"""ledger.consumers.consumer_info (lag, last activity). Retention ages: tests/util/test_duration.py."""
+"""ledger.consuming.consumers.consumer_info (lag, last activity). Retention ages: tests/util/test_duration.py."""
 
 from __future__ import annotations
 
-from minikafka.ledger.consumers import consumer_info
+from minikafka.ledger.consuming import consumer_info
 from tests.conftest import Video
 
 

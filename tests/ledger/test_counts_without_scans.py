@@ -1,4 +1,4 @@
-"""Counts from positions and row marks (ledger/counts.py) equal a scan of the status views,
+"""Counts from positions and row marks (ledger/topics/counts.py) equal a scan of the status views,
 whatever happened to the topic: appends, acks, replays, dropped consumers, retention,
 quarantine, a kill -9 inside a transaction, writers in several processes; and reading
 them costs the same at 10x the rows.
@@ -21,8 +21,8 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.ledger import counts, retention
-from minikafka.ledger.consumers import consumer_info
+from minikafka.ledger.consuming import consumer_info, retention
+from minikafka.ledger.topics import counts
 from minikafka.util.clock import utc_now
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,8 +130,8 @@ def test_retention_deleting_handled_rows_keeps_counts_exact(partitions):
 
 def test_rows_a_stage_quarantines_and_the_rows_it_writes_count_exactly():
     pa = pytest.importorskip("pyarrow")
-    from minikafka.ledger.commit import InputState, StagedOutput, commit_stage
-    from minikafka.ledger.runlog import RunResult, new_run_id
+    from minikafka.ledger.consuming import RunResult, new_run_id
+    from minikafka.ledger.transactions import InputState, StagedOutput, commit_stage
 
     with Source(":memory:") as src:
         t = make(src)
@@ -140,7 +140,7 @@ def test_rows_a_stage_quarantines_and_the_rows_it_writes_count_exactly():
         out.extend([{"k": "o1", "v": 1}])
         conn = src.ledger.conn
         with src.ledger.atomic():
-            from minikafka.ledger import acks
+            from minikafka.ledger.topics import acks
 
             cid = acks.register_consumer_in_current_transaction(conn, "t", "stage", utc_now())
         batch = pa.RecordBatch.from_pydict({"k": [f"o{i}" for i in range(30)], "v": list(range(30))})
@@ -157,7 +157,7 @@ CHILD = textwrap.dedent("""
     import sys, time
     from pydantic import BaseModel
     from minikafka import Source
-    from minikafka.ledger import counts
+    from minikafka.ledger.topics import counts
 
     counts.SPACING = 5
 
@@ -273,7 +273,7 @@ def test_upgrading_an_older_ledger_marks_its_rows_and_counts_stay_what_a_scan_sa
 
 @pytest.mark.parametrize("partitions", [1, 3])
 def test_rows_pending_up_to_an_id_equal_a_scan_of_that_range(partitions):
-    from minikafka.ledger import acks
+    from minikafka.ledger.topics import acks
 
     rng = random.Random(7)
     with Source(":memory:") as src:

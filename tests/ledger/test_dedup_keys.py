@@ -1,4 +1,4 @@
-"""The dedup hash (ledger/keys.py) keeps dedup exact: two different keys whose hashes
+"""The dedup hash (ledger/topics/keys.py) keeps dedup exact: two different keys whose hashes
 collide are both stored, a true duplicate is never stored twice (inside one write, across
 writes, of a collided key too), on every insert path; a load killed mid-transaction and
 run again stores each key once; an older ledger gains the hash on upgrade.
@@ -22,8 +22,7 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import DuplicateMessageError, Source
-from minikafka.ledger import keys, rowfiles
-from minikafka.ledger.table import TopicTable
+from minikafka.ledger.topics import TopicTable, keys, rowfiles
 from minikafka.util.clock import utc_now
 from tests.conftest import Video
 
@@ -120,7 +119,7 @@ CHILD = textwrap.dedent("""
     import sys, time
     from pydantic import BaseModel
     from minikafka import Source
-    from minikafka.ledger import keys
+    from minikafka.ledger.topics import keys
 
     real = keys.dedup_hash
     keys.dedup_hash = lambda *v: 7 if str(v[0]).startswith("clash") else real(*v)
@@ -282,7 +281,7 @@ def test_the_one_text_field_shortcut_of_the_hash_gives_the_typed_encodings_numbe
     blake2b (8 bytes) of tag 3, the UTF-8 length (8 bytes, big-endian) and the bytes."""
     import hashlib
 
-    from minikafka.ledger.keys import dedup_hash
+    from minikafka.ledger.topics.keys import dedup_hash
 
     for text in ("", "https://example.com/posts/1", "ünïcødé ✓", "\ud800 lone surrogate", "x" * 10_000):
         raw = text.encode("utf-8", "surrogatepass")

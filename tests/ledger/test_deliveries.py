@@ -1,4 +1,4 @@
-"""ledger/deliveries.py: partition leases, the batch in flight, settling, quarantining and requeueing.
+"""ledger/consuming/deliveries.py: partition leases, the batch in flight, settling, quarantining and requeueing.
 
 Times are passed in (milliseconds), so expiry is tested without sleeping.
 """
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from minikafka.ledger import acks
-from minikafka.ledger import deliveries as state
-from minikafka.ledger import quarantine as store
+from minikafka.ledger.consuming import deliveries as state
+from minikafka.ledger.consuming import quarantine as store
+from minikafka.ledger.topics import acks
 from minikafka.util.clock import utc_now
 
 

@@ -1,4 +1,4 @@
-"""ledger.filters: a filter value becomes the form the ledger stores, or a clear error."""
+"""ledger.topics.filters: a filter value becomes the form the ledger stores, or a clear error."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from pydantic import BaseModel
 
-from minikafka.ledger.filters import InvalidFilterError, where_clause
+from minikafka.ledger.topics import InvalidFilterError, where_clause
 
 U1 = uuid.UUID("12345678-1234-5678-1234-567812345678")
 

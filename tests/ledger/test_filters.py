@@ -1,4 +1,4 @@
-"""ledger.filters: FIELD OP VALUE checked against the topic's columns, values as parameters."""
+"""ledger.topics.filters: FIELD OP VALUE checked against the topic's columns, values as parameters."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import enum
 import pytest
 from pydantic import BaseModel
 
-from minikafka.ledger.filters import InvalidFilterError, parse_condition, where_clause
+from minikafka.ledger.topics import InvalidFilterError, where_clause
+from minikafka.ledger.topics.filters import parse_condition
 
 
 class Color(enum.Enum):

@@ -18,7 +18,7 @@ import pytest
 from pydantic import BaseModel, create_model
 
 from minikafka import Source
-from minikafka.ledger import keyed, keys
+from minikafka.ledger.topics import keyed, keys
 from minikafka.util.clock import utc_now
 from minikafka.util.faults import ENV
 from tests.ledger.test_types import Everything, sample
@@ -87,7 +87,7 @@ def test_every_type_is_identical_through_a_keyed_table_in_python_arrow_and_sql(s
         assert keyed.merge_rows_in_current_transaction(conn, table.layout, [arrow], utc_now()).unchanged == 3
 
 
-# Topic.to_arrow cannot build a UUID column yet (a limit of ledger/arrow.py, topics too): the
+# Topic.to_arrow cannot build a UUID column yet (a limit of ledger/topics/arrow.py, topics too): the
 # Arrow read is checked on every other type
 NoUuid = create_model("NoUuid", **{n: (f.annotation, f) for n, f in Everything.model_fields.items() if n != "uid"})
 
@@ -127,7 +127,7 @@ CHILD = """
 import sys
 import pyarrow as pa
 from minikafka import Source
-from minikafka.ledger import keyed
+from minikafka.ledger.topics import keyed
 from minikafka.util.clock import utc_now
 from minikafka.util.faults import checkpoint
 from tests.ledger.test_keyed import Daily, Fact

@@ -21,9 +21,9 @@ import pyarrow as pa
 import pytest
 
 from minikafka import Source
-from minikafka.ledger.commit import InputState, StagedOutput, commit_stage
-from minikafka.ledger.litestream import litestream_config
-from minikafka.ledger.runlog import RunResult
+from minikafka.ledger.consuming import RunResult
+from minikafka.ledger.files import litestream_config
+from minikafka.ledger.transactions import InputState, StagedOutput, commit_stage
 from tests.ledger.ledger_writers import Event, Item, make_ledger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,4 +138,4 @@ def test_minikafka_checkpoints_only_passive_except_a_restore_that_holds_the_file
         for mode in re.findall(r"wal_checkpoint\((\w+)\)", path.read_text()):
             found.setdefault(mode, set()).add(path.relative_to(ROOT).as_posix())
     assert set(found) <= {"PASSIVE", "TRUNCATE"}
-    assert found.get("TRUNCATE", set()) <= {"minikafka/ledger/restore.py"}
+    assert found.get("TRUNCATE", set()) <= {"minikafka/ledger/files/restoring.py"}

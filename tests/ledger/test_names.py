@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from minikafka import InvalidNameError
-from minikafka.ledger.identifiers import quote_identifier
+from minikafka.ledger.topics import quote_identifier
 from tests.conftest import Video
 
 

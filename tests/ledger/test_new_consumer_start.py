@@ -86,7 +86,7 @@ def test_history_appended_as_handled_moves_the_handled_position_not_a_row_per_me
 
 
 def test_an_insert_stores_no_status_a_row_appended_as_handled_is_marked_after_it(source, videos):
-    from minikafka.ledger.table import insert_params
+    from minikafka.ledger.topics import insert_params
 
     row = videos.rows.encode(Video(creator="c", url="x", length_seconds=1))
     assert insert_params([row], "2026-01-01T00:00:00.000000Z") == [(*row, "2026-01-01T00:00:00.000000Z")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from minikafka.ledger import acks
+from minikafka.ledger.topics import acks
 from minikafka.util.clock import utc_now
 
 

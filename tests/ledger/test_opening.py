@@ -21,8 +21,8 @@ from minikafka import (
     ReadOnlyLedgerError,
     Source,
 )
-from minikafka.ledger import connection
-from minikafka.ledger.schema import LEDGER_FORMAT, schema_objects, schema_statements
+from minikafka.ledger.transactions import LEDGER_FORMAT, connection
+from minikafka.ledger.transactions.schema import schema_objects, schema_statements
 from tests.conftest import Video
 from tests.ledger.readonly import Immutable, fingerprint
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minikafka.errors import InvalidNameError
-from minikafka.ledger.identifiers import validate_topic_name
+from minikafka.ledger.topics import validate_topic_name
 from tests.conftest import Video
 
 

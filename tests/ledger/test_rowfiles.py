@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from minikafka import Source
 from minikafka.errors import StagingError
-from minikafka.ledger.rowfiles import attached, write_row_file
-from minikafka.ledger.table import TopicTable
+from minikafka.ledger.topics import TopicTable, write_row_file
+from minikafka.ledger.topics.rowfiles import attached
 
 
 class Item(BaseModel):

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from minikafka import BackupError, LedgerInUseError, SnapshotNotFoundError, Source
-from minikafka.ledger import snapshots
-from minikafka.ledger.backups import backup, restore
+from minikafka.ledger.files import backup, restore, snapshots
 from tests.ledger.ledger_writers import Event, make_ledger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -375,7 +374,7 @@ def test_a_log_restarted_while_it_is_copied_is_left_out_and_the_file_alone_is_th
         writer.execute("PRAGMA wal_checkpoint(PASSIVE)")  # all in the file; the log keeps its (copied-in) frames
         header = Path(f"{ledger}-wal").read_bytes()[:32]
         env = {**os.environ, "MINIKAFKA_FREEZE_AT": "backup:log-copied", "MINIKAFKA_FREEZE_MODE": "stop"}
-        code = ("import sys, json; from minikafka.ledger.snapshots import take_snapshot; "
+        code = ("import sys, json; from minikafka.ledger.files.snapshots import take_snapshot; "
                 "m = take_snapshot(sys.argv[1], sys.argv[2]); print(json.dumps([str(m.snapshot.path), m.folded]))")
         proc = subprocess.Popen([sys.executable, "-c", code, str(ledger), str(tmp_path / "b")], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.ledger.table import TopicTable
+from minikafka.ledger.topics import TopicTable
 
 
 class Item(BaseModel):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from minikafka import LedgerError, Source
-from minikafka.ledger.schema import LEDGER_FORMAT
+from minikafka.ledger.transactions import LEDGER_FORMAT
 from tests.api.modes.test_groups import Order
 from tests.conftest import Video
 
@@ -112,8 +112,8 @@ def test_a_format_2_ledger_is_upgraded_in_place_with_every_consumers_state_and_t
 
 
 def test_stage_commits_move_only_positions_after_the_upgrade_and_the_views_follow(format2):
-    from minikafka.ledger.commit import InputState, commit_stage
-    from minikafka.ledger.runlog import RunResult
+    from minikafka.ledger.consuming import RunResult
+    from minikafka.ledger.transactions import InputState, commit_stage
 
     with Source(format2) as src:
         src.topic("videos", Video, dedup=("url",))

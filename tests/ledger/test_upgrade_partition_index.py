@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.ledger.schema import LEDGER_FORMAT
+from minikafka.ledger.transactions import LEDGER_FORMAT
 from tests.conftest import Video
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "ledger_format4.sqlite"

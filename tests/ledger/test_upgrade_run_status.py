@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from minikafka import Source
-from minikafka.ledger.runlog import INTERRUPTED, RunResult, write_run_in_current_transaction
-from minikafka.ledger.schema import LEDGER_FORMAT
+from minikafka.ledger.consuming import INTERRUPTED, RunResult, write_run_in_current_transaction
+from minikafka.ledger.transactions import LEDGER_FORMAT
 from tests.conftest import Video
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "ledger_format3.sqlite"

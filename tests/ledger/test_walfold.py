@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from minikafka import Source
-from minikafka.ledger import snapshots, walfold
-from minikafka.ledger.filecopy import copy_file_steadily
+from minikafka.ledger.files import snapshots, walfold
+from minikafka.ledger.files.filecopy import copy_file_steadily
 
 # bytes of page 1 that leaving WAL mode through SQLite rewrites and our fold leaves as logged:
 # the file change counter (24-27) and the version-valid-for number and SQLite version (92-99)

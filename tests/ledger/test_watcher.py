@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from minikafka import Source
-from minikafka.ledger.watcher import Watcher, wait_until
+from minikafka.ledger.transactions import Watcher
+from minikafka.ledger.transactions.watcher import wait_until
 
 
 class Ping(BaseModel):

@@ -13,7 +13,8 @@ from pydantic import BaseModel
 
 from minikafka import Source
 from minikafka.errors import InvalidDurationError, InvalidSettingError, LedgerReplacedError
-from minikafka.ledger.watcher import Watcher, wait_until
+from minikafka.ledger.transactions import Watcher
+from minikafka.ledger.transactions.watcher import wait_until
 
 
 class Ping(BaseModel):

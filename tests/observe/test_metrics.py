@@ -18,11 +18,16 @@ from pydantic import BaseModel
 
 from minikafka import Source
 from minikafka.cli import main
-from minikafka.ledger.backups import backup
-from minikafka.ledger.connection import Ledger
-from minikafka.ledger.consumers import consumer_info
-from minikafka.ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from minikafka.ledger.runlog import RunResult, read_runs, write_run_in_current_transaction
+from minikafka.ledger.consuming import (
+    Quarantined,
+    RunResult,
+    consumer_info,
+    quarantine_in_current_transaction,
+    read_runs,
+    write_run_in_current_transaction,
+)
+from minikafka.ledger.files import backup
+from minikafka.ledger.transactions import Ledger
 from minikafka.observe.prometheus import FAMILIES
 from minikafka.observe.scrape import TEXTFILE_NAME, PipelineScope, exposition
 from minikafka.util.clock import format_timestamp, parse_timestamp
@@ -233,7 +238,8 @@ def test_the_command_runs_as_a_user_runs_it(ledger):
 
 
 def test_label_values_with_quotes_backslashes_and_line_breaks_read_back_exactly():
-    from minikafka.ledger.metrics_read import LedgerFigures, StageFigures, TopicFigures
+    from minikafka.ledger.consuming import LedgerFigures
+    from minikafka.ledger.consuming.metrics_read import StageFigures, TopicFigures
     from minikafka.observe.prometheus import render
 
     odd = 'a "quoted" \\ stage\nname'
@@ -259,7 +265,7 @@ def test_console_metrics_of_a_file_that_is_not_a_ledger_is_a_409_not_a_traceback
 
 
 def test_a_pipeline_with_a_backups_directory_counts_only_this_ledgers_snapshots(ledger, tmp_path):
-    from minikafka.ledger.snapshots import list_snapshots
+    from minikafka.ledger.files.snapshots import list_snapshots
 
     backups = ledger.parent.parent / "backups"
     other = tmp_path / "other.sqlite"

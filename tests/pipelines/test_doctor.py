@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from minikafka import Source
-from minikafka.ledger.backups import backup
+from minikafka.ledger.files import backup
 from minikafka.pipelines.definition import load_pipeline
 from minikafka.pipelines.doctor import doctor_checks
 

@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from minikafka import PipelineDefinitionError, Source
-from minikafka.ledger.connection import Ledger
-from minikafka.ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from minikafka.ledger.runlog import RunResult, write_run_in_current_transaction
+from minikafka.ledger.consuming import (
+    Quarantined,
+    RunResult,
+    quarantine_in_current_transaction,
+    write_run_in_current_transaction,
+)
+from minikafka.ledger.transactions import Ledger
 from minikafka.pipelines.definition import load_pipeline
 from minikafka.pipelines.health import check_health, health_checks
 from minikafka.util.clock import ManualClock, format_timestamp, use_clock

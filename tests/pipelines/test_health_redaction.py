@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from minikafka import Source
-from minikafka.ledger.runlog import COLUMNS, RunResult, read_runs, write_run_in_current_transaction
+from minikafka.ledger.consuming import COLUMNS, RunResult, read_runs, write_run_in_current_transaction
 from tests.connectors.scripted_server import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]

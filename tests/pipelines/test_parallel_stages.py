@@ -10,7 +10,7 @@ import time
 import pytest
 
 from minikafka import Source
-from minikafka.ledger.runlog import INTERRUPTED
+from minikafka.ledger.consuming import INTERRUPTED
 from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.failures import record_failed_run
 from minikafka.pipelines.results import PipelineRun, StageOutcome

@@ -2,7 +2,7 @@
 ledger at most twice, registers the stage's consumer once and reads each of its topics'
 layouts once.
 
-Every connection the ledger opens is traced (``sqlite3.connect`` in ``ledger.connection``),
+Every connection the ledger opens is traced (``sqlite3.connect`` in ``ledger.transactions.connection``),
 so a statement run on a second connection, or a second connection itself, is counted too.
 Under spark-submit the runner's process and the job's are traced apart (the job's with the
 very arguments the runner gives it) and their counts added.
@@ -15,7 +15,7 @@ import sqlite3
 
 import pytest
 
-import minikafka.ledger.connection as connection
+import minikafka.ledger.transactions.connection as connection
 from minikafka import job
 from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.launch.submit import submit_command

@@ -1,4 +1,4 @@
-"""`run` on an engine forks its stages from one pre-imported stage host (pipelines/stagehost.py):
+"""`run` on an engine forks its stages from one pre-imported stage host (pipelines/launch/stagehost.py):
 the same ledger as fresh processes, nothing left running after Ctrl-C or a kill, a host that
 dies means fresh processes, and MINIKAFKA_STAGE_HOST=0 turns it off.
 

@@ -12,7 +12,7 @@ import pytest
 
 from minikafka import Source
 from minikafka.connectors.ingest import ingest_jsonl
-from minikafka.ledger.identifiers import quote_identifier
+from minikafka.ledger.topics import quote_identifier
 from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.opening import open_source
 from minikafka.pipelines.runner import run_pipeline

@@ -93,7 +93,7 @@ CUT_ON_PURPOSE = {
     ("quality/validate.py", "list(values or [])[:SAMPLE_VALUES]"): "a list of values, not a text",
     ("util/forkserver.py", ".encode()[:4000]"): "bytes to the fork server's control pipe, made into an error there",
     ("api/modes/pipes.py", "for p in self.pipelines)[:500]"): "topic names only",
-    ("ledger/walfold.py", "frame[:FRAME_HEADER_BYTES]"): "bytes of a WAL frame",
+    ("ledger/files/walfold.py", "frame[:FRAME_HEADER_BYTES]"): "bytes of a WAL frame",
     ("spark/loading/rowcheck.py", "raw[:10000]"): "a quarantined payload: the data itself",
     ("connectors/intake.py", "payload[:10000]"): "a quarantined payload: the data itself",
     ("connectors/ingest.py", "text.strip()[:PAYLOAD_CHARS]"): "a quarantined payload: the data itself",

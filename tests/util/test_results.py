@@ -11,8 +11,8 @@ import pytest
 from minikafka.api.core.requeue import RequeueResult
 from minikafka.connectors.delivery import DeliverySummary, PartitionStats
 from minikafka.connectors.ingest import IngestResult
-from minikafka.ledger.runlog import RunResult
-from minikafka.ledger.runlog_retention import PruneResult
+from minikafka.ledger.consuming import RunResult
+from minikafka.ledger.consuming.runlog_retention import PruneResult
 from minikafka.pipelines.results import PipelineRun, StageOutcome
 from minikafka.pipelines.watch import WatchResult
 from minikafka.quality.validate import SuiteOutcome

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from ...ledger.connection import Ledger
-    from ...ledger.layout import TopicLayout
-    from ...ledger.watcher import Watcher
+    from ...ledger.topics import TopicLayout
+    from ...ledger.transactions import Ledger, Watcher
     from .rows import TopicRows
 
 

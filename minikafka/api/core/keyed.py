@@ -1,4 +1,4 @@
-"""KeyedRows: the rows of a keyed table (``ledger/keyed.py``), where every write is a merge.
+"""KeyedRows: the rows of a keyed table (``ledger/topics/keyed.py``), where every write is a merge.
 
 A keyed table is a topic, so the modes (pipes, consumers, groups...) work on its rows as on
 any topic's; only writing differs: each insert path of ``TopicRows`` merges its rows by key
@@ -14,11 +14,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ...errors import InvalidSettingError
-from ...ledger import acks, keyed
-from ...ledger.connection import Ledger
-from ...ledger.events import Event
-from ...ledger.layout import TopicLayout
-from ...ledger.table import PAGE
+from ...ledger.topics import PAGE, TopicLayout, acks, keyed
+from ...ledger.transactions import Event, Ledger
 from ...util.clock import utc_now
 from ...util.faults import checkpoint
 from .rows import ModelT, TopicRows

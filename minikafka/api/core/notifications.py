@@ -18,9 +18,9 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidNameError, InvalidRecordError, InvalidSettingError
-from ...ledger import notifications as store
-from ...ledger.columns import json_value_refusal
-from ...ledger.watcher import Pause, drive, drive_async
+from ...ledger.consuming import notifications as store
+from ...ledger.topics import json_value_refusal
+from ...ledger.transactions import Pause, drive, drive_async
 from ...util.clock import format_timestamp, parse_timestamp, utc_now
 from ...util.timeouts import check_timeout
 

@@ -1,6 +1,6 @@
 """Put quarantined rows back: the one quarantine operation that needs the topic's model.
 
-Listing and purging are model-free and live in ``ledger.quarantine``.
+Listing and purging are model-free and live in ``ledger.consuming.quarantine``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from ...errors import MinikafkaError
-from ...ledger import acks, deliveries
-from ...ledger import quarantine as store
-from ...ledger.queues import revive_dead_in_current_transaction
+from ...ledger.consuming import deliveries, revive_dead_in_current_transaction
+from ...ledger.consuming import quarantine as store
+from ...ledger.topics import acks
 from ...util.clock import utc_now
 from ...util.results import Result
 from .rows import TopicRows, rows_of

@@ -2,7 +2,7 @@
 
 Validate and encode payloads, insert them (``*_in_current_transaction``: the caller owns
 the transaction), read rows in pages, turn rows into Records and models, count and ack:
-what needs the topic's model. The statements themselves are ``ledger.table.TopicTable``'s
+what needs the topic's model. The statements themselves are ``ledger.topics.table.TopicTable``'s
 (``self.table``), the one reader and writer of a topic's rows.
 ``Topic`` (the face) delegates to it; pipes, queues, groups, streaming and the connectors
 take a ``TopicRows`` and never a Topic's internals. ``StreamRows`` is the variant for
@@ -25,12 +25,8 @@ from ...errors import (
     SchemaMismatchError,
     UnknownStatusError,
 )
-from ...ledger import acks, counts
-from ...ledger.columns import json_value_refusal
-from ...ledger.connection import Ledger
-from ...ledger.events import Event
-from ...ledger.layout import N_META, TopicLayout
-from ...ledger.table import PAGE, TopicTable, insert_params
+from ...ledger.topics import N_META, PAGE, TopicLayout, TopicTable, acks, counts, insert_params, json_value_refusal
+from ...ledger.transactions import Event, Ledger
 from ...util.clock import parse_timestamp, utc_now
 from .record import Record
 
@@ -179,7 +175,7 @@ class TopicRows(LayoutNames[ModelT]):
 
     def insert_grouped(self, model: ModelT, *, ignore_duplicates: bool = False,
                        partition: int | None = None) -> tuple[int, int] | None:
-        """Insert one validated model in the process's next group commit (``ledger.group_commit``).
+        """Insert one validated model in the process's next group commit (``ledger.transactions.group_commit``).
 
         Returns (id, partition) once the row is durable (None when ignored as a duplicate); a
         duplicate or unstorable row fails this call only. Use only outside a transaction

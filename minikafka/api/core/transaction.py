@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from ...errors import ProtectedTableError, TransactionError
-from ...ledger.catalog import topic_names
-from ...ledger.identifiers import LEDGER_PREFIX
+from ...ledger.topics import LEDGER_PREFIX, topic_names
 from .notifications import notify_in_current_transaction
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 ``group = source.group("order-processors")`` is the same consumer as a Spark stage or a
 pipe consuming under that name (``topic.consumers()`` lists it): the ack model of
-``ledger/acks.py`` is shared, so a commit here, a per-row ``record.ack()`` and a stage's
+``ledger/topics/acks.py`` is shared, so a commit here, a per-row ``record.ack()`` and a stage's
 commit all move the same committed offset.
 
 - ``fetch`` returns the oldest rows above the committed offset (skipping rows this group
@@ -21,12 +21,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidOffsetError, InvalidSettingError, TopicNotFoundError
-from ...ledger import acks, catalog
-from ...ledger import groups as group_rows
-from ...ledger.groups import N_FETCH_META
-from ...ledger.identifiers import validate_consumer_name
-from ...ledger.layout import TopicLayout
-from ...ledger.watcher import Pause, pause, pause_async
+from ...ledger.consuming import N_FETCH_META
+from ...ledger.consuming import groups as group_rows
+from ...ledger.topics import TopicLayout, acks, catalog, validate_consumer_name
+from ...ledger.transactions import Pause, pause, pause_async
 from ...util.clock import parse_timestamp, utc_now
 from ...util.timeouts import check_timeout
 from ..core.record import Record

@@ -25,10 +25,9 @@ from ...errors import (
     PipelineError,
     TopicNotFoundError,
 )
-from ...ledger import acks
-from ...ledger.events import Event
-from ...ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
-from ...ledger.table import TopicTable
+from ...ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+from ...ledger.topics import TopicTable, acks
+from ...ledger.transactions import Event
 from ...util.clock import utc_now
 from ...util.dag import topological_order
 from ...util.gcpause import gc_paused

@@ -1,7 +1,7 @@
 """Work queues on topics: competing workers, leases, retries, a dead letter (honker's model).
 
 A queue is one named consumer of a topic. Each live row of the queue has a state row in
-the ledger's queue-jobs table (``ledger.queues``: pending or processing: priority, run_at, lease, attempts,
+the ledger's queue-jobs table (``ledger.consuming.queues``: pending or processing: priority, run_at, lease, attempts,
 worker, last error). ``claim_batch`` takes, in one ``UPDATE ... RETURNING``, the rows that
 are pending and due or whose lease expired, ordered by priority (higher first) then age;
 each claim sets a lease and counts an attempt. An acked row leaves the state table and
@@ -39,14 +39,17 @@ from ...errors import (
     JobNotOursError,
     QueueNotFoundError,
 )
-from ...ledger import acks
-from ...ledger import queues as store
-from ...ledger.columns import json_value_refusal
-from ...ledger.events import Event
-from ...ledger.identifiers import validate_consumer_name
-from ...ledger.quarantine import Quarantined, quarantine_in_current_transaction
-from ...ledger.queues import ORIGIN, Claim, revive_dead_in_current_transaction
-from ...ledger.watcher import Pause, drive, drive_async, pause, pause_async, until
+from ...ledger.consuming import (
+    ORIGIN,
+    Claim,
+    Quarantined,
+    job_state,
+    quarantine_in_current_transaction,
+    revive_dead_in_current_transaction,
+)
+from ...ledger.consuming import queues as store
+from ...ledger.topics import acks, json_value_refusal, validate_consumer_name
+from ...ledger.transactions import Event, Pause, drive, drive_async, pause, pause_async, until
 from ...util.clock import format_timestamp
 from ...util.millis import MAX_SECONDS, duration_ms, instant_ms
 from ...util.timeouts import check_timeout
@@ -624,8 +627,7 @@ class Queue(Generic[ModelT]):
         live = store.job_state(conn, self.consumer_id, job_id)
         if live is not None:
             state, attempts, run_at, last_error, worker, lease, priority, own_max, expires_at = live
-            if state == "processing" and lease is not None and lease <= now:
-                state = "pending"
+            state = job_state(state, lease, now)
             return JobInfo(job_id, self.name, state, attempts, own_max or self.max_attempts, _dt(run_at), priority,
                            last_error or None, worker if state == "processing" else None,
                            _dt(lease) if state == "processing" else None, _dt(expires_at))

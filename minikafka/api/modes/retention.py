@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ...ledger import catalog, windows
-from ...ledger import retention as stored
-from ...ledger.connection import Ledger
+from ...ledger.consuming import retention as stored
+from ...ledger.consuming import windows
+from ...ledger.topics import catalog
+from ...ledger.transactions import Ledger
 from ...util import clock
 from ...util.clock import format_timestamp, utc_now
 from ...util.duration import parse_duration

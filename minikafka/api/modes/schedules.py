@@ -1,6 +1,6 @@
 """Periodic jobs: schedules that enqueue a payload into a queue on a cron expression or every N seconds.
 
-A schedule is a row in the ledger (``ledger.schedules``): its queue, ``cron`` (five-field,
+A schedule is a row in the ledger (``ledger.consuming.schedules``): its queue, ``cron`` (five-field,
 UTC; needs ``croniter``: ``pip install 'minikafka[schedules]'``) or ``every`` (seconds), the
 payload, ``max_catch_up`` and its next due time. ``Scheduler.tick()`` fires what is due: in
 one ``BEGIN IMMEDIATE`` transaction it takes (or renews) the ledger's leader lease
@@ -56,8 +56,8 @@ from ...errors import (
     SourceClosedError,
     WrongThreadError,
 )
-from ...ledger import queues as queue_store
-from ...ledger import schedules as store
+from ...ledger.consuming import queues as queue_store
+from ...ledger.consuming import schedules as store
 from ...util.clock import format_timestamp
 from ...util.millis import duration_ms
 from ...util.optional import require

@@ -28,11 +28,10 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StreamingConfigError, WindowFailedError
-from ...ledger import acks
-from ...ledger import windows as stored
-from ...ledger.commit import ConcurrentRunError
-from ...ledger.identifiers import validate_consumer_name
-from ...ledger.runlog import RunResult, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import windows as stored
+from ...ledger.topics import acks, validate_consumer_name
+from ...ledger.transactions import ConcurrentRunError
 from ...util.clock import parse_timestamp, utc_now
 from ...util.faults import checkpoint
 from ..core.rows import TopicRows, stream_data

@@ -18,9 +18,9 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StreamingConfigError
-from ...ledger import acks
-from ...ledger.table import TopicTable
-from ...ledger.windows import StoredWindow
+from ...ledger.consuming import StoredWindow
+from ...ledger.consuming import windows as stored
+from ...ledger.topics import TopicTable, acks
 from ...util import clock
 from ...util.clock import format_timestamp, parse_timestamp
 from ..core.record import Record
@@ -131,11 +131,14 @@ class DecisionContext:
         self.topic_table = TopicTable(self.conn, topic.layout)
         self.pending_sql, self.pending_params = acks.pending_filter(consumer_id)
 
-    def one(self, select: str, extra: str = "", params: tuple = ()) -> tuple:
-        """One row of ``SELECT {select}`` over the rows pending and past the floor, ``extra``
-        appended to the condition (``AND ...``, ``ORDER BY ... LIMIT ...``)."""
-        return self.topic_table.aggregate(select, f'{self.pending_sql} AND "_id" > ? {extra}',
-                                    (*self.pending_params, self.floor, *params))
+    def span(self, created_before: str | None = None) -> tuple[int | None, int | None, int, str | None]:
+        """(lowest id, highest id, rows, earliest ``_created_at``) of the rows pending past the floor
+        (only those created before ``created_before``)."""
+        return stored.pending_span(self.topic_table, self.consumer_id, self.floor, created_before=created_before)
+
+    def nth(self, n: int) -> tuple[int, str] | None:
+        """(id, ``_created_at``) of the ``n``-th row pending past the floor (1: the first), or None."""
+        return stored.nth_pending(self.topic_table, self.consumer_id, self.floor, n)
 
 
 class WindowEmitter:
@@ -216,10 +219,10 @@ class CountWindow(WindowEmitter):
     kind = "count"
 
     def plan(self, ctx: DecisionContext) -> WindowPlan | None:
-        row = ctx.one("\"_id\", \"_created_at\"", f"ORDER BY \"_id\" LIMIT 1 OFFSET {int(self.size) - 1}")
+        row = ctx.nth(int(self.size))
         if row is None:
             return None
-        first = ctx.one("\"_id\", \"_created_at\"", "ORDER BY \"_id\" LIMIT 1")
+        first = ctx.nth(1)
         return WindowPlan(first[0], row[0], int(self.size), first[1], row[1])
 
 
@@ -229,7 +232,7 @@ class RelaxedTimeWindow(WindowEmitter):
     kind = "relaxed"
 
     def plan(self, ctx: DecisionContext) -> WindowPlan | None:
-        lo, hi, n, earliest = ctx.one("min(\"_id\"), max(\"_id\"), count(*), min(\"_created_at\")")
+        lo, hi, n, earliest = ctx.span()
         start = ctx.last.end if ctx.last is not None and ctx.last.end else earliest
         if start is None:
             return None
@@ -260,7 +263,7 @@ class FixedTimeWindow(WindowEmitter):
         return EPOCH + timedelta(seconds=math.floor(seconds / self.interval) * self.interval)
 
     def plan(self, ctx: DecisionContext) -> WindowPlan | None:
-        earliest = ctx.one("min(\"_created_at\")")[0]
+        earliest = ctx.span()[3]
         previous_end = parse_timestamp(ctx.last.end) if ctx.last is not None and ctx.last.end else None
         now = self.now()
         if self.emit_empty:
@@ -276,7 +279,7 @@ class FixedTimeWindow(WindowEmitter):
         if now < end:
             return None
         end_text = format_timestamp(end)
-        lo, hi, n = ctx.one("min(\"_id\"), max(\"_id\"), count(*)", "AND \"_created_at\" < ?", (end_text,))
+        lo, hi, n, _ = ctx.span(created_before=end_text)
         if not n and not self.emit_empty:
             return None
         return WindowPlan(lo or 0, hi or 0, n, format_timestamp(start), end_text)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import HandlerError, InvalidRecordError, InvalidSettingError
-from ...ledger.runlog import INTERRUPTED, RunResult, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import INTERRUPTED, RunResult, new_run_id, write_run_in_current_transaction
 from ...util.procs import concurrency_limit, die_with_parent
 from ...util.results import Result
 from .queues import Job, find_queue, stored_settings

@@ -19,7 +19,7 @@ import threading
 import time
 
 from ...api.source import Source
-from ...ledger.runlog import INTERRUPTED, decoded
+from ...ledger.consuming import INTERRUPTED, decoded
 from ...util.procs import kill_group, popen_tied
 from ..definition import PipelineDefinition, StageDefinition
 from ..failures import record_failed_run

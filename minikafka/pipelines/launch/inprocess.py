@@ -13,7 +13,7 @@ import time
 
 from ...api.source import Source
 from ...errors import MinikafkaError, StageRunningError, StagingError
-from ...ledger.runlog import new_run_id
+from ...ledger.consuming import new_run_id
 from ..definition import PipelineDefinition, StageDefinition
 from ..failures import record_failed_run
 from ..opening import open_source, run_row, stage_ids

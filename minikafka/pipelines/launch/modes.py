@@ -13,7 +13,7 @@ import tempfile
 
 from ...api.source import Source
 from ...errors import EngineError, MinikafkaError
-from ...ledger.runlog import new_run_id
+from ...ledger.consuming import new_run_id
 from ...util.redact import redact_url
 from ..definition import PipelineDefinition, StageDefinition, has_upstream
 from ..failures import record_failed_run

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from ...api.source import Source
-from ...ledger.runlog import read_runs
+from ...ledger.consuming import read_runs
 from ...util.forkserver import ForkServer
 from ...util.procs import child_env
 from ..definition import PipelineDefinition, StageDefinition

@@ -5,7 +5,7 @@ number) and validates each row against the topic's model on the executors with t
 ledger's own encoders. Rows that fail go to the quarantine with ``file:line`` and the
 reason. The driver then commits the staged rows (``loadcommit``) in bounded transactions of
 ``batch_rows``: each inserts its rows (duplicates of the dedup key skipped), its
-quarantined rows, and the per-file progress (``ledger/loads.py``). A killed backfill
+quarantined rows, and the per-file progress (``ledger/consuming/loads.py``). A killed backfill
 re-run skips every row already committed, so the topic ends as if it ran once, with or
 without dedup keys; files fully loaded before (same content hash) are skipped.
 """
@@ -23,11 +23,16 @@ from pydantic import BaseModel
 
 from ...api.source import Source
 from ...errors import BackfillError, BackfillOptionError, InputFileError
-from ...ledger import bulk, catalog, loads
-from ...ledger.commit import commit_slices
-from ...ledger.layout import TopicLayout
-from ...ledger.rowfiles import MAX_ATTACHED
-from ...ledger.runlog import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import (
+    RunResult,
+    failure_status,
+    interruption,
+    loads,
+    new_run_id,
+    write_run_in_current_transaction,
+)
+from ...ledger.topics import MAX_ATTACHED, TopicLayout, bulk, catalog
+from ...ledger.transactions import commit_slices
 from ...util import dumpfiles
 from ...util.clock import utc_now
 from ...util.redact import redact_url
@@ -103,7 +108,7 @@ class DumpFile:
 
     @property
     def keys(self) -> list[str]:
-        """Every hash this file may be recorded under in the loads table (``ledger/loads.py``)."""
+        """Every hash this file may be recorded under in the loads table (``ledger/consuming/loads.py``)."""
         return [self.sha256] + ([self.raw_sha256] if self.raw_sha256 and self.raw_sha256 != self.sha256 else [])
 
 

@@ -11,7 +11,7 @@ validators accept are taken from the fast one, and they agree on those (tested l
 line). A model validated strictly (``strict=True`` anywhere in its schema) takes the exact
 path for every line: the JSON validator accepts strings there that the exact one refuses.
 
-The task writes its rows as one row file (``ledger.rowfiles``, placed by ``parts``); the
+The task writes its rows as one row file (``ledger.topics.rowfiles``, placed by ``parts``); the
 driver attaches the parts in chunk order as their jobs end (``ChunkJobs``) and inserts
 them with ``INSERT ... SELECT``, so the SQLite commit overlaps the validation of later
 chunks and runs no Python per row.
@@ -30,9 +30,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pydantic import BaseModel
 
-from ...ledger.keys import row_hashes
-from ...ledger.layout import TopicLayout
-from ...ledger.rowfiles import write_row_file
+from ...ledger.topics import TopicLayout, row_hashes, write_row_file
 from ...util.dumpfiles import fast_json_allowed, json_validator
 from ...util.gcpause import gc_paused
 from .parts import write_part
@@ -242,7 +240,7 @@ class ChunkJobs:
         from collections import deque
         from contextlib import ExitStack
 
-        from ...ledger.rowfiles import MAX_ATTACHED
+        from ...ledger.topics import MAX_ATTACHED
         from .parts import local_part
 
         copies: deque[ExitStack] = deque()

@@ -1,10 +1,10 @@
 """Backfill's slices: a dump's checked rows cut out of Spark's output, in line order, into
-slices of at most ``batch_rows`` accepted rows (``ledger.commit.LoadSlice``) that
-``ledger.commit.commit_slices`` commits, one transaction each.
+slices of at most ``batch_rows`` accepted rows (``ledger.transactions.commit.LoadSlice``) that
+``ledger.transactions.commit.commit_slices`` commits, one transaction each.
 
 Rows arrive in one of two forms:
 
-- row files (``ledger.rowfiles``: a JSONL dump's chunks): the ledger attaches up to
+- row files (``ledger.topics.rowfiles``: a JSONL dump's chunks): the ledger attaches up to
   ``rowfiles.MAX_ATTACHED`` at once and inserts a slice with one ``INSERT ... SELECT`` per
   file it spans, no Python per row;
 - Arrow batches (CSV and Parquet files staged by Spark as Parquet): inserted with
@@ -18,10 +18,8 @@ from contextlib import ExitStack
 from itertools import repeat
 
 from ...api.source import Source
-from ...ledger import keys, rowfiles
-from ...ledger.commit import LoadSlice
-from ...ledger.layout import TopicLayout
-from ...ledger.table import TopicTable, insert_params_of_columns
+from ...ledger.topics import TopicLayout, TopicTable, insert_params_of_columns, keys, rowfiles
+from ...ledger.transactions import LoadSlice
 from ...util.clock import utc_now
 from .parts import check_count
 

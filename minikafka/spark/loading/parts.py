@@ -1,4 +1,4 @@
-"""Part files: Spark tasks write their rows as row files (``ledger.rowfiles``: one SQLite
+"""Part files: Spark tasks write their rows as row files (``ledger.topics.rowfiles``: one SQLite
 file each) the driver commits while the job still runs, in task order, so the SQLite
 commit overlaps Spark's work (backfill).
 

@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 from pydantic import BaseModel
 
-from ...ledger.layout import TopicLayout
+from ...ledger.topics import TopicLayout
 from ...util import dumpfiles
 from ...util.gcpause import gc_paused
 from ..types import arrow_type, storage_arrow_fields
@@ -69,7 +69,7 @@ class RowChecker:
         if self._tools is None:
             from pydantic import TypeAdapter
 
-            from ...ledger.layout import TopicLayout as Layout
+            from ...ledger.topics import TopicLayout as Layout
 
             out_fields = storage_arrow_fields(self.layout)
             self._tools = (Layout.for_model(self.layout.name, self.model, self.layout.dedup).encoder(),

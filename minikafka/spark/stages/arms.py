@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import FanOutError, FanOutFailure, PipelineError
-from ...ledger.commit import failed_rows_since
-from ...ledger.runlog import RunResult
+from ...ledger.consuming import RunResult
+from ...ledger.transactions import failed_rows_since
 from .read import read_topic  # noqa: F401  (the registry hands this module out as the engine)
 from .stage import Stage, StageFailed, register_consumers, run_stage
 

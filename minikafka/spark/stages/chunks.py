@@ -10,9 +10,8 @@ when the first chunk starts: rows appended meanwhile wait for the next run.
 from __future__ import annotations
 
 from ...api.source import Source
-from ...ledger import acks
-from ...ledger.runlog import RunResult, new_run_id
-from ...ledger.table import TopicTable
+from ...ledger.consuming import RunResult, new_run_id
+from ...ledger.topics import TopicTable, acks
 from .stage import Stage, register_consumers, run_stage
 
 

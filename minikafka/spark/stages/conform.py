@@ -15,14 +15,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...errors import OutputSchemaError
-from ...ledger.columns import (
+from ...ledger.topics import (
     FLOAT_NAN_REFUSED,
     JSON_NON_FINITE_REFUSED,
+    TopicLayout,
     decimal_layout,
     decimal_refusal,
     key_path,
 )
-from ...ledger.layout import TopicLayout
 from ..types import model_type, quote_back, storage_sql_type, to_storage_column
 from .rowfn import ERROR
 

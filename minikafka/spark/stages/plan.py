@@ -3,7 +3,7 @@
 ``plan_stage`` reads, in one transaction, the layouts of the stage's topics, registers
 (or finds) its consumer on each input and takes each input's bounds: the high-watermark
 and the rows pending for the consumer up to it. Spark then reads exactly those rows and
-the commit settles exactly them (``ledger.commit``), with the same consumer ids: nothing
+the commit settles exactly them (``ledger.transactions.commit``), with the same consumer ids: nothing
 is asked twice.
 """
 
@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...api.source import Source
-from ...ledger import acks
-from ...ledger.layout import TopicLayout
-from ...ledger.table import ReadBounds, TopicTable
+from ...ledger.topics import ReadBounds, TopicLayout, TopicTable, acks
 from ...util.clock import utc_now
 
 

@@ -6,10 +6,7 @@ import os
 
 from ...api.source import Source
 from ...errors import InvalidSettingError
-from ...ledger import acks
-from ...ledger.identifiers import quote_identifier
-from ...ledger.layout import META_SELECT, TopicLayout
-from ...ledger.table import ReadBounds, TopicTable
+from ...ledger.topics import ReadBounds, TopicLayout, TopicTable, acks, id_range_predicates, partition_predicates
 from ..engine import parallelism
 from ..types import custom_schema, to_model_columns
 
@@ -47,14 +44,9 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
         table = TopicTable(source.ledger.conn, layout)
         consumer_id = acks.require_consumer(table.conn, layout.name, consumer) if consumer else None
         bounds = table.read_bounds(which=which, consumer_id=consumer_id, upto=upto, partitions=topic_partitions)
-    fields = ", ".join(quote_identifier(n) for n in layout.field_names)
     parts = list(bounds.partitions) if bounds.partitions is not None else list(range(layout.partitions))
     by_partition = partitions is None and len(parts) > 1 and bounds.rows > 1
-    # rows pending for a consumer are 'new' and not handled by definition (no per-row lookup);
-    # any other read computes each row's status from positions and acks, as everywhere else
-    meta = META_SELECT if bounds.consumer_pending else layout.meta_select()
-    extra = ', "_partition"' if by_partition else ""
-    query = f"(SELECT {meta}, {fields}{extra} FROM {quote_identifier(layout.name)} WHERE {bounds.where}) AS q"
+    query = TopicTable(source.ledger.conn, layout).subquery(bounds, with_partition=by_partition)
     reader = (
         spark.read.format("jdbc")
         .option("url", jdbc_url(source.path))
@@ -66,14 +58,13 @@ def read_topic(spark, source: Source, topic: str | TopicLayout, *, which: str = 
         .option("busy_timeout", "30000")
     )
     if by_partition:  # partition-parallel: one Spark partition per topic partition
-        df = reader.jdbc(jdbc_url(source.path), query, predicates=[f'"_partition" = {int(p)}' for p in parts])
+        df = reader.jdbc(jdbc_url(source.path), query, predicates=partition_predicates(parts))
         return to_model_columns(df.drop("_partition"), layout)
     if partitions is None:
         n = min(2 * parallelism(spark), max(1, bounds.rows // ROWS_PER_PARTITION + 1))
         if n > 1:  # id ranges that start small: a stage's commit follows the write from its first part
             cuts = id_cuts(bounds.lowest, bounds.upto + 1, n)
-            ranges = [f'"_id" < {cuts[0]}'] + [f'"_id" >= {a} AND "_id" < {b}' for a, b in zip(cuts, cuts[1:])]
-            df = reader.jdbc(jdbc_url(source.path), query, predicates=[*ranges, f'"_id" >= {cuts[-1]}'])
+            df = reader.jdbc(jdbc_url(source.path), query, predicates=id_range_predicates(cuts))
             return to_model_columns(df, layout)
     elif partitions > 1 and bounds.rows > 1:
         reader = (reader.option("partitionColumn", "_id").option("lowerBound", str(bounds.lowest))

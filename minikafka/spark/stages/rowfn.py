@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ...ledger.layout import TopicLayout
+from ...ledger.topics import TopicLayout
 from ...util.redact import redact_and_cut
 from ..types import arrow_type, storage_arrow_fields
 

@@ -13,13 +13,10 @@ from pydantic import BaseModel
 
 from ...api.source import Source
 from ...errors import PipelineError, SchemaMismatchError, StageFailed
-from ...ledger import acks, catalog
-from ...ledger import runlog_retention as retention
-from ...ledger.commit import InputState, StagedOutput, commit_stage
-from ...ledger.events import Event
-from ...ledger.identifiers import validate_consumer_name, validate_topic_name
-from ...ledger.layout import TopicLayout
-from ...ledger.runlog import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import runlog_retention as retention
+from ...ledger.topics import TopicLayout, acks, catalog, validate_consumer_name, validate_topic_name
+from ...ledger.transactions import Event, InputState, StagedOutput, commit_stage
 from ...util.faults import checkpoint
 from ...util.redact import redact_and_cut
 from ...util.strategy import strategy_problem

@@ -1,4 +1,4 @@
-"""api.quarantine.requeue and ledger.quarantine: put dead-lettered rows back, or purge them."""
+"""api.quarantine.requeue and ledger.consuming.quarantine: put dead-lettered rows back, or purge them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from minikafka.api.core.requeue import requeue
 from minikafka.errors import MinikafkaError
-from minikafka.ledger import quarantine as store
+from minikafka.ledger.consuming import quarantine as store
 from minikafka.util.clock import utc_now
 
 

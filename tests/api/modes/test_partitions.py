@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from minikafka import Source
 from minikafka.errors import PartitionOutOfRangeError, SchemaMismatchError
-from minikafka.ledger.layout import key_partition
+from minikafka.ledger.topics.layout import key_partition
 
 
 class Order(BaseModel):
@@ -42,7 +42,7 @@ def test_key_routing_is_a_fixed_function_of_the_values_and_the_count():
 
 
 def test_key_routing_is_the_same_in_another_process():
-    code = "from minikafka.ledger.layout import key_partition; print([key_partition([k], 16) for k in 'abcdefgh'])"
+    code = "from minikafka.ledger.topics.layout import key_partition; print([key_partition([k], 16) for k in 'abcdefgh'])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == str([key_partition([k], 16) for k in "abcdefgh"])
 
@@ -134,8 +134,8 @@ def test_a_row_level_pipe_routes_its_outputs_into_a_partitioned_target(source):
 def test_the_stage_commit_routes_staged_rows_into_a_partitioned_target(db_path):
     import pyarrow as pa
 
-    from minikafka.ledger.commit import StagedOutput, commit_stage
-    from minikafka.ledger.runlog import RunResult
+    from minikafka.ledger.consuming import RunResult
+    from minikafka.ledger.transactions import StagedOutput, commit_stage
 
     with Source(db_path) as src:
         routed = src.topic("routed", Order, dedup=None, partitions=4, key=("user",))
@@ -149,8 +149,8 @@ def test_the_stage_commit_routes_staged_rows_into_a_partitioned_target(db_path):
 def test_the_stage_commit_routes_and_deduplicates_staged_rows_of_a_partitioned_target(db_path):
     import pyarrow as pa
 
-    from minikafka.ledger.commit import StagedOutput, commit_stage
-    from minikafka.ledger.runlog import RunResult
+    from minikafka.ledger.consuming import RunResult
+    from minikafka.ledger.transactions import StagedOutput, commit_stage
 
     with Source(db_path) as src:
         routed = src.topic("routed", Order, dedup=("n",), partitions=4, key=("user",))

@@ -384,7 +384,7 @@ def test_the_generic_quarantine_requeue_revives_a_dead_job_instead_of_appending_
 def test_purging_the_quarantine_forgets_dead_jobs(q):
     q.enqueue({"url": "a"})
     q.claim_one("w").fail("bad")
-    from minikafka.ledger.quarantine import purge_in_current_transaction
+    from minikafka.ledger.consuming.quarantine import purge_in_current_transaction
 
     with q.source._ledger.atomic() as conn:  # what `minikafka quarantine jobs purge --all` does
         purge_in_current_transaction(conn, "jobs")

@@ -94,7 +94,7 @@ def test_chunk_jobs_keep_each_downloaded_part_while_a_transaction_may_still_hold
 
     import pyarrow.fs as pafs
 
-    from minikafka.ledger.rowfiles import MAX_ATTACHED
+    from minikafka.ledger.topics import MAX_ATTACHED
 
     jobs, chunks = _jobs(spark, tmp_path, chunk_bytes=40)
     try:

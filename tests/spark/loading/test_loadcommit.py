@@ -8,9 +8,9 @@ from pydantic import BaseModel
 
 from minikafka import Source
 from minikafka.errors import InvalidRecordError
-from minikafka.ledger.commit import commit_slices
-from minikafka.ledger.rowfiles import write_row_file
-from minikafka.ledger.runlog import RunResult
+from minikafka.ledger.consuming import RunResult
+from minikafka.ledger.topics import write_row_file
+from minikafka.ledger.transactions import commit_slices
 from minikafka.spark.loading.backfill import BackfillResult
 from minikafka.spark.loading.loadcommit import row_file_slices
 

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from minikafka.errors import StagingError
-from minikafka.ledger.rowfiles import write_row_file
+from minikafka.ledger.topics import write_row_file
 from minikafka.spark.loading.parts import check_count, local_part, write_part
 from minikafka.spark.staging import filesystem
 
