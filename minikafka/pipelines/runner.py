@@ -51,7 +51,7 @@ def run_pipeline(defn: PipelineDefinition, options: RunOptions | None = None, *,
     needed on a non-local master, see ``minikafka.spark.staging``. On such a master the
     project's code is zipped and shipped to the executors.
 
-    ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.backups``)
+    ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.files.backups``)
     before the first stage starts, so no stage of this run has committed into it.
 
     ``stage_host``: a ``launch.stagehost.StageHost`` the caller started early (``prestart_stage_host``):

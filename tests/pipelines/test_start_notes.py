@@ -56,5 +56,5 @@ def test_the_pipeline_file_refuses_a_start_it_does_not_know(tmp_path):
 
     path = homelab_copy(tmp_path, replace={
         'name = "score"\njob = "jobs.score"': 'name = "score"\njob = "jobs.score"\nstart = "newest"'})
-    with pytest.raises(PipelineDefinitionError, match=r"stages\.score\.start.*'earliest'.*'newest'"):
+    with pytest.raises(PipelineDefinitionError, match=r"stages\.score\.start.*'earliest'.*newest"):
         load_pipeline(path)

@@ -28,7 +28,7 @@ ALREADY_REDACTED = {
     ("connectors/mqtt.py", "type(url).__name__"): "only the type's name",
     ("connectors/mqtt.py", "url"): "inside redact_url(... f'mqtt://{url}') and urlparse, never shown raw",
     ("spark/session.py", "url"): "failures hold redact_url(f'spark://{host}:{port}')",
-    ("spark/stages/stage.py", "dst: stg.open_staged(uri, rows) for dst, (uri, rows) in staged.items()"): "not text",
+    ("spark/stages/stage.py", "dst: stg.open_staged(uri, rows) for dst, (uri, rows) in work.staged.items()"): "not text",
     ("pipelines/health.py", "', '.join(sorted(headers))"): "the headers' names, never their values",
 }
 
