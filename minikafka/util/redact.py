@@ -290,14 +290,28 @@ def _mask_bearer(text: str) -> str:
     return "".join(out)
 
 
+def _prose_key(lowered: str, m: re.Match) -> bool:
+    """The bare word ``key`` before ``:`` and an unquoted value (``invalid row: key: Field
+    required``): a field named ``key`` in a message, not a credential. ``api_key:``, ``X-Api-Key:``,
+    ``key=...``, ``"key": ...`` and ``key: "..."`` are still masked."""
+    if not lowered.startswith("key", m.start()) or m.group("nq") or m.group("d") or m.group("s") or m.group("e"):
+        return False
+    if m.start() > 0 and lowered[m.start() - 1] in "_.-":
+        return False
+    return "=" not in lowered[m.start():m.start("value")]
+
+
 def _mask_named_values(text: str) -> str:
     """The value of everything named like a secret masked: ``?token=...``, ``"password": "..."``,
     ``{'api_key': '...'}``, ``X-Auth-Token: ...``, ``password='...'``. A quoted value is masked
     to its closing quote, whatever it holds (, ; & ' } and spaces)."""
     out, pos = [], 0
-    for m in _NAMED.finditer(_lowered(text)):
+    lowered = _lowered(text)
+    for m in _NAMED.finditer(lowered):
         start, end = m.span("value")
         if start == end or end - start == len(MASK) and text.startswith(MASK, start):
+            continue
+        if _prose_key(lowered, m):
             continue
         if text[start:end].lower() in _SCHEME_WORDS and text.startswith(" " + MASK, end):
             continue  # 'Authorization: Bearer ***': its credentials were masked already
