@@ -317,7 +317,7 @@ def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLay
         if hashed is not None:
             hashed = None if hashes is None else [*hashed, hashes]
         order = range(seq + 1, seq + n + 1)  # each row's place in the merge
-        if hashes is not None and n > 1 and _sorted_load():  # loaded in key-hash order (the map's)
+        if hashes is not None and n > 1:  # loaded in key-hash order (the map's)
             by_hash = hashes.argsort(kind="stable")
             batch, hashes, order = batch.take(by_hash), hashes[by_hash], (by_hash + (seq + 1)).tolist()
         schema_names = batch.schema.names
@@ -358,18 +358,12 @@ def merge_values_in_current_transaction(conn: sqlite3.Connection, layout: TopicL
         params = [(i, h, *r, None, None) for i, h, r in zip(range(1, n + 1), hashes, rows)]
     else:
         params = [(i, h, *r, *line) for i, h, r, line in zip(range(1, n + 1), hashes, rows, lineage)]
-    if _sorted_load() and n > 1 and hashed and None not in hashed:
+    if n > 1 and hashed and None not in hashed:
         import numpy as np
 
         params = _in_order(params, np.array(hashed, dtype=np.int64))
     conn.executemany(_work_insert(layout), params)
     return _merge(conn, layout, spec, n, now, run_id)
-
-
-def _sorted_load() -> bool:
-    import os
-
-    return os.environ.get("MK_KEYED_VARIANT", "sorted") != "base"
 
 
 def _in_order(params: list[tuple], hashes: Any) -> list[tuple]:
@@ -465,19 +459,9 @@ def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, 
         raise layout.explain_write_error(exc, bad) from None
     clock("versions")
     checkpoint("keyed:versions-inserted")
-    import os
-    if os.environ.get("MK_KEYED_MAP", "delete") == "update":
-        conn.execute(f'UPDATE {current} SET id = ? + c.v FROM (SELECT "_k", "_old", {v} AS v FROM {CHANGED} '
-                     f'WHERE "_old" IS NOT NULL) c WHERE {current}.k = c."_k" AND {current}.id = c."_old"', (top,))
-        clock("map-update")
-        conn.execute(f'INSERT INTO {current} (k, id) SELECT "_k", ? + {v} FROM {CHANGED} WHERE "_old" IS NULL '
-                     'ORDER BY "_k"', (top,))
-    else:
-        conn.execute(f'DELETE FROM {current} WHERE (k, id) IN (SELECT "_k", "_old" FROM {CHANGED} '
-                     'WHERE "_old" IS NOT NULL)')
-        clock("map-delete")
-        conn.execute(f'INSERT INTO {current} (k, id) SELECT "_k", ? + {v} FROM {CHANGED} ORDER BY "_k"', (top,))
-    clock("map-insert")
+    conn.execute(f'DELETE FROM {current} WHERE (k, id) IN (SELECT "_k", "_old" FROM {CHANGED} '
+                 'WHERE "_old" IS NOT NULL)')
+    conn.execute(f'INSERT INTO {current} (k, id) SELECT "_k", ? + {v} FROM {CHANGED} ORDER BY "_k"', (top,))
     conn.execute(f'INSERT INTO {superseded} (id, by) SELECT "_old", ? + {v} FROM {CHANGED} '
                  'WHERE "_old" IS NOT NULL ORDER BY "_old"', (top,))
     clock("current")
