@@ -34,13 +34,11 @@ downstream). The catalog (``_minikafka_tables``) records that a topic is a table
 and merge functions; reopening it with other ones raises ``SchemaMismatchError`` before
 anything is written.
 
-How a merge runs (``_merge_work``): the rows are loaded into a temporary work table in the
-order of their key hashes (each row keeping its place in the merge), so finding each key's
-current version walks the map's leaves in the map's own order, each leaf read once and in
-sequence, instead of one random leaf per row; the versions are then numbered and written in
-the rows' order, and the map and marks updated, the map again in hash order. What still
-costs most at 10M keys is that 100,000 changed keys touch most of the map's leaves, and each
-touched leaf is written again at COMMIT (docs/benchmarks.md, "Keyed tables").
+Measured at 10M keys (docs/benchmarks.md, "Keyed tables"): what costs most is that 100,000
+changed keys touch most of the map's leaves, each written again at COMMIT, and SQLite's work
+per key. Loading the rows in key-hash order (the map's order) measured no better and is not
+done; the temporary database gets a page cache sized for the work tables (its default, 2 MB,
+spilled them to a file).
 
 Crash contract: the merge runs inside the caller's transaction (a stage's commit, next to
 its acks and run record; ``KeyedTable.upsert_many``) and writes versions, map and marks
@@ -286,15 +284,15 @@ def _folded(fn: str, q: str) -> str:
 def _create_work(conn: sqlite3.Connection, layout: TopicLayout, name: str) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {name}")
     cols = ", ".join(f"{quote_identifier(c.name)} {c.sql_type}" for c in layout.columns)
-    conn.execute(f'CREATE TABLE {name} ("_r" INTEGER PRIMARY KEY, "_seq" INTEGER, "_k" INTEGER, {cols}, '
-                 '"_parent_id" INTEGER, "_parent_topic" TEXT)')
+    conn.execute(f'CREATE TABLE {name} ("_seq" INTEGER PRIMARY KEY, "_k" INTEGER, {cols}, "_parent_id" INTEGER, '
+                 '"_parent_topic" TEXT)')
 
 
 def _create_changed(conn: sqlite3.Connection, layout: TopicLayout) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {CHANGED}")
     cols = ", ".join(f"{quote_identifier(c.name)} {c.sql_type}" for c in layout.columns)
     conn.execute(f'CREATE TABLE {CHANGED} ("_n" INTEGER PRIMARY KEY, "_k" INTEGER, "_old" INTEGER, {cols}, '
-                 '"_parent_id" INTEGER, "_parent_topic" TEXT, "_v" INTEGER)')
+                 '"_parent_id" INTEGER, "_parent_topic" TEXT)')
 
 
 def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout, batches: Iterable[Any],
@@ -334,10 +332,6 @@ def _merge_rows(conn: sqlite3.Connection, layout: TopicLayout, batches: Iterable
         hashes = keys.arrow_hashes(key_layout, batch)
         if hashed is not None:
             hashed = None if hashes is None else [*hashed, hashes]
-        order = range(seq + 1, seq + n + 1)  # each row's place in the merge
-        if hashes is not None and n > 1:  # loaded in key-hash order (the map's)
-            by_hash = hashes.argsort(kind="stable")
-            batch, hashes, order = batch.take(by_hash), hashes[by_hash], (by_hash + (seq + 1)).tolist()
         schema_names = batch.schema.names
         if "_parent_id" in schema_names:
             parents = batch.column("_parent_id").to_pylist()
@@ -347,7 +341,7 @@ def _merge_rows(conn: sqlite3.Connection, layout: TopicLayout, batches: Iterable
                 parent_topics = [default_parent_topic if p is not None else None for p in parents]
         else:
             parents, parent_topics = repeat(None, n), repeat(None, n)
-        conn.executemany(insert, zip(order, repeat(None, n) if hashes is None else hashes.tolist(),
+        conn.executemany(insert, zip(range(seq + 1, seq + n + 1), repeat(None, n) if hashes is None else hashes.tolist(),
                                      *[batch.column(name).to_pylist() for name in names], parents, parent_topics))
         seq += n
     unique = None
@@ -376,16 +370,11 @@ def _merge_values(conn: sqlite3.Connection, layout: TopicLayout, rows: list[tupl
     spec = spec or _require_spec(conn, layout)
     _create_work(conn, layout, WORK)
     n = len(rows)
-    hashed = keys.row_hashes(_key_layout(layout, spec), rows)
-    hashes = hashed or repeat(None, n)
+    hashes = keys.row_hashes(_key_layout(layout, spec), rows) or repeat(None, n)
     if lineage is None:
         params = [(i, h, *r, None, None) for i, h, r in zip(range(1, n + 1), hashes, rows)]
     else:
         params = [(i, h, *r, *line) for i, h, r, line in zip(range(1, n + 1), hashes, rows, lineage)]
-    if n > 1 and hashed and None not in hashed:
-        import numpy as np
-
-        params = _in_order(params, np.array(hashed, dtype=np.int64))
     conn.executemany(_work_insert(layout), params)
     return _merge(conn, layout, spec, n, now, run_id)
 
@@ -399,12 +388,6 @@ def _temp_cache(conn: sqlite3.Connection) -> Iterator[None]:
         yield
     finally:
         conn.execute(f"PRAGMA temp.cache_size = {before}")
-
-
-def _in_order(params: list[tuple], hashes: Any) -> list[tuple]:
-    """``params`` in the order of their key hashes (stable): loaded so, the work table's rows
-    meet the current map in its own order (each leaf read once, in sequence)."""
-    return [params[i] for i in hashes.argsort(kind="stable").tolist()]
 
 
 def _work_insert(layout: TopicLayout) -> str:
@@ -466,28 +449,21 @@ def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, 
     same = " AND ".join(f"({m}) IS o.{f}" for m, f in zip(merged, fields))
     clock("fold")
     _create_changed(conn, layout)
-    # the work table is read in its load order (rows sorted by key hash: the map's order);
-    # "_n" keeps each row's place in the merge
     conn.execute(
-        f'INSERT INTO {CHANGED} ("_n", "_k", "_old", {", ".join(fields)}, "_parent_id", "_parent_topic") '
-        f'SELECT w."_seq", w."_k", o."_id", {", ".join(merged)}, w."_parent_id", w."_parent_topic" FROM {work} w '
+        f'INSERT INTO {CHANGED} ("_k", "_old", {", ".join(fields)}, "_parent_id", "_parent_topic") '
+        f'SELECT w."_k", o."_id", {", ".join(merged)}, w."_parent_id", w."_parent_topic" FROM {work} w '
         f'LEFT JOIN {table} o ON o."_id" = (SELECT c.id FROM {current} c JOIN {table} p ON p."_id" = c.id '
-        f'WHERE c.k = w."_k" AND {same_key}) WHERE o."_id" IS NULL OR NOT ({same}) ORDER BY w."_r"')
+        f'WHERE c.k = w."_k" AND {same_key}) WHERE o."_id" IS NULL OR NOT ({same}) ORDER BY w."_seq"')
     clock("lookup")
-    versions, updated, last = conn.execute(f'SELECT count(*), count("_old"), max("_n") FROM {CHANGED}').fetchone()
+    versions, updated = conn.execute(f'SELECT count(*), count("_old") FROM {CHANGED}').fetchone()
     result.unchanged = n - versions
     result.inserted, result.updated = versions - updated, updated
     if not versions:
         return result
-    v = '"_n"'  # each version's place among the versions (1..versions), in the rows' order
-    if last != versions:  # some rows changed nothing, or were folded into a later row of their key
-        conn.execute(f'UPDATE {CHANGED} SET "_v" = r.v FROM (SELECT "_n", row_number() OVER (ORDER BY "_n") AS v '
-                     f'FROM {CHANGED}) r WHERE {CHANGED}."_n" = r."_n"')
-        v = '"_v"'
     top = conn.execute(f'SELECT coalesce(max("_id"), 0) FROM {table}').fetchone()[0]
     cols = ", ".join(['"_id"', *fields, '"_created_at"', '"_parent_id"', '"_parent_topic"', '"_run_id"'])
     try:
-        conn.execute(f'INSERT INTO {table} ({cols}) SELECT ? + {v}, {", ".join(fields)}, ?, "_parent_id", '
+        conn.execute(f'INSERT INTO {table} ({cols}) SELECT ? + "_n", {", ".join(fields)}, ?, "_parent_id", '
                      f'"_parent_topic", ? FROM {CHANGED} ORDER BY "_n"', (top, now, run_id))
     except (sqlite3.IntegrityError, OverflowError) as exc:
         bad = conn.execute(f'SELECT {", ".join(fields)} FROM {CHANGED} ORDER BY "_n"').fetchall()
@@ -496,14 +472,15 @@ def _merge_work(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, 
     checkpoint("keyed:versions-inserted")
     conn.execute(f'DELETE FROM {current} WHERE (k, id) IN (SELECT "_k", "_old" FROM {CHANGED} '
                  'WHERE "_old" IS NOT NULL)')
-    conn.execute(f'INSERT INTO {current} (k, id) SELECT "_k", ? + {v} FROM {CHANGED} ORDER BY "_k"', (top,))
-    conn.execute(f'INSERT INTO {superseded} (id, by) SELECT "_old", ? + {v} FROM {CHANGED} '
+    conn.execute(f'INSERT INTO {current} (k, id) SELECT "_k", ? + "_n" FROM {CHANGED} ORDER BY "_k"', (top,))
+    conn.execute(f'INSERT INTO {superseded} (id, by) SELECT "_old", ? + "_n" FROM {CHANGED} '
                  'WHERE "_old" IS NOT NULL ORDER BY "_old"', (top,))
     clock("current")
     checkpoint("keyed:current-updated")
     counts.note_appended_in_current_transaction(conn, layout.name, partitions=1, top=top + versions)
     result.first_id, result.last_id = top + 1, top + versions
     return result
+
 
 class _Steps:
     """Adds the seconds since the last call to ``seconds[step]``."""
@@ -531,7 +508,7 @@ def _fold(conn: sqlite3.Connection, layout: TopicLayout, spec: TableSpec, fields
             f'SELECT "_seq", "_k", "_parent_id", "_parent_topic", {exprs}, row_number() OVER '
             f'(PARTITION BY {part} ORDER BY "_seq" DESC) AS "_rn" FROM {WORK} '
             f'WINDOW w AS (PARTITION BY {part} ORDER BY "_seq" ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED '
-            f'FOLLOWING)) WHERE "_rn" = 1 ORDER BY "_k"')
+            f'FOLLOWING)) WHERE "_rn" = 1')
     except sqlite3.OperationalError as exc:  # integer overflow of a sum
         raise InvalidRecordError(f"table {layout.name!r}: cannot merge the rows of one key: {exc}") from None
     return FOLDED
