@@ -36,9 +36,8 @@ anything is written.
 
 Measured at 10M keys (docs/benchmarks.md, "Keyed tables"): what costs most is that 100,000
 changed keys touch most of the map's leaves, each written again at COMMIT, and SQLite's work
-per key. Loading the rows in key-hash order (the map's order) measured no better and is not
-done; the temporary database gets a page cache sized for the work tables (its default, 2 MB,
-spilled them to a file).
+per key. Loading the rows in key-hash order (the map's order) and a bigger page cache for the
+temporary work tables measured no better, and are not done.
 
 Crash contract: the merge runs inside the caller's transaction (a stage's commit, next to
 its acks and run record; ``KeyedTable.upsert_many``) and writes versions, map and marks
@@ -52,8 +51,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any
@@ -74,9 +72,6 @@ ORDERED = ("int", "float", "str", "bool", "date", "datetime")
 WORK = "temp.mk_keyed"
 FOLDED = "temp.mk_keyed_folded"
 CHANGED = "temp.mk_keyed_changed"
-# the temporary database's page cache during a merge (its own, 2 MB by default): room for the
-# work tables of the rows (pages allocated only as used), so they are not spilled to a file
-TEMP_CACHE_KIB = 1 << 20
 MMAP_BYTES = 1 << 34  # at most what SQLite was built to map (2 GiB by default)
 
 
@@ -308,12 +303,6 @@ def merge_rows_in_current_transaction(conn: sqlite3.Connection, layout: TopicLay
             table refuses); nothing of the merge is stored once the caller rolls back.
         TopicNotFoundError: (via the caller) ``layout`` is not a keyed table.
     """
-    with _temp_cache(conn):
-        return _merge_rows(conn, layout, batches, now, run_id, spec, default_parent_topic)
-
-
-def _merge_rows(conn: sqlite3.Connection, layout: TopicLayout, batches: Iterable[Any], now: str,
-                run_id: str | None, spec: TableSpec | None, default_parent_topic: str | None) -> MergeCounts:
     spec = spec or _require_spec(conn, layout)
     key_layout = _key_layout(layout, spec)
     names = layout.field_names
@@ -361,12 +350,6 @@ def merge_values_in_current_transaction(conn: sqlite3.Connection, layout: TopicL
                                         run_id: str | None = None, spec: TableSpec | None = None) -> MergeCounts:
     """As :func:`merge_rows_in_current_transaction`, from rows of encoded field values (the
     Python API's path; ``lineage``: (parent id, parent topic) per row)."""
-    with _temp_cache(conn):
-        return _merge_values(conn, layout, rows, now, lineage, run_id, spec)
-
-
-def _merge_values(conn: sqlite3.Connection, layout: TopicLayout, rows: list[tuple], now: str,
-                  lineage: Sequence[tuple] | None, run_id: str | None, spec: TableSpec | None) -> MergeCounts:
     spec = spec or _require_spec(conn, layout)
     _create_work(conn, layout, WORK)
     n = len(rows)
@@ -377,17 +360,6 @@ def _merge_values(conn: sqlite3.Connection, layout: TopicLayout, rows: list[tupl
         params = [(i, h, *r, *line) for i, h, r, line in zip(range(1, n + 1), hashes, rows, lineage)]
     conn.executemany(_work_insert(layout), params)
     return _merge(conn, layout, spec, n, now, run_id)
-
-
-@contextmanager
-def _temp_cache(conn: sqlite3.Connection) -> Iterator[None]:
-    """A page cache of :data:`TEMP_CACHE_KIB` for the temporary database during the block."""
-    before = conn.execute("PRAGMA temp.cache_size").fetchone()[0]
-    conn.execute(f"PRAGMA temp.cache_size = -{TEMP_CACHE_KIB}")
-    try:
-        yield
-    finally:
-        conn.execute(f"PRAGMA temp.cache_size = {before}")
 
 
 def _work_insert(layout: TopicLayout) -> str:
