@@ -220,3 +220,31 @@ def test_a_merge_killed_at_any_fault_point_then_rerun_leaves_the_ledger_of_a_run
     assert dump(killed) == expected
     assert expected["pending"] == 0 and expected["superseded"] == []  # compacted: no consumer needs them
     assert ("A", "2024-01-01", 1 + 2) in expected["view"] and ("A", "2024-01-03", 6 + 7) in expected["view"]
+
+
+@pytest.mark.parametrize("path", ["arrow", "values"])
+def test_a_merge_writes_its_versions_in_the_rows_order_whatever_the_order_of_their_key_hashes(source, path):
+    table = source.table("daily", Daily, key=("carrier", "day"), merge={"n": "sum"})
+    first = [(f"C{i:02d}", "2024-01-01", 1) for i in range(30)]
+    with source.ledger.atomic() as conn:
+        keyed.merge_rows_in_current_transaction(conn, table.layout, [batch(first)], utc_now())
+    # changed keys, unchanged ones (n + 0), new keys and keys given twice, in an order unrelated to their hashes
+    rows = [(f"C{i:02d}", "2024-01-01", i % 3) for i in (29, 3, 17, 3, 8, 0, 21, 12, 8, 5)]
+    rows += [(f"N{i:02d}", "2024-01-02", 1) for i in (4, 1, 9)] + [("C29", "2024-01-01", 0), ("C14", "2024-01-01", 2)]
+    with source.ledger.atomic() as conn:
+        if path == "arrow":
+            got = keyed.merge_rows_in_current_transaction(conn, table.layout, [batch(rows[:6]), batch(rows[6:])],
+                                                          utc_now())
+        else:
+            got = keyed.merge_values_in_current_transaction(conn, table.layout, rows, utc_now())
+    folded, last = {}, {}
+    for place, (carrier, day, n) in enumerate(rows):
+        folded[carrier, day] = folded.get((carrier, day), 0) + n
+        last[carrier, day] = place
+    changed = sorted((k for k in folded if k[0].startswith("N") or folded[k]), key=last.get)
+    assert (got.first_id, got.last_id, got.inserted, got.updated) == (31, 30 + len(changed), 3, len(changed) - 3)
+    stored = source.ledger.conn.execute('SELECT carrier, day, n FROM "daily" WHERE "_id" > 30 ORDER BY "_id"').fetchall()
+    assert [(c, d) for c, d, _ in stored] == changed
+    assert [n for _, _, n in stored] == [folded[k] + (0 if k[0].startswith("N") else 1) for k in changed]
+    assert keyed.count_current(source.ledger.conn, "daily") == 33
+    assert keyed.count_superseded(source.ledger.conn, "daily") == len(changed) - 3

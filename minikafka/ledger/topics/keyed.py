@@ -34,6 +34,11 @@ downstream). The catalog (``_minikafka_tables``) records that a topic is a table
 and merge functions; reopening it with other ones raises ``SchemaMismatchError`` before
 anything is written.
 
+Measured at 10M keys (docs/benchmarks.md, "Keyed tables"): what costs most is that 100,000
+changed keys touch most of the map's leaves, each written again at COMMIT, and SQLite's work
+per key. Loading the rows in key-hash order (the map's order) and a bigger page cache for the
+temporary work tables measured no better, and are not done.
+
 Crash contract: the merge runs inside the caller's transaction (a stage's commit, next to
 its acks and run record; ``KeyedTable.upsert_many``) and writes versions, map and marks
 together: a crash before COMMIT leaves nothing of it, after COMMIT all of it. Fault points
