@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import exit_code, scratch_dir  # noqa: E402
 
 from minikafka import Source  # noqa: E402
-from minikafka.ledger.consuming import (  # noqa: E402  # noqa: E402
+from minikafka.ledger.consuming import (  # noqa: E402
     Quarantined,
     RunResult,
     quarantine_in_current_transaction,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from click.testing import CliRunner
 from pydantic import BaseModel
 
@@ -31,3 +33,17 @@ def seed(path, n=5, consumers=("clean",)):
         for c in consumers:
             t.consumer(c)
     return path
+
+
+def damage_table_root(ledger: str, table: str) -> None:
+    """Overwrite the root page of ``table``: the file still opens, ``PRAGMA quick_check`` fails."""
+    conn = sqlite3.connect(ledger, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE")  # the log folded in: the page is in the file
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = ?", (table,)).fetchone()[0]
+    finally:
+        conn.close()
+    with open(ledger, "r+b") as fh:
+        fh.seek((root - 1) * page_size)
+        fh.write(b"\xff" * page_size)

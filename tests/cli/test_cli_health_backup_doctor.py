@@ -15,7 +15,7 @@ from minikafka.ledger.consuming import RunResult, write_run_in_current_transacti
 from minikafka.ledger.transactions import Ledger, filecheck
 from minikafka.pipelines.definition import load_pipeline
 from minikafka.pipelines.runner import run_pipeline
-from tests.cli.helpers import invoke, seed
+from tests.cli.helpers import damage_table_root, invoke, seed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -192,20 +192,6 @@ def test_a_ledger_on_a_network_file_system_is_refused_at_open(tmp_path, monkeypa
 
 # -- the morning after, by a clumsy operator or on a bad disk -------------------------------------
 
-def _damage(ledger: str) -> None:
-    """Overwrite the root page of topic ``items``: the file still opens, PRAGMA quick_check fails."""
-    conn = sqlite3.connect(ledger, isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode = DELETE")  # the log folded in: the page is in the file
-        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-        root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'items'").fetchone()[0]
-    finally:
-        conn.close()
-    with open(ledger, "r+b") as fh:
-        fh.seek((root - 1) * page_size)
-        fh.write(b"\xff" * page_size)
-
-
 def test_restore_into_a_directory_that_does_not_exist_yet_creates_it(tmp_path):
     ledger = seed(str(tmp_path / "l.sqlite"), n=4)
     snapshot = json.loads(invoke("backup", tmp_path / "b", "-s", ledger, "--json").stdout)["snapshot"]
@@ -255,7 +241,7 @@ def test_health_on_a_zero_byte_file_does_not_turn_it_into_a_ledger(tmp_path):
 def test_health_reports_a_ledger_that_fails_quick_check(tmp_path):
     ledger = seed(str(tmp_path / "l.sqlite"))
     assert invoke("health", "-s", ledger).exit_code == 0
-    _damage(ledger)
+    damage_table_root(ledger, "items")
     result = invoke("health", "-s", ledger)
     assert result.exit_code == 1, result.output
     assert any(line.startswith("fail  ledger integrity: PRAGMA quick_check") for line in result.stdout.splitlines())

@@ -23,7 +23,7 @@ with warnings.catch_warnings():
 
 from minikafka import Source  # noqa: E402
 from minikafka.console.app import create_app  # noqa: E402
-from minikafka.ledger.consuming import (  # noqa: E402  # noqa: E402
+from minikafka.ledger.consuming import (  # noqa: E402
     COLUMNS,
     Quarantined,
     RunResult,

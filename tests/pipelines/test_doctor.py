@@ -10,6 +10,7 @@ from minikafka import Source
 from minikafka.ledger.files import backup
 from minikafka.pipelines.definition import load_pipeline
 from minikafka.pipelines.doctor import doctor_checks
+from tests.cli.helpers import damage_table_root
 
 PIPELINE = """
 [pipeline]
@@ -86,22 +87,6 @@ def test_a_missing_ledger_is_one_failing_check_and_the_rest_still_run(tmp_path):
     assert "java" in _by_name(checks)
 
 
-def _damage(ledger) -> None:
-    """Overwrite the root page of topic ``a``'s table: the file opens, PRAGMA quick_check fails."""
-    import sqlite3
-
-    conn = sqlite3.connect(ledger, isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode = DELETE")
-        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-        root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'a'").fetchone()[0]
-    finally:
-        conn.close()
-    with open(ledger, "r+b") as fh:
-        fh.seek((root - 1) * page_size)
-        fh.write(b"\xff" * page_size)
-
-
 def test_doctor_fails_a_ledger_that_fails_quick_check(tmp_path):
     from tests.cli.helpers import Item
 
@@ -109,7 +94,7 @@ def test_doctor_fails_a_ledger_that_fails_quick_check(tmp_path):
     with Source(str(pipeline.source)) as source:
         source.topic("a", Item, dedup=None).extend([{"title": "t" * 300, "url": f"u{i}", "score": 1.0} for i in range(200)])
     assert _by_name(doctor_checks(pipeline.source, pipeline))["ledger integrity"].state == "ok"
-    _damage(pipeline.source)
+    damage_table_root(pipeline.source, "a")
     found = _by_name(doctor_checks(pipeline.source, pipeline))["ledger integrity"]
     assert found.state == "fail" and "PRAGMA quick_check" in found.reason and "restore" in found.reason
 
