@@ -54,6 +54,11 @@ class InvalidRecordError(MinikafkaError, ValueError):
     """A validated payload still cannot be stored (NaN float, int beyond 64 bits, ...)."""
 
 
+class UnknownFieldError(InvalidRecordError):
+    """An incoming row has a field the topic's model lacks, and the topic's ``unknown_fields``
+    is "quarantine" (the message names the field)."""
+
+
 class TopicNotFoundError(MinikafkaError, KeyError):
     """A topic name is not known to the Source."""
 

@@ -214,7 +214,7 @@ class Source:
     # -- topics -----------------------------------------------------------------
     def topic(self, name: str, model: type[ModelT], dedup: Sequence[str] | str | None = REQUIRED,
               partitions: int | None = None, key: Sequence[str] | str | None = None, *,
-              evolve: bool = False) -> Topic[ModelT]:
+              evolve: bool = False, unknown_fields: str | None = None) -> Topic[ModelT]:
         """Create or reopen the topic ``name`` typed by ``model``.
 
         Args:
@@ -229,6 +229,9 @@ class Source:
             evolve: when the topic exists and ``model`` only adds fields that are Optional
                 or have a default, add them in place first (``evolve()``); without it such a
                 model is refused with a message saying so.
+            unknown_fields: what an appended dict's field the model lacks does: "drop" (the
+                default: stored without it, a warning names it), "quarantine" (refused with
+                ``UnknownFieldError``) or "evolve" (a model with ``extra="allow"``).
 
         Returns:
             The Topic.
@@ -246,6 +249,16 @@ class Source:
         Emits:
             topic_created, when the topic is new.
         """
+        if unknown_fields is not None:  # checked before anything is created
+            from .core.unknown import check_policy
+
+            check_policy(name, unknown_fields, model)
+        topic = self._topic(name, model, dedup, partitions, key, evolve)
+        if unknown_fields is not None:
+            topic.unknown_fields = unknown_fields
+        return topic
+
+    def _topic(self, name: str, model: type[ModelT], dedup, partitions, key, evolve: bool) -> Topic[ModelT]:
         if dedup is REQUIRED:
             raise ArgumentTypeError(
                 f"source.topic({name!r}, ...) needs the keyword argument dedup: "

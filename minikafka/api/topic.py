@@ -17,6 +17,7 @@ from .core.offsets import Extended, Offset, with_offset
 from .core.record import Record
 from .core.rows import LayoutNames, RecordNotFoundError, TopicRows, check_on_duplicate, check_status
 from .core.transaction import Transaction, joined
+from .core.unknown import UnknownFields
 
 if TYPE_CHECKING:
     from .modes.pipes import Pipeline
@@ -43,6 +44,21 @@ class Topic(LayoutNames[ModelT]):
         self._layout = layout
         self._fingerprint = fingerprint
         self.rows: TopicRows[ModelT] = self.rows_class(source.ledger, layout, fingerprint, source._fingerprints)
+        self._unknown = UnknownFields(layout.name, layout.model, "drop")
+        self._unknown.active &= type(self.rows).validate is TopicRows.validate  # a stream keeps every key
+
+    @property
+    def unknown_fields(self) -> str:
+        """What an appended dict's field the model lacks does: "drop" (stored without it, a
+        warning names it; the default), "quarantine" (``UnknownFieldError``, nothing written)
+        or "evolve" (a model with ``extra="allow"``); see ``docs/how-to/schema-evolution.md``."""
+        return self._unknown.policy
+
+    @unknown_fields.setter
+    def unknown_fields(self, policy: str) -> None:
+        active = self._unknown.active
+        self._unknown = UnknownFields(self.name, self.model, policy)
+        self._unknown.active &= active
 
     # -- identity (name, model, dedup: LayoutNames) ------------------------------
     @property
@@ -99,6 +115,8 @@ class Topic(LayoutNames[ModelT]):
         ignore = check_on_duplicate(on_duplicate)
         if partition is not None:
             self._layout.check_partition(partition)
+        if isinstance(payload, dict):
+            self._unknown.check((payload,))
         model = self.rows.validate(payload)
         if tx is None and group and self.source.group_commit and self.source.ledger.can_group_commit:
             located = self.rows.insert_grouped(model, ignore_duplicates=ignore, partition=partition)
@@ -144,6 +162,7 @@ class Topic(LayoutNames[ModelT]):
         check_status(status, allow_none=False)
         with gc_paused():
             rows = rows if isinstance(rows, list) else list(rows)
+            self._unknown.check(rows)
             models = self.rows.validate_many(rows)
             with joined(self.source, tx):
                 before = self.rows.high_watermark()

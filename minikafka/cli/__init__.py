@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (registers the commands)
     data,
     deliver,
     engine,  # noqa: F401  (minikafka serve)
+    evolve,
     health,
     maintenance,
     metrics,

@@ -22,11 +22,12 @@ quarantined + already_quarantined + blank`` always holds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..api.core import unknown
 from ..api.core.rows import TopicRows, rows_of
 from ..api.topic import Topic
 from ..errors import InvalidRecordError, InvalidSettingError
@@ -59,6 +60,7 @@ class IngestResult(Result):
     quarantined: int = 0
     already_quarantined: int = 0
     blank: int = 0
+    unknown_dropped: dict = field(default_factory=dict)  # {field the model lacks: rows stored without it}
 
     @property
     def accounted(self) -> int:
@@ -71,18 +73,25 @@ class IngestResult(Result):
 
     def summary(self, name: str | None = None) -> str:
         """One line of counts, after ``name`` (the file) when given."""
+        dropped = "".join(f", unknown field {n!r} dropped from {c} row(s)" for n, c in sorted(self.unknown_dropped.items()))
         return ((f"{name}: " if name else "") + f"{self.lines} lines, {self.appended} appended, {self.duplicates} duplicates, "
                 f"{self.quarantined} quarantined, {self.already_quarantined} already quarantined, "
-                f"{self.blank} blank")
+                f"{self.blank} blank" + dropped)
 
 
-def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int = BATCH_ROWS) -> IngestResult:
+def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int = BATCH_ROWS,
+                 unknown_fields: str | None = None) -> IngestResult:
     """Validate and append every line of ``path`` (plain or gzip, by content) to ``topic``.
 
     One transaction covers the whole file (all or nothing), and memory stays bounded:
     valid rows are inserted into the open transaction every ``batch_rows`` rows as the
     file is read, invalid lines go to the quarantine as they are met. The ledger's write
     lock is held from the first line to the commit.
+
+    A field the model lacks follows ``unknown_fields`` (default: the Topic's own, else
+    "drop"; ``api/core/unknown.py``): "drop" stores the row without it and logs one warning
+    naming each field and how many rows carried it (also in ``unknown_dropped`` and the
+    summary), "quarantine" sends the row to the quarantine with a reason naming the field.
 
     Returns:
         IngestResult: the counts (see its identity in the module docstring).
@@ -104,7 +113,14 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
     # whose values the ledger refuses, takes the exact path, which gives the verdict and the reason
     # (not for a stream: its rows wrap the whole line, which TopicRows' validate does not)
     plain = type(rows).validate is TopicRows.validate
-    validate_json = json_validator(rows.model) if plain and fast_json_allowed(rows.model) else None
+    if unknown_fields is None:
+        unknown_fields = topic.unknown_fields if isinstance(topic, Topic) else "drop"
+    unknown.check_policy(rows.name, unknown_fields, rows.model)
+    # a field the model lacks: the fast validator (forbidding extra fields) refuses the line,
+    # the exact path below applies the policy
+    watch = plain and unknown.watched(rows.model) and unknown_fields != "evolve"
+    fast_model = unknown.forbidding(rows.model) if watch else rows.model
+    validate_json = json_validator(fast_model) if plain and fast_json_allowed(rows.model) else None
     encode, layout = rows.encode, rows.layout
     with rows.ledger.atomic() as conn:
         now = utc_now()
@@ -156,6 +172,13 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
             if problem:
                 quarantine(line.origin, line.payload, problem)
                 continue
+            extra = unknown.unknown_of(rows.model, data) if watch else None
+            if extra:
+                if unknown_fields == "quarantine":
+                    quarantine(line.origin, line.payload, unknown.refusal(rows.name, extra))
+                    continue
+                for name in extra:
+                    result.unknown_dropped[name] = result.unknown_dropped.get(name, 0) + 1
             try:
                 model = rows.validate(data)
                 values = rows.encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
@@ -166,4 +189,6 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
             accept(model, values)
         flush()
     result.duplicates = seen_valid - result.appended
+    if result.unknown_dropped:
+        unknown.log.warning(unknown.warning(rows.name, result.unknown_dropped))
     return result

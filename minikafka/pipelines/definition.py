@@ -24,6 +24,8 @@ partitions = 4                         # optional; key = ["field"] routes rows b
 freshness = "26h"
 max_lag = 10000
 max_quarantined = 100
+schema_changes = "evolve"              # a model that adds optional fields adds them in place (default "refuse")
+unknown_fields = "quarantine"          # an incoming field the model lacks: "drop" (warned, default), "evolve"
 
 [[stages]]
 name = "split_youtube"
@@ -93,6 +95,8 @@ class TopicDefinition:
     freshness: float | None = None  # seconds: a row appended within (health)
     max_lag: int | None = None  # rows pending for any one consumer (health)
     max_quarantined: int | None = None  # rows in its quarantine (health)
+    schema_changes: str = "refuse"  # "evolve": a model that adds optional fields adds them in place
+    unknown_fields: str = "drop"  # an incoming field the model lacks: drop (warned), quarantine, evolve
 
 
 @dataclass
@@ -334,7 +338,9 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
             if not key or any(k not in model.model_fields for k in key):
                 raise _fail(path, f"{where}.key", f"must name fields of {spec['model']}, got {list(key)!r}")
         topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model, parts, key,
-                                             **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")))
+                                             **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")),
+                                             schema_changes=spec.get("schema_changes") or "refuse",
+                                             unknown_fields=_unknown_fields(path, where, spec, model))
 
     stages: list[StageDefinition] = []
     seen: set[str] = set()
@@ -505,6 +511,17 @@ def _window(path: Path, where: str, spec: dict[str, Any] | None) -> int | None:
     if spec["rows"] < 1:
         raise _fail(path, f"{where}.window.rows", f"must be a positive integer, got {spec['rows']!r}")
     return spec["rows"]
+
+
+def _unknown_fields(path: Path, where: str, spec: dict, model: type[BaseModel]) -> str:
+    """``unknown_fields``: "evolve" keeps an incoming field the model lacks, which only a model
+    that takes extra fields (``extra="allow"``) can."""
+    policy = spec.get("unknown_fields") or "drop"
+    if policy == "evolve" and model.model_config.get("extra") != "allow":
+        raise _fail(path, f"{where}.unknown_fields", f'"evolve" needs a model with extra="allow" ({spec["model"]} '
+                    'drops unknown fields): add the field to the model and run minikafka evolve, or use "drop" or '
+                    '"quarantine"')
+    return policy
 
 
 def _stage_partitions(path: Path, where: str, value: int | list[int] | None, inputs: list[str],

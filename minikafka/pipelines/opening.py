@@ -32,7 +32,8 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
     try:
         for t in defn.topics.values():
             if topics is None or t.name in topics:
-                source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key)
+                source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key,
+                             evolve=t.schema_changes == "evolve").unknown_fields = t.unknown_fields
         if register:
             lines = register_stage_consumers(source, defn, registered=registered)
             if notes is not None:

@@ -44,6 +44,8 @@ class TopicSpec(_Table):
     freshness: Duration | None = None
     max_lag: StrictInt | None = None
     max_quarantined: StrictInt | None = None
+    schema_changes: Literal["refuse", "evolve"] | None = None  # a model that adds fields: refused or added in place
+    unknown_fields: Literal["drop", "quarantine", "evolve"] | None = None  # an incoming field the model lacks
 
 
 class TriggerSpec(_Table):
@@ -145,6 +147,10 @@ EXPECTED = {
     ("topic", "freshness"): 'a duration such as "26h": a row appended within it',
     ("topic", "max_lag"): "an integer: rows pending for any one consumer of the topic",
     ("topic", "max_quarantined"): "an integer: rows in the topic's quarantine",
+    ("topic", "schema_changes"): '"evolve" (a model that adds optional fields adds them in place) or "refuse" '
+                                 '(the default)',
+    ("topic", "unknown_fields"): '"drop" (with a warning, the default), "quarantine" or "evolve" (a model with '
+                                 'extra="allow")',
     ("stages", None): "a table with name, job, inputs and outputs",
     ("stage", "name"): "a stage name (a string)",
     ("stage", "job"): 'a job module as a string, e.g. "jobs.score"',
