@@ -44,8 +44,19 @@ class Topic(LayoutNames[ModelT]):
         self._layout = layout
         self._fingerprint = fingerprint
         self.rows: TopicRows[ModelT] = self.rows_class(source.ledger, layout, fingerprint, source._fingerprints)
-        self._unknown = UnknownFields(layout.name, layout.model, "drop")
-        self._unknown.active &= type(self.rows).validate is TopicRows.validate  # a stream keeps every key
+
+    @property
+    def _unknown(self) -> UnknownFields:
+        """The unknown-field policy in force (made on first use: subclasses have their own __init__)."""
+        unknown = self.__dict__.get("_unknown_fields")
+        if unknown is None:
+            unknown = self.__dict__["_unknown_fields"] = self._unknown_policy("drop")
+        return unknown
+
+    def _unknown_policy(self, policy: str) -> UnknownFields:
+        unknown = UnknownFields(self.name, self.model, policy)
+        unknown.active &= type(self.rows).validate is TopicRows.validate  # a stream keeps every key
+        return unknown
 
     @property
     def unknown_fields(self) -> str:
@@ -56,9 +67,7 @@ class Topic(LayoutNames[ModelT]):
 
     @unknown_fields.setter
     def unknown_fields(self, policy: str) -> None:
-        active = self._unknown.active
-        self._unknown = UnknownFields(self.name, self.model, policy)
-        self._unknown.active &= active
+        self.__dict__["_unknown_fields"] = self._unknown_policy(policy)
 
     # -- identity (name, model, dedup: LayoutNames) ------------------------------
     @property

@@ -220,3 +220,37 @@ def test_compare_calls_an_older_model_older_and_the_same_model_same(tmp_path):
         src.evolve("readings", ReadingV2)
         assert src.evolve("readings", Reading, dry_run=True).kind == evolution.OLDER
         assert src.evolve("readings", ReadingV2, dry_run=True).kind == evolution.SAME
+
+
+def test_python_append_drops_an_unknown_field_with_one_warning_naming_it(tmp_path, caplog):
+    with Source(str(tmp_path / "l.sqlite")) as src:
+        t = src.topic("readings", Reading, dedup=("sensor",))
+        t.append({"sensor": "a", "value": 1, "colour": "red"})
+        t.extend([{"sensor": "b", "value": 2, "colour": "blue"}, {"sensor": "c", "value": 3}])
+        assert t.count() == 3
+    warned = [r.getMessage() for r in caplog.records if "dropped unknown field" in r.getMessage()]
+    assert len(warned) == 1 and "'colour' (1 row)" in warned[0] and 'unknown_fields = "drop"' in warned[0]
+
+
+def test_python_append_with_unknown_fields_quarantine_refuses_naming_the_field(tmp_path):
+    from minikafka import UnknownFieldError
+
+    with Source(str(tmp_path / "l.sqlite")) as src:
+        t = src.topic("readings", Reading, dedup=("sensor",), unknown_fields="quarantine")
+        with pytest.raises(UnknownFieldError, match="unknown field 'colour'"):
+            t.append({"sensor": "a", "value": 1, "colour": "red"})
+        with pytest.raises(UnknownFieldError, match="row 1: unknown field 'colour'"):
+            t.extend([{"sensor": "b", "value": 2}, {"sensor": "c", "value": 3, "colour": "blue"}])
+        t.append(Reading(sensor="d", value=4))  # a model instance carries no unknown field
+        assert t.count() == 1
+
+
+def test_unknown_fields_evolve_needs_a_model_that_takes_extra_fields(tmp_path):
+    from minikafka import InvalidSettingError
+
+    with Source(str(tmp_path / "l.sqlite")) as src:
+        with pytest.raises(InvalidSettingError, match='needs a model with extra="allow"'):
+            src.topic("readings", Reading, dedup=("sensor",), unknown_fields="evolve")
+        assert "readings" not in src.topics() if hasattr(src, "topics") else True
+        with pytest.raises(InvalidSettingError, match="unknown_fields must be one of"):
+            src.topic("readings", Reading, dedup=("sensor",), unknown_fields="ignore")
