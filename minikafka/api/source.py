@@ -285,6 +285,10 @@ class Source:
             if evolved is not None:
                 return evolved
         catalog.check_reopen(layout, row, conn)
+        if model.model_config.get("extra") == "allow":  # the fields it kept before (unknown_fields = "evolve")
+            from ..ledger.topics import evolution
+
+            evolution.bind_kept_fields(layout, stored)
         return self._bind(layout, row[4])
 
     def table(self, name: str, model: type[ModelT], key: Sequence[str] | str,

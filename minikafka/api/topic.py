@@ -17,7 +17,7 @@ from .core.offsets import Extended, Offset, with_offset
 from .core.record import Record
 from .core.rows import LayoutNames, RecordNotFoundError, TopicRows, check_on_duplicate, check_status
 from .core.transaction import Transaction, joined
-from .core.unknown import UnknownFields
+from .core.unknown import UnknownFields, keep_fields
 
 if TYPE_CHECKING:
     from .modes.pipes import Pipeline
@@ -127,6 +127,9 @@ class Topic(LayoutNames[ModelT]):
         if isinstance(payload, dict):
             self._unknown.check((payload,))
         model = self.rows.validate(payload)
+        if self._unknown.keeps:
+            with joined(self.source, tx) as conn:
+                keep_fields(self.rows, conn, (model,))
         if tx is None and group and self.source.group_commit and self.source.ledger.can_group_commit:
             located = self.rows.insert_grouped(model, ignore_duplicates=ignore, partition=partition)
         else:
@@ -173,7 +176,9 @@ class Topic(LayoutNames[ModelT]):
             rows = rows if isinstance(rows, list) else list(rows)
             self._unknown.check(rows)
             models = self.rows.validate_many(rows)
-            with joined(self.source, tx):
+            with joined(self.source, tx) as conn:
+                if self._unknown.keeps:
+                    keep_fields(self.rows, conn, models)
                 before = self.rows.high_watermark()
                 written = self.rows.insert_many_in_current_transaction(models, status=status,
                                                                        ignore_duplicates=ignore)

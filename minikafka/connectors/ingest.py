@@ -122,6 +122,7 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
     fast_model = unknown.forbidding(rows.model) if watch else rows.model
     validate_json = json_validator(fast_model) if plain and fast_json_allowed(rows.model) else None
     encode, layout = rows.encode, rows.layout
+    keeps = plain and unknown_fields == "evolve"  # a new extra field gets a column (unknown.keep_fields)
     with rows.ledger.atomic() as conn:
         now = utc_now()
         prefix = f"{path.name}:"
@@ -142,6 +143,18 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
                 valid.clear()
                 encoded.clear()
 
+        def kept(model) -> None:
+            """Columns for the extra fields ``model`` kept that the topic lacks (evolve)."""
+            nonlocal encode
+            extra = model.__pydantic_extra__
+            if extra and any(name not in layout_names for name in extra):
+                flush()  # the rows waiting were encoded for the columns before
+                if unknown.keep_fields(rows, conn, (model,)):
+                    encode = rows.encode
+                    layout_names.update(layout.field_names)
+
+        layout_names = set(layout.field_names)
+
         def accept(model, values: tuple) -> None:
             nonlocal seen_valid
             valid.append(model)
@@ -161,6 +174,8 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
             if validate_json is not None:
                 try:
                     model = validate_json(line.raw)
+                    if keeps:
+                        kept(model)
                     values = encode(model)
                     layout.check_int_range(values)
                 except Exception:  # noqa: BLE001 - the exact path below decides
@@ -181,6 +196,8 @@ def ingest_jsonl(topic: Topic | TopicRows, path: str | Path, *, batch_rows: int 
                     result.unknown_dropped[name] = result.unknown_dropped.get(name, 0) + 1
             try:
                 model = rows.validate(data)
+                if keeps:
+                    kept(model)
                 values = rows.encode(model)  # refuses what the ledger cannot store (NaN inside JSON, ...)
                 rows.layout.check_int_range(values)  # SQLite stores 64 bits: a larger int is a bad row
             except (ValidationError, InvalidRecordError, TypeError, ValueError) as exc:

@@ -127,3 +127,17 @@ def test_unknown_fields_evolve_on_a_model_that_drops_extras_is_a_pipeline_error(
     out = invoke("ingest", pipeline(tmp_path, model="Reading", extra='unknown_fields = "evolve"\n'), "readings", feed)
     assert out.exit_code != 0
     assert 'topics."readings".unknown_fields' in out.output and 'extra="allow"' in out.output
+
+
+def test_ingest_unknown_fields_evolve_keeps_the_field_and_quarantines_a_mistyped_one(tmp_path):
+    feed = tmp_path / "f.jsonl"
+    feed.write_text('{"sensor": "a", "value": 1, "colour": "red"}\n{"sensor": "b", "value": 2, "colour": 7}\n')
+    out = invoke("ingest", pipeline(tmp_path, model="ReadingOpen", extra='unknown_fields = "evolve"\n'),
+                 "readings", feed, "--json")
+    assert out.exit_code == 0, out.output
+    info = json.loads(out.output)
+    assert (info["appended"], info["quarantined"]) == (1, 1)
+    assert "colour" in columns(str(tmp_path / "l.sqlite"))
+    with Source(str(tmp_path / "l.sqlite")) as src:
+        (q,) = src.quarantined("readings")
+    assert "field 'colour': 7 is not a str" in q["reason"]

@@ -254,3 +254,37 @@ def test_unknown_fields_evolve_needs_a_model_that_takes_extra_fields(tmp_path):
         assert "readings" not in src.topics() if hasattr(src, "topics") else True
         with pytest.raises(InvalidSettingError, match="unknown_fields must be one of"):
             src.topic("readings", Reading, dedup=("sensor",), unknown_fields="ignore")
+
+
+def test_unknown_fields_evolve_keeps_a_new_field_in_a_column_of_its_own(tmp_path):
+    from tests.ledger.evolve_models import ReadingOpen
+
+    path = str(tmp_path / "l.sqlite")
+    with Source(path) as src:
+        t = src.topic("readings", ReadingOpen, dedup=("sensor",), unknown_fields="evolve")
+        t.append({"sensor": "a", "value": 1})
+        t.append({"sensor": "b", "value": 2, "colour": "red"})
+        t.extend([{"sensor": "c", "value": 3, "tags": ["x"]}])
+        with pytest.raises(Exception, match="field 'colour': 5 is not a str"):
+            t.append({"sensor": "d", "value": 4, "colour": 5})
+    assert columns(path)[-2:] == ["colour", "tags"]
+    with Source(path) as src:  # reopened: the kept fields read back as the model's extras
+        rows = {r.sensor: r.model_dump() for r in src.topic("readings", ReadingOpen, dedup=("sensor",)).iter_new()}
+        assert rows["a"] == {"sensor": "a", "value": 1, "colour": None, "tags": None}
+        assert rows["b"]["colour"] == "red" and rows["c"]["tags"] == ["x"]
+        assert "colour" in src.layout("readings").field_names  # Spark reads the stored layout: the column too
+
+
+def test_a_rolled_back_append_takes_its_kept_column_back_out(tmp_path):
+    from minikafka import DuplicateMessageError
+    from tests.ledger.evolve_models import ReadingOpen
+
+    path = str(tmp_path / "l.sqlite")
+    with Source(path) as src:
+        t = src.topic("readings", ReadingOpen, dedup=("sensor",), unknown_fields="evolve")
+        t.append({"sensor": "a", "value": 1})
+        with pytest.raises(DuplicateMessageError):
+            t.extend([{"sensor": "b", "value": 2, "colour": "red"}, {"sensor": "a", "value": 1}])
+        assert "colour" not in columns(path) and "colour" not in t.layout.field_names
+        t.append({"sensor": "c", "value": 3})
+        assert t.count() == 2

@@ -9,8 +9,9 @@ producer added upstream would vanish without a trace. Each topic has a policy
 - ``quarantine``: the row is refused: ``ingest`` sends it to the topic's quarantine with a
   reason naming the field, a Python append raises ``UnknownFieldError``;
 - ``evolve``: the field is kept; only a model that takes extra fields (``extra="allow"``)
-  can, and its extras are validated and stored with the row as the model keeps them. Add
-  the field to the model and ``minikafka evolve`` gives it a column of its own.
+  can. The first row carrying a new field gives the topic a nullable column for it, typed
+  from that value (``keep_fields``, O(1), in the row's transaction); later values are
+  checked against that type; the model reads the field back as an extra.
 
 A model with ``extra="forbid"`` refuses such a row itself (quarantined by ``ingest``).
 """
@@ -102,6 +103,7 @@ class UnknownFields:
         self.model = model
         self.policy = check_policy(topic, policy, model)
         self.active = watched(model)
+        self.keeps = self.policy == "evolve"  # extra fields get columns (keep_fields)
         self.warned: set[str] = set()
 
     def check(self, rows) -> None:
@@ -110,7 +112,7 @@ class UnknownFields:
         Raises:
             UnknownFieldError: policy "quarantine" and a row with an unknown field (nothing written).
         """
-        if not self.active:
+        if not self.active or self.keeps:
             return
         counts: dict[str, int] = {}
         for r, data in enumerate(rows):
@@ -126,3 +128,55 @@ class UnknownFields:
         if new:
             self.warned.update(new)
             log.warning(warning(self.topic, new))
+
+
+def allows_extra(model: type[BaseModel]) -> bool:
+    """Whether ``model`` keeps extra fields on its instances (``extra="allow"``)."""
+    return model.model_config.get("extra") == "allow"
+
+
+def keep_fields(rows, conn, models) -> bool:
+    """``unknown_fields = "evolve"``: give each extra field of ``models`` the topic does not
+    store yet a nullable column (typed from its first non-null value), in the open
+    transaction ``conn``; ``rows`` encode them from then on. A rollback takes the columns
+    back out of ``rows``' layout too.
+
+    Returns:
+        Whether columns were added (encoded values of the models must be encoded again).
+
+    Raises:
+        InvalidRecordError: a field name that cannot be a column name (a bad row).
+    """
+    from ...errors import InvalidRecordError, MinikafkaError
+    from ...ledger.topics import evolution
+
+    layout = rows.layout
+    known = set(layout.field_names)
+    new: dict[str, Any] = {}
+    for model in models:
+        for name, value in (model.__pydantic_extra__ or {}).items():
+            if name not in known and new.get(name) is None:
+                new[name] = value
+    if not new:
+        return False
+    try:
+        columns = [evolution.infer_column(name, value) for name, value in new.items()]
+    except MinikafkaError as exc:
+        raise InvalidRecordError(f"topic {rows.name!r}: cannot keep field ({exc})") from None
+    before = len(layout.columns)
+
+    def refresh() -> None:
+        rows.encode = layout.encoder()
+        rows.decode = layout.decoder()
+
+    def undo() -> None:
+        del layout.columns[before:]
+        layout.add_columns([])
+        refresh()
+
+    evolution.add_kept_fields_in_current_transaction(conn, layout, columns)
+    rows.ledger.on_rollback(undo)
+    refresh()
+    log.info("topic %r: kept new field(s) %s in column(s) of their own (unknown_fields = \"evolve\")",
+             rows.name, ", ".join(f"{c.name!r} ({c.kind})" for c in columns))
+    return True

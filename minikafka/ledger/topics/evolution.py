@@ -284,3 +284,83 @@ def _append_column(conn: sqlite3.Connection, table: str, coldef: str) -> None:
 def rewrite_rows(conn: sqlite3.Connection, topic: str) -> int:
     """How many rows a rewrite (``Topic.migrate``) of ``topic`` would rewrite."""
     return conn.execute(f"SELECT count(*) FROM {quote_identifier(topic)}").fetchone()[0]
+
+
+# -- fields an extra="allow" model kept (unknown_fields = "evolve") ---------------------------
+_INFERRED = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"))
+
+
+def infer_column(name: str, value: Any) -> ColumnSpec:
+    """The nullable column a kept field gets from its first value: bool, int, float or str,
+    anything else (a list, an object, null) JSON.
+
+    Raises:
+        InvalidNameError: the field name cannot be a column name.
+    """
+    from typing import Any as AnyType
+
+    from .columns import column_for_field
+
+    annotation: Any = AnyType
+    for py, _kind in _INFERRED:
+        if isinstance(value, py):
+            annotation = py | None
+            break
+    col = column_for_field(name, annotation)
+    col.nullable = True
+    return with_extra_encoder(col)
+
+
+def with_extra_encoder(col: ColumnSpec) -> ColumnSpec:
+    """``col`` with an encoder that checks a kept field's value (pydantic validates no extra
+    field): a value of another type than the column's is a bad row naming the field."""
+    kind, inner = col.kind, col.encode
+
+    def encode(value: Any) -> Any:
+        if kind == "bool":
+            ok = isinstance(value, bool)
+        elif kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif kind == "str":
+            ok = isinstance(value, str)
+        else:
+            ok = True
+        if not ok:
+            raise InvalidRecordError(f"{value!r} is not a {kind}, the type the field's column got from its first "
+                                     "value")
+        if kind == "json":
+            try:
+                return json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+            except (TypeError, ValueError) as exc:
+                raise InvalidRecordError(f"{value!r} cannot be stored as JSON ({exc})") from None
+        return inner(value) if inner else value
+
+    col.encode = encode
+    return col
+
+
+def add_kept_fields_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout,
+                                           columns: list[ColumnSpec]) -> None:
+    """Give each field an ``extra="allow"`` model kept a nullable column of its own, in O(1),
+    and record it in the catalog's columns (the model's schema and fingerprint stay: the
+    field is no field of the model), in the caller's transaction; ``layout`` gains them."""
+    table = quote_identifier(layout.name)
+    for col in columns:
+        if col.check_sql() is None:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column_sql(col, None)}")
+        else:
+            _append_column(conn, layout.name, column_sql(col, None))
+    layout.add_columns(columns)
+    conn.execute("UPDATE _minikafka_topics SET columns = ? WHERE name = ?", (layout.describe_columns(), layout.name))
+    checkpoint("evolve:kept-fields-added")
+
+
+def bind_kept_fields(layout: TopicLayout, stored: TopicLayout) -> None:
+    """Give the layout of an ``extra="allow"`` model the columns of the fields it kept before
+    (stored columns that are no field of the model), so it reads and writes them."""
+    fields = set(layout.field_names)
+    kept = [with_extra_encoder(c) for c in stored.columns if c.name not in fields and c.nullable]
+    if kept:
+        layout.add_columns(kept)
