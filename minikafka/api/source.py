@@ -377,8 +377,13 @@ class Source:
                 raise SchemaMismatchError(f"topic {layout.name!r}: the model is not an additive change: "
                                           + "; ".join(plan.describe()))
             if plan.kind == evolution.ADDITIVE:
+                from ..ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+
+                run = RunResult(new_run_id("evolve"), "evolve", stage="evolve", outputs=[layout.name],
+                                details={"added": [c.name for c in plan.added], "changes": plan.describe()})
                 evolution.add_fields_in_current_transaction(conn, plan, layout, catalog.model_path(layout.model),
                                                             utc_now())
+                write_run_in_current_transaction(conn, run.finish("succeeded"))  # its row commits with the change
         if plan.kind == evolution.OLDER:
             return plan, None
         return plan, self._bind(layout, layout.fingerprint if plan.kind == evolution.ADDITIVE else row[4])

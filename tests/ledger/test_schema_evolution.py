@@ -288,3 +288,12 @@ def test_a_rolled_back_append_takes_its_kept_column_back_out(tmp_path):
         assert "colour" not in columns(path) and "colour" not in t.layout.field_names
         t.append({"sensor": "c", "value": 3})
         assert t.count() == 2
+
+
+def test_an_evolve_leaves_a_row_in_the_run_log_naming_the_fields(tmp_path):
+    path = seeded(tmp_path / "l.sqlite", 1)
+    with Source(path) as src:
+        src.evolve("readings", ReadingV2)
+        (run,) = [r for r in src.runs() if r["kind"] == "evolve"]
+        assert run["status"] == "succeeded" and run["outputs"] == ["readings"]
+        assert run["details"]["added"] == ["unit", "calibrated", "seen_at"]
