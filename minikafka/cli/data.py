@@ -84,7 +84,9 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     """Append a JSONL file (or .jsonl.gz; '-' for standard input) to a topic, validating every line.
 
     Invalid lines go to the quarantine with file:line and the reason; duplicates are
-    skipped. The file is one transaction: Ctrl-C (exit 130) stores nothing of it. Exit
+    skipped. A field the model lacks follows the topic's unknown_fields in the pipeline
+    file: dropped with a warning and a count in the summary (the default), quarantined,
+    or kept (evolve). The file is one transaction: Ctrl-C (exit 130) stores nothing of it. Exit
     code 1 when no line could be stored.
 
     --json prints one object: {topic, file, lines, appended, duplicates, quarantined,

@@ -31,11 +31,10 @@ def evolve(source: Source, topic: str, model: str | None, dry_run: bool, as_json
     --dry-run such a change is refused (exit 1) and nothing is written.
 
     --json prints {topic, kind, changes, rows, applied, seconds}; kind is same, additive,
-    older (the model lacks fields the topic gained) or rewrite.
+    older (the model lacks fields the topic gained) or rewrite. Without --model, the model
+    --pipeline declares for TOPIC. See docs/how-to/schema-evolution.md.
 
-    \b
-    minikafka evolve rss.items --pipeline conf/homelab.toml --dry-run
-    minikafka evolve rss.items --source data/homelab.sqlite --model schemas.homelab:RssItem
+    Example: minikafka evolve rss.items --pipeline conf/homelab.toml --dry-run
     """
     from ..errors import SchemaMismatchError
     from ..ledger.topics import evolution
