@@ -297,3 +297,12 @@ def test_an_evolve_leaves_a_row_in_the_run_log_naming_the_fields(tmp_path):
         (run,) = [r for r in src.runs() if r["kind"] == "evolve"]
         assert run["status"] == "succeeded" and run["outputs"] == ["readings"]
         assert run["details"]["added"] == ["unit", "calibrated", "seen_at"]
+
+
+@pytest.mark.slow
+def test_adding_optional_fields_to_10m_rows_takes_under_a_second(tmp_path):
+    """The figure of scripts/bench_evolve.py (10M rows built by one recursive insert)."""
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_evolve.py"), "--rows", "10000000"],
+                         cwd=REPO, capture_output=True, text=True, env=_env(TMPDIR=str(tmp_path)), timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "target < 1.0 s   ok" in out.stdout
