@@ -1,0 +1,43 @@
+"""Lake tables: outputs that leave the file, committed with it (Iceberg, extra ``lake``).
+
+The Iceberg catalog's tables and each lake target's progress (``state``: the only SQL of the
+room) and the tables themselves, written inside the ledger's transaction (``iceberg``: the
+pointer swap joins the stage's commit; orphan files of rolled-back attempts, found and
+removed under the write lock).
+
+The top room: it imports the rooms below it; none imports it. pyiceberg is imported on use.
+"""
+
+from .iceberg import (
+    CATALOG,
+    IcebergTarget,
+    SyncResult,
+    iceberg_finisher,
+    iceberg_schema,
+    orphan_files,
+    reader_catalog,
+    remove_orphans,
+    sync,
+    sync_in_current_transaction,
+    target_of_row,
+    targets_of,
+)
+from .state import TargetRow, list_targets, read_target
+
+__all__ = [
+    "CATALOG",
+    "iceberg_finisher",
+    "iceberg_schema",
+    "IcebergTarget",
+    "list_targets",
+    "orphan_files",
+    "read_target",
+    "reader_catalog",
+    "remove_orphans",
+    "sync",
+    "sync_in_current_transaction",
+    "SyncResult",
+    "target_of_row",
+    "TargetRow",
+    "targets_of",
+]
