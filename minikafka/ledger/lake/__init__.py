@@ -12,6 +12,8 @@ from .iceberg import (
     CATALOG,
     IcebergTarget,
     SyncResult,
+    declare,
+    finishers_for,
     iceberg_finisher,
     iceberg_schema,
     orphan_files,
@@ -26,6 +28,8 @@ from .state import TargetRow, list_targets, read_target
 
 __all__ = [
     "CATALOG",
+    "declare",
+    "finishers_for",
     "iceberg_finisher",
     "iceberg_schema",
     "IcebergTarget",

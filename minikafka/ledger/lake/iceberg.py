@@ -429,3 +429,31 @@ def targets_of(conn: sqlite3.Connection, topics: Sequence[str] | None = None) ->
 
 def target_of_row(row: state.TargetRow) -> IcebergTarget:
     return IcebergTarget(row.name, row.topic, row.location, row.partition_by, row.namespace)
+
+
+def declare(ledger, targets: Iterable[IcebergTarget]) -> list[state.TargetRow]:
+    """Record lake targets in one transaction (a pipeline's ``[lake.*]`` tables; idempotent).
+
+    Each target's schema and partitioning are checked against its topic now, so a stage's
+    commit never meets a target that cannot be written.
+
+    Raises:
+        TopicNotFoundError: a target's topic does not exist.
+        LakeConfigError: a partition column is not a field, or a target's definition changed.
+    """
+    now = utc_now()
+    stored = []
+    with ledger.atomic() as conn:
+        for target in targets:
+            layout = read_layout(conn, target.topic)
+            partition_spec(target, iceberg_schema(layout))
+            stored.append(state.declare_target_in_current_transaction(conn, target.row(), now))
+    return stored
+
+
+def finishers_for(conn: sqlite3.Connection, topics: Sequence[str]) -> list[Callable[[sqlite3.Connection, RunResult],
+                                                                                  None]]:
+    """The in-transaction finishers of a stage writing ``topics``: one that syncs every declared
+    Iceberg target of those topics (none: an empty list, and pyiceberg is not imported)."""
+    targets = [target_of_row(r) for r in targets_of(conn, topics) if r.format == "iceberg"]
+    return [iceberg_finisher(targets)] if targets else []
