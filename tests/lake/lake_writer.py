@@ -1,0 +1,67 @@
+"""A stage-like commit into a topic with an Iceberg target, as a process a test can kill.
+
+    python -m tests.lake.lake_writer LEDGER     # src rows pending for consumer 'copier' -> dst (+ its Iceberg table)
+
+Takes every ``src`` row pending for consumer ``copier`` and commits one ``dst`` row per input,
+its acks, its run row and the ``dst`` Iceberg target's new snapshot in one transaction
+(``commit_stage`` with the lake's finishers), as a Spark stage's commit does. With
+$MINIKAFKA_FREEZE_AT set, it freezes at that checkpoint for the test to kill it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pydantic import BaseModel
+
+from minikafka import Source
+
+
+class Item(BaseModel):
+    n: int
+    text: str
+    bucket: int
+
+
+def make_ledger(path: str, location: str, *, src_rows: int = 0) -> None:
+    """A ledger with topics ``src`` (``src_rows`` rows) and ``dst``, and Iceberg target ``dst`` at ``location``."""
+    from minikafka.ledger.lake import IcebergTarget, declare
+
+    with Source(path) as source:
+        src = source.topic("src", Item, dedup=("n",))
+        source.topic("dst", Item, dedup=("n",))
+        src.consumer("copier")
+        add_rows(source, 0, src_rows)
+        declare(source.ledger, [IcebergTarget("dst", "dst", location, partition_by=("bucket",))])
+
+
+def add_rows(source: Source, first: int, count: int) -> None:
+    source.topic("src", Item, dedup=("n",)).extend(
+        [{"n": i, "text": f"item {i}", "bucket": i % 3} for i in range(first, first + count)])
+
+
+def copy_pending(path: str) -> int:
+    """One stage-like commit of everything pending; returns the rows committed into ``dst``."""
+    import pyarrow as pa
+
+    from minikafka.ledger.consuming import RunResult, new_run_id
+    from minikafka.ledger.lake import finishers_for
+    from minikafka.ledger.transactions import InputState, StagedOutput, commit_stage
+
+    with Source(path) as source:
+        src = source.topic("src", Item, dedup=("n",))
+        dst = source.topic("dst", Item, dedup=("n",))
+        pending = list(src.iter_new(consumer="copier", records=True))
+        upto = max((r.id for r in pending), default=0)
+        batch = pa.record_batch({"n": [r.data.n for r in pending], "text": [r.data.text.upper() for r in pending],
+                                 "bucket": [r.data.bucket for r in pending], "_parent_id": [r.id for r in pending]})
+        run = RunResult(new_run_id("copier"), "stage", stage="copier", consumer="copier", inputs=["src"],
+                        outputs=["dst"], rows_in=len(pending))
+        commit_stage(source.ledger, run, consumer="copier", inputs=[InputState("src", upto, len(pending))],
+                     outputs=[StagedOutput(dst.layout, [batch])], default_parent_topic="src",
+                     finishers=finishers_for(source.ledger.conn, ["dst"]))
+        return run.rows_out
+
+
+if __name__ == "__main__":
+    print(copy_pending(sys.argv[1]))
