@@ -40,8 +40,9 @@ def add_rows(source: Source, first: int, count: int) -> None:
         [{"n": i, "text": f"item {i}", "bucket": i % 3} for i in range(first, first + count)])
 
 
-def copy_pending(path: str) -> int:
-    """One stage-like commit of everything pending; returns the rows committed into ``dst``."""
+def copy_pending(path: str, *, before=(), after=()) -> int:
+    """One stage-like commit of everything pending; returns the rows committed into ``dst``.
+    ``before``/``after``: more finishers run around the lake's (a test's failure or race)."""
     import pyarrow as pa
 
     from minikafka.ledger.consuming import RunResult, new_run_id
@@ -59,7 +60,7 @@ def copy_pending(path: str) -> int:
                         outputs=["dst"], rows_in=len(pending))
         commit_stage(source.ledger, run, consumer="copier", inputs=[InputState("src", upto, len(pending))],
                      outputs=[StagedOutput(dst.layout, [batch])], default_parent_topic="src",
-                     finishers=finishers_for(source.ledger.conn, ["dst"]))
+                     finishers=[*before, *finishers_for(source.ledger.conn, ["dst"]), *after])
         return run.rows_out
 
 

@@ -20,17 +20,14 @@ pytest.importorskip("pyiceberg")
 pytest.importorskip("duckdb")
 
 from minikafka import ConcurrentRunError, LakeConfigError, Source  # noqa: E402
-from minikafka.ledger.consuming import RunResult  # noqa: E402
 from minikafka.ledger.lake import (  # noqa: E402
     IcebergTarget,
     declare,
-    finishers_for,
     orphan_files,
     reader_catalog,
     remove_orphans,
     sync,
 )
-from minikafka.ledger.transactions import commit_stage  # noqa: E402
 
 from .lake_writer import Item, add_rows, copy_pending, make_ledger  # noqa: E402
 from .readers import read_three_ways  # noqa: E402
@@ -86,7 +83,7 @@ def ledger_rows(path: str, topic: str, model, dedup) -> list[tuple]:
     rows = []
     for r in records:
         values = []
-        for name, value in r.data:
+        for _name, value in r.data:
             if isinstance(value, enum.Enum):
                 value = value.value
             elif isinstance(value, BaseModel | list | dict):
@@ -118,3 +115,132 @@ def test_types_are_exact_and_duckdb_polars_and_pyiceberg_read_back_the_same_rows
         assert types == read["pyiceberg"][1], name
     assert dict(read["pyiceberg"][1])["at"] == "timestamp[us, tz=UTC]"
     assert dict(read["pyiceberg"][1])["price"] == "decimal128(38, 18)"
+
+
+def lake_rows(ledger: str, table: str = "dst") -> list[tuple]:
+    rows, _ = read_three_ways(ledger, table)["pyiceberg"]
+    return rows
+
+
+def dst_rows(ledger: str) -> list[tuple]:
+    return ledger_rows(ledger, "dst", Item, ("n",))
+
+
+def test_a_stage_commit_writes_its_outputs_to_the_iceberg_table_in_the_same_transaction(tmp_path):
+    ledger, location = str(tmp_path / "l.db"), str(tmp_path / "lake" / "dst")
+    make_ledger(ledger, location, src_rows=30)
+    assert copy_pending(ledger) == 30
+    with Source(ledger) as source:
+        add_rows(source, 30, 20)
+    assert copy_pending(ledger) == 20
+    assert lake_rows(ledger) == dst_rows(ledger) and len(dst_rows(ledger)) == 50
+    table = reader_catalog(ledger).load_table("minikafka.dst")
+    assert len(table.metadata.snapshots) == 2
+    assert table.metadata.current_snapshot().summary["minikafka.last-id"] == "50"
+    with Source(ledger) as source:
+        run = source.ledger.conn.execute("SELECT details FROM _minikafka_runs WHERE stage = 'copier' "
+                                         "ORDER BY rowid DESC LIMIT 1").fetchone()[0]
+    assert json.loads(run)["lake"]["dst"]["rows"] == 20
+
+
+def test_a_rolled_back_commit_leaves_the_table_as_it_was_and_its_files_to_the_orphan_cleanup(tmp_path):
+    ledger, location = str(tmp_path / "l.db"), str(tmp_path / "lake" / "dst")
+    make_ledger(ledger, location, src_rows=10)
+    copy_pending(ledger)
+    before = reader_catalog(ledger).load_table("minikafka.dst").metadata_location
+
+    def fail(conn, run):
+        raise RuntimeError("a later finisher fails")
+
+    with Source(ledger) as source:
+        add_rows(source, 10, 5)
+    with pytest.raises(RuntimeError, match="later finisher"):
+        copy_pending(ledger, after=[fail])
+    with Source(ledger) as source:
+        with source.ledger.atomic() as conn:
+            orphans = orphan_files(conn, "dst")
+        assert orphans and any(p.endswith(".parquet") for p in orphans) and any(".metadata.json" in p for p in orphans)
+        assert remove_orphans(source.ledger, "dst", dry_run=True) == orphans
+        assert all(Path(p).exists() for p in orphans)  # a dry run deletes nothing
+        assert remove_orphans(source.ledger, "dst") == orphans
+        assert not any(Path(p).exists() for p in orphans)
+        with source.ledger.atomic() as conn:
+            assert orphan_files(conn, "dst") == []
+    assert reader_catalog(ledger).load_table("minikafka.dst").metadata_location == before
+    assert lake_rows(ledger) == dst_rows(ledger) and len(lake_rows(ledger)) == 10
+    assert copy_pending(ledger) == 5  # the re-run commits the topic's and the table's rows once
+    assert lake_rows(ledger) == dst_rows(ledger) and len(lake_rows(ledger)) == 15
+
+
+POINTS = ["lake:before-data-files", "lake:after-data-files", "lake:after-metadata", "lake:after-pointer-swap",
+          "commit:after-commit"]
+
+
+def kill_at(ledger: str, point: str) -> None:
+    env = dict(os.environ, MINIKAFKA_FREEZE_AT=point, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "tests.lake.lake_writer", ledger], cwd=REPO, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 60
+    for line in proc.stderr:
+        if line.startswith("FROZEN") or time.time() > deadline:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_9_at_each_fault_point_then_a_rerun_leaves_the_lake_equal_to_the_ledger(tmp_path, point):
+    ledger, location = str(tmp_path / "l.db"), str(tmp_path / "lake" / "dst")
+    make_ledger(ledger, location, src_rows=40)
+    copy_pending(ledger)  # the table exists with a snapshot: the killed commit is its second
+    with Source(ledger) as source:
+        add_rows(source, 40, 25)
+    kill_at(ledger, point)
+    committed = len(dst_rows(ledger))
+    assert committed == (65 if point == "commit:after-commit" else 40)
+    assert lake_rows(ledger) == dst_rows(ledger)  # before the re-run too: the table is the ledger's
+    assert copy_pending(ledger) == 65 - committed
+    rows = lake_rows(ledger)
+    assert rows == dst_rows(ledger)
+    assert [r[0] for r in rows] == list(range(1, 66))  # zero missing, zero duplicates
+    with Source(ledger) as source:
+        orphans = remove_orphans(source.ledger, "dst")
+    assert bool(orphans) == (point in ("lake:after-data-files", "lake:after-metadata", "lake:after-pointer-swap"))
+    read = read_three_ways(ledger, "dst")
+    assert read["duckdb"] == read["polars"] == read["pyiceberg"]
+    assert read["pyiceberg"][0] == dst_rows(ledger)
+
+
+def test_a_target_whose_definition_changed_is_refused_naming_what_changed(tmp_path):
+    ledger, location = str(tmp_path / "l.db"), str(tmp_path / "lake" / "dst")
+    make_ledger(ledger, location)
+    with Source(ledger) as source, pytest.raises(LakeConfigError, match="holds partition_by"):
+        declare(source.ledger, [IcebergTarget("dst", "dst", location, partition_by=("n",))])
+
+
+def test_a_partition_column_the_model_lacks_is_refused_before_anything_is_written(tmp_path):
+    ledger = str(tmp_path / "l.db")
+    make_ledger(ledger, str(tmp_path / "lake" / "dst"))
+    with Source(ledger) as source, pytest.raises(LakeConfigError, match="'colour' is not a field of topic 'dst'"):
+        declare(source.ledger, [IcebergTarget("other", "dst", str(tmp_path / "o"), partition_by=("day(colour)",))])
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(LakeConfigError, match="partition_by 'bucket\\(n\\)'"):
+        IcebergTarget("other", "dst", str(tmp_path / "o"), partition_by=("bucket(n)",))
+
+
+def test_a_pointer_swap_from_a_stale_metadata_file_is_refused_and_the_pointer_stays(tmp_path):
+    """The conditional UPDATE is the Iceberg commit: a writer that read an older pointer loses."""
+    from minikafka.ledger.lake import CATALOG, state
+
+    ledger, location = str(tmp_path / "l.db"), str(tmp_path / "lake" / "dst")
+    make_ledger(ledger, location, src_rows=5)
+    copy_pending(ledger)
+    with Source(ledger) as source:
+        current = reader_catalog(ledger).load_table("minikafka.dst").metadata_location
+        with pytest.raises(ConcurrentRunError, match="committed by another writer"), source.ledger.atomic() as conn:
+            state.swap_pointer_in_current_transaction(conn, CATALOG, "minikafka", "dst", current + ".older",
+                                                      current + ".newer")
+    assert reader_catalog(ledger).load_table("minikafka.dst").metadata_location == current
+    assert lake_rows(ledger) == dst_rows(ledger) and len(dst_rows(ledger)) == 5

@@ -8,6 +8,7 @@ removed under the write lock).
 The top room: it imports the rooms below it; none imports it. pyiceberg is imported on use.
 """
 
+from . import state
 from .iceberg import (
     CATALOG,
     IcebergTarget,
@@ -38,6 +39,7 @@ __all__ = [
     "read_target",
     "reader_catalog",
     "remove_orphans",
+    "state",
     "sync",
     "sync_in_current_transaction",
     "SyncResult",
