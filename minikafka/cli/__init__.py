@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (registers the commands)
     deliver,
     engine,  # noqa: F401  (minikafka serve)
     health,
+    lake,
     maintenance,
     metrics,
     pipelines,

@@ -233,7 +233,7 @@ class _Walk:
         step(top)
         parts.append(str(top))
         if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "health", "topics", "queues", "stages",
-                                        "deliveries"):
+                                        "deliveries", "lake"):
             return parts, "", key, value, depth
         if top in ("pipeline", "spark", "engine", "health"):
             sub = loc[1]

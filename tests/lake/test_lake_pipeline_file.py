@@ -1,0 +1,78 @@
+"""[lake.NAME] tables in a pipeline file, and the ``minikafka lake`` commands."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyiceberg")
+
+from minikafka import PipelineDefinitionError, Source  # noqa: E402
+from minikafka.pipelines.definition import load_pipeline  # noqa: E402
+from tests.cli.helpers import invoke  # noqa: E402
+from tests.pipelines.helpers import ROOT, homelab_copy  # noqa: E402
+
+from .readers import read_three_ways  # noqa: E402
+
+LAKE = '\n[lake.scored]\nformat = "iceberg"\ntopic = "rss.scored"\nlocation = "lake/scored"\npartition_by = ["day(published)"]\n'
+
+
+def test_the_shipped_lake_pipeline_declares_rss_scored_as_an_iceberg_table_partitioned_by_day():
+    defn = load_pipeline(ROOT / "conf" / "homelab-lake.toml", check_jobs=False, suites=False)
+    target = defn.lake["scored"]
+    assert (target.topic, target.partition_by) == ("rss.scored", ("day(published)",))
+    assert target.location == str((ROOT / "lake" / "scored").resolve())
+    assert [s.name for s in defn.stages] == [s.name for s in load_pipeline(ROOT / "conf" / "homelab.toml",
+                                                                           check_jobs=False, suites=False).stages]
+
+
+@pytest.mark.parametrize("lake, message", [
+    ('[lake.scored]\nformat = "iceberg"\ntopic = "rss.nope"\nlocation = "x"\n', "lake.scored.topic: unknown topic 'rss.nope'"),
+    ('[lake.scored]\nformat = "iceberg"\ntopic = "rss.scored"\nlocation = "x"\npartition_by = ["day(nope)"]\n',
+     "lake.scored.partition_by: 'nope' is not a field"),
+    ('[lake.scored]\nformat = "parquet"\ntopic = "rss.scored"\nlocation = "x"\n', "lake.scored.format"),
+    ('[lake.scored]\nformat = "iceberg"\ntopic = "rss.scored"\nlocaton = "x"\n', "locaton"),
+])
+def test_a_bad_lake_table_in_a_pipeline_file_is_refused_naming_its_key(tmp_path, lake, message):
+    with pytest.raises(PipelineDefinitionError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_pipeline(homelab_copy(tmp_path, extra="\n" + lake), check_jobs=False, suites=False)
+
+
+def scored_rows(ledger: Path, n: int, first: int = 0) -> None:
+    from schemas.homelab import Scored
+
+    with Source(str(ledger)) as source:
+        source.topic("rss.scored", Scored, dedup=("url",)).extend([
+            {"url": f"https://x/{i}", "title": f"t{i}", "kind": "video" if i % 2 else "article", "score": i / 7,
+             "category": "maybe", "published": datetime(2026, 11, 1 + i % 4, 6, 30, tzinfo=UTC)}
+            for i in range(first, first + n)])
+
+
+def test_lake_sync_list_and_clean_from_the_command_line(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    pipeline = homelab_copy(tmp_path, extra=LAKE)
+    scored_rows(tmp_path / "homelab.sqlite", 12)
+    out = invoke("lake", "sync", "scored", "-p", str(pipeline))
+    assert out.exit_code == 0, out.output
+    assert "12 row(s) appended" in out.output
+    out = invoke("lake", "sync", "scored", "-p", str(pipeline))
+    assert "0 row(s) appended" in out.output  # a second sync writes nothing twice
+    listed = json.loads(invoke("lake", "list", "--json", "-p", str(pipeline)).output)
+    assert [(t["name"], t["topic"], t["last_id"]) for t in listed] == [("scored", "rss.scored", 12)]
+    assert listed[0]["location"] == str(tmp_path / "lake" / "scored")
+    out = invoke("lake", "clean", "scored", "--dry-run", "-p", str(pipeline))
+    assert out.exit_code == 0 and "0 orphan file(s) (dry run, nothing deleted)" in out.output
+    rows, types = read_three_ways(str(tmp_path / "homelab.sqlite"), "scored")["duckdb"]
+    assert len(rows) == 12 and ("published", "timestamp[us, tz=UTC]") in types
+    with Source(str(tmp_path / "homelab.sqlite")) as source:
+        kinds = [r[0] for r in source.ledger.conn.execute("SELECT kind FROM _minikafka_runs ORDER BY rowid")]
+    assert kinds == ["lake", "lake", "lake-clean"]  # every run of anything leaves a row
+
+
+def test_lake_clean_of_an_unknown_target_names_it(tmp_path):
+    scored_rows(tmp_path / "homelab.sqlite", 1)
+    out = invoke("lake", "clean", "nope", "-s", str(tmp_path / "homelab.sqlite"))
+    assert out.exit_code == 1 and "no lake target 'nope'" in out.output
