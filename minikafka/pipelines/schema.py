@@ -186,6 +186,14 @@ EXPECTED = {
     ("trigger", "fixed"): "true or false",
     ("window", "rows"): "a positive integer",
     ("deliveries", None): "a table with name, topic and endpoint",
+    ("", "lake"): 'a table of lake tables: [lake.scored] with format = "iceberg", topic and location',
+    ("lake", None): "a table with format, topic and location",
+    ("lake", "format"): '"iceberg" (an Iceberg table whose catalog lives in the ledger)',
+    ("lake", "topic"): "the topic the table mirrors (a topic of this file)",
+    ("lake", "location"): "the table's directory as a string",
+    ("lake", "partition_by"): 'a list of partition fields, e.g. ["day(published)"]',
+    ("lake", "namespace"): 'the catalog namespace (default "minikafka")',
+    ("lake", "description"): "a string",
 }
 
 
