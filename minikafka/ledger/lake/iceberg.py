@@ -30,6 +30,7 @@ pyiceberg is imported only here (extra ``lake``).
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -47,7 +48,7 @@ from ..topics.arrow import arrow_type
 from ..topics.catalog import read_layout
 from ..topics.columns import decimal_layout
 from ..topics.identifiers import validate_field_name
-from ..topics.layout import N_META, TopicLayout
+from ..topics.layout import TopicLayout
 from ..topics.table import TopicTable
 from . import state
 
@@ -186,6 +187,7 @@ def partition_spec(target: IcebergTarget, schema: Any) -> Any:
 
 # -- the catalog a commit writes through ------------------------------------------------------
 
+@functools.cache
 def _catalog_class():
     sql = require("pyiceberg.catalog.sql", "lake")
     base = require("pyiceberg.catalog", "lake")
@@ -252,16 +254,15 @@ def _catalog_class():
 # -- rows ------------------------------------------------------------------------------------
 
 def _arrow_rows(conn: sqlite3.Connection, layout: TopicLayout, after: int, upto: int, schema) -> Any:
-    """The topic's rows in ``(after, upto]`` as an Arrow table of ``schema``, converted by column."""
+    """The topic's rows in ``(after, upto]`` as an Arrow table of ``schema``, converted by column
+    (storage text to timestamps, dates and decimals by Arrow's casts, not per value)."""
     pa = require("pyarrow", "lake")
     batches = []
-    where = f'"_id" > {int(after)} AND "_id" <= {int(upto)}'
-    cols = layout.columns
-    for rows in TopicTable(conn, layout).storage_rows(where, FETCH_ROWS):
+    for rows in TopicTable(conn, layout).field_rows(after, upto, FETCH_ROWS):
         columns = list(zip(*rows))
         arrays = [pa.array(columns[0], pa.int64())]
-        for i, col in enumerate(cols):
-            values, typ = columns[N_META + i], schema.field(col.name).type
+        for i, col in enumerate(layout.columns, start=1):
+            values, typ = columns[i], schema.field(col.name).type
             if col.kind in ("datetime", "date", "decimal"):
                 arrays.append(pa.array(values, pa.string()).cast(typ))
             elif col.kind == "bool":
@@ -456,4 +457,8 @@ def finishers_for(conn: sqlite3.Connection, topics: Sequence[str]) -> list[Calla
     """The in-transaction finishers of a stage writing ``topics``: one that syncs every declared
     Iceberg target of those topics (none: an empty list, and pyiceberg is not imported)."""
     targets = [target_of_row(r) for r in targets_of(conn, topics) if r.format == "iceberg"]
-    return [iceberg_finisher(targets)] if targets else []
+    if not targets:
+        return []
+    _catalog_class()  # pyiceberg imported now (a second or two), not while the commit holds the write lock
+    require("pyiceberg.io.pyarrow", "lake")
+    return [iceberg_finisher(targets)]
