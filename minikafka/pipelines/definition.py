@@ -46,8 +46,8 @@ max_quarantined_per_run = 50
 max_dead = 0
 max_pending_age = "1h"
 
-[lake.scored]                          # an Iceberg table mirroring a topic (extra lake; docs/how-to/lake-tables.md)
-format = "iceberg"
+[lake.scored]                          # a lake table mirroring a topic (extra lake; docs/how-to/lake-tables.md)
+format = "iceberg"                     # or "delta"
 topic = "rss.scored"
 location = "../lake/scored"            # relative to this file, or an object-store URI
 partition_by = ["day(published)"]      # columns, or year/month/day/hour(column)
@@ -404,9 +404,10 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
 
 
 def _lake(path: Path, specs: dict[str, dict[str, Any]], topics: dict[str, TopicDefinition]) -> dict[str, Any]:
-    """The ``[lake.<name>]`` tables as ``IcebergTarget``s (a relative location is relative to the file)."""
+    """The ``[lake.<name>]`` tables as ``IcebergTarget``s or ``DeltaTarget``s (a relative location is
+    relative to the file)."""
     from ..errors import LakeConfigError
-    from ..ledger.lake import IcebergTarget
+    from ..ledger.lake import DeltaTarget, IcebergTarget
 
     out = {}
     for name, spec in specs.items():
@@ -416,9 +417,13 @@ def _lake(path: Path, specs: dict[str, dict[str, Any]], topics: dict[str, TopicD
         location = spec["location"]
         if "://" not in location:
             location = str((path.parent / location).resolve())
+        parts = tuple(_names(spec.get("partition_by") or []))
         try:
-            target = IcebergTarget(name, spec["topic"], location, tuple(_names(spec.get("partition_by") or [])),
-                                   **({"namespace": spec["namespace"]} if spec.get("namespace") else {}))
+            if spec["format"] == "delta":
+                target = DeltaTarget(name, spec["topic"], location, parts)
+            else:
+                target = IcebergTarget(name, spec["topic"], location, parts,
+                                       **({"namespace": spec["namespace"]} if spec.get("namespace") else {}))
         except LakeConfigError as exc:
             raise _fail(path, where, str(exc)) from exc
         model = topics[spec["topic"]].model

@@ -97,7 +97,7 @@ class EngineSpec(_Table):
 
 
 class LakeSpec(_Table):
-    format: Literal["iceberg"]
+    format: Literal["iceberg", "delta"]
     topic: StrictStr
     location: StrictStr
     partition_by: NamesOrName | None = None
@@ -188,7 +188,8 @@ EXPECTED = {
     ("deliveries", None): "a table with name, topic and endpoint",
     ("", "lake"): 'a table of lake tables: [lake.scored] with format = "iceberg", topic and location',
     ("lake", None): "a table with format, topic and location",
-    ("lake", "format"): '"iceberg" (an Iceberg table whose catalog lives in the ledger)',
+    ("lake", "format"): '"iceberg" (an Iceberg table whose catalog lives in the ledger) or "delta" (delta-rs, '
+                        'an app transaction checked before each write)',
     ("lake", "topic"): "the topic the table mirrors (a topic of this file)",
     ("lake", "location"): "the table's directory as a string",
     ("lake", "partition_by"): 'a list of partition fields, e.g. ["day(published)"]',

@@ -23,16 +23,18 @@ class Item(BaseModel):
     bucket: int
 
 
-def make_ledger(path: str, location: str, *, src_rows: int = 0) -> None:
-    """A ledger with topics ``src`` (``src_rows`` rows) and ``dst``, and Iceberg target ``dst`` at ``location``."""
-    from minikafka.ledger.lake import IcebergTarget, declare
+def make_ledger(path: str, location: str, *, src_rows: int = 0, delta: bool = False) -> None:
+    """A ledger with topics ``src`` (``src_rows`` rows) and ``dst``, and lake target ``dst`` at
+    ``location`` (Iceberg, or Delta when ``delta``), partitioned by ``bucket``."""
+    from minikafka.ledger.lake import DeltaTarget, IcebergTarget, declare
 
     with Source(path) as source:
         src = source.topic("src", Item, dedup=("n",))
         source.topic("dst", Item, dedup=("n",))
         src.consumer("copier")
         add_rows(source, 0, src_rows)
-        declare(source.ledger, [IcebergTarget("dst", "dst", location, partition_by=("bucket",))])
+        kind = DeltaTarget if delta else IcebergTarget
+        declare(source.ledger, [kind("dst", "dst", location, partition_by=("bucket",))])
 
 
 def add_rows(source: Source, first: int, count: int) -> None:

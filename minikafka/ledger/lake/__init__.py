@@ -3,12 +3,14 @@
 The Iceberg catalog's tables and each lake target's progress (``state``: the only SQL of the
 room) and the tables themselves, written inside the ledger's transaction (``iceberg``: the
 pointer swap joins the stage's commit; orphan files of rolled-back attempts, found and
-removed under the write lock).
+removed under the write lock; ``delta``: Delta tables, an app transaction checked before
+each write).
 
 The top room: it imports the rooms below it; none imports it. pyiceberg is imported on use.
 """
 
 from . import state
+from .delta import DeltaTarget
 from .iceberg import (
     CATALOG,
     IcebergTarget,
@@ -30,6 +32,7 @@ from .state import TargetRow, list_targets, read_target
 __all__ = [
     "CATALOG",
     "declare",
+    "DeltaTarget",
     "finishers_for",
     "iceberg_finisher",
     "iceberg_schema",

@@ -318,15 +318,19 @@ def sync_in_current_transaction(conn: sqlite3.Connection, target: IcebergTarget,
     return SyncResult(target.name, rows.num_rows, snapshot_id, upto, files)
 
 
-def iceberg_finisher(targets: Iterable[IcebergTarget]) -> Callable[[sqlite3.Connection, RunResult], None]:
-    """A callback for ``commit_stage(..., finishers=[...])``: sync each target inside the stage's
-    commit and note what it wrote in the run's details (``lake``)."""
+def iceberg_finisher(targets: Iterable[Any]) -> Callable[[sqlite3.Connection, RunResult], None]:
+    """A callback for ``commit_stage(..., finishers=[...])``: sync each target (Iceberg or
+    Delta) inside the stage's commit and note what it wrote in the run's details (``lake``)."""
+    from . import delta
+
     targets = list(targets)
 
     def finish(conn: sqlite3.Connection, run: RunResult) -> None:
         written = {}
         for target in targets:
-            result = sync_in_current_transaction(conn, target, run.run_id)
+            sync_one = delta.sync_in_current_transaction if isinstance(target, delta.DeltaTarget) \
+                else sync_in_current_transaction
+            result = sync_one(conn, target, run.run_id)
             written[target.name] = {"rows": result.rows, "snapshot_id": result.snapshot_id,
                                     "last_id": result.last_id}
         if run.details is None:
@@ -342,11 +346,15 @@ def sync(ledger, target: IcebergTarget, *, run: RunResult | None = None) -> Sync
     Raises: as ``sync_in_current_transaction``.
     """
     from ..consuming.runlog import new_run_id, write_run_in_current_transaction
+    from . import delta
 
+    is_delta = isinstance(target, delta.DeltaTarget)
     run = run or RunResult(new_run_id("lake"), "lake", stage=f"lake:{target.name}", inputs=[target.topic],
-                           outputs=[f"iceberg:{target.namespace}.{target.name}"])
+                           outputs=[f"delta:{target.location}" if is_delta
+                                    else f"iceberg:{target.namespace}.{target.name}"])
     with ledger.atomic() as conn:
-        result = sync_in_current_transaction(conn, target, run.run_id)
+        result = (delta.sync_in_current_transaction if is_delta else sync_in_current_transaction)(
+            conn, target, run.run_id)
         run.rows_in = run.rows_out = result.rows
         run.details = {"lake": {target.name: {"rows": result.rows, "snapshot_id": result.snapshot_id,
                                               "last_id": result.last_id}}}
@@ -428,7 +436,12 @@ def targets_of(conn: sqlite3.Connection, topics: Sequence[str] | None = None) ->
     return rows if topics is None else [r for r in rows if r.topic in topics]
 
 
-def target_of_row(row: state.TargetRow) -> IcebergTarget:
+def target_of_row(row: state.TargetRow):
+    """The ``IcebergTarget`` or ``DeltaTarget`` a recorded row describes."""
+    if row.format == "delta":
+        from .delta import DeltaTarget
+
+        return DeltaTarget(row.name, row.topic, row.location, row.partition_by)
     return IcebergTarget(row.name, row.topic, row.location, row.partition_by, row.namespace)
 
 
@@ -442,12 +455,17 @@ def declare(ledger, targets: Iterable[IcebergTarget]) -> list[state.TargetRow]:
         TopicNotFoundError: a target's topic does not exist.
         LakeConfigError: a partition column is not a field, or a target's definition changed.
     """
+    from . import delta
+
     now = utc_now()
     stored = []
     with ledger.atomic() as conn:
         for target in targets:
             layout = read_layout(conn, target.topic)
-            partition_spec(target, iceberg_schema(layout))
+            if isinstance(target, delta.DeltaTarget):
+                delta.check_partitions(target, layout)
+            else:
+                partition_spec(target, iceberg_schema(layout))
             stored.append(state.declare_target_in_current_transaction(conn, target.row(), now))
     return stored
 
@@ -455,10 +473,13 @@ def declare(ledger, targets: Iterable[IcebergTarget]) -> list[state.TargetRow]:
 def finishers_for(conn: sqlite3.Connection, topics: Sequence[str]) -> list[Callable[[sqlite3.Connection, RunResult],
                                                                                   None]]:
     """The in-transaction finishers of a stage writing ``topics``: one that syncs every declared
-    Iceberg target of those topics (none: an empty list, and pyiceberg is not imported)."""
-    targets = [target_of_row(r) for r in targets_of(conn, topics) if r.format == "iceberg"]
+    lake target of those topics (none: an empty list, and neither pyiceberg nor deltalake is imported)."""
+    targets = [target_of_row(r) for r in targets_of(conn, topics)]
     if not targets:
         return []
-    _catalog_class()  # pyiceberg imported now (a second or two), not while the commit holds the write lock
-    require("pyiceberg.io.pyarrow", "lake")
+    if any(r.format == "iceberg" for r in targets_of(conn, topics)):
+        _catalog_class()  # pyiceberg imported now (a second or two), not while the commit holds the write lock
+        require("pyiceberg.io.pyarrow", "lake")
+    if any(r.format == "delta" for r in targets_of(conn, topics)):
+        require("deltalake", "lake")
     return [iceberg_finisher(targets)]
