@@ -21,7 +21,7 @@ commits the same rows under the same ids as the attempt that died (a determinist
 over the same pending inputs); an Iceberg target has no such condition, its pointer swap is
 inside the ledger's transaction.
 
-Types as the Iceberg targets' (``iceberg.arrow_schema``); partitions are identity columns.
+Types as the Iceberg targets' (``rows.arrow_schema``); partitions are identity columns.
 deltalake is imported only here (extra ``lake``).
 """
 
@@ -41,6 +41,7 @@ from ..topics.catalog import read_layout
 from ..topics.layout import TopicLayout
 from ..topics.table import TopicTable
 from . import state
+from .rows import SyncResult, arrow_rows, arrow_schema
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -103,14 +104,12 @@ def sync_in_current_transaction(conn: sqlite3.Connection, target: DeltaTarget, r
                                 now: str | None = None):
     """Append the topic's rows the table does not hold yet (checked by its app transaction).
 
-    Returns an ``iceberg.SyncResult`` (``snapshot_id``: the Delta table's version).
+    Returns a ``rows.SyncResult`` (``snapshot_id``: the Delta table's version).
 
     Raises:
         LakeConfigError: the target's definition changed or a partition column is not a field.
         LakeError: delta-rs could not write the table (names the target and the cause).
     """
-    from .iceberg import SyncResult, _arrow_rows, arrow_schema
-
     deltalake = require("deltalake", "lake")
     now = now or utc_now()
     stored = state.declare_target_in_current_transaction(conn, target.row(), now)
@@ -126,7 +125,7 @@ def sync_in_current_transaction(conn: sqlite3.Connection, target: DeltaTarget, r
             version = table.version() if table is not None else None
             state.record_sync_in_current_transaction(conn, target.name, max(upto, start), version, run_id, now)
             return SyncResult(target.name, 0, version, max(upto, start))
-        rows = _arrow_rows(conn, layout, start, upto, arrow_schema(layout))
+        rows = arrow_rows(conn, layout, start, upto, arrow_schema(layout))
         deltalake.write_deltalake(
             target.location, rows, mode="append", partition_by=list(target.partition_by) or None,
             commit_properties=deltalake.CommitProperties(

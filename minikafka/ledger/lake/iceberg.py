@@ -44,17 +44,16 @@ from ...util.clock import utc_now
 from ...util.faults import checkpoint
 from ...util.optional import require
 from ..consuming.runlog import RunResult
-from ..topics.arrow import arrow_type
 from ..topics.catalog import read_layout
 from ..topics.columns import decimal_layout
 from ..topics.identifiers import validate_field_name
 from ..topics.layout import TopicLayout
 from ..topics.table import TopicTable
-from . import state
+from . import delta, state
+from .rows import SyncResult, arrow_rows, arrow_schema
 
 CATALOG = "minikafka"  # the catalog name readers pass to pyiceberg's SqlCatalog
 NAMESPACE = "minikafka"
-FETCH_ROWS = 65_536
 TRANSFORMS = ("identity", "year", "month", "day", "hour")
 _PARTITION = re.compile(r"^\s*(?:(year|month|day|hour)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)|([A-Za-z_][A-Za-z0-9_]*))\s*$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -104,17 +103,6 @@ class IcebergTarget:
         return state.TargetRow(self.name, "iceberg", self.topic, self.location, self.namespace, self.partition_by)
 
 
-@dataclass
-class SyncResult:
-    """What one sync wrote: rows, the new snapshot (None: nothing new), the highest row id held."""
-
-    target: str
-    rows: int
-    snapshot_id: int | None
-    last_id: int
-    data_files: int = 0
-
-
 def _pyiceberg():
     return require("pyiceberg", "lake")
 
@@ -149,15 +137,6 @@ def iceberg_schema(layout: TopicLayout) -> Any:
     for i, col in enumerate(layout.columns, start=2):
         fields.append(t.NestedField(i, col.name, _iceberg_type(col), required=not col.nullable))
     return schema.Schema(*fields)
-
-
-def arrow_schema(layout: TopicLayout) -> Any:
-    """The Arrow schema of the rows a sync appends (what pyiceberg checks against the table's)."""
-    pa = require("pyarrow", "lake")
-    fields = [pa.field("_id", pa.int64(), nullable=False)]
-    for col in layout.columns:
-        fields.append(pa.field(col.name, arrow_type(pa, col) or pa.string(), nullable=col.nullable))
-    return pa.schema(fields)
 
 
 def partition_spec(target: IcebergTarget, schema: Any) -> Any:
@@ -253,26 +232,6 @@ def _catalog_class():
 
 # -- rows ------------------------------------------------------------------------------------
 
-def _arrow_rows(conn: sqlite3.Connection, layout: TopicLayout, after: int, upto: int, schema) -> Any:
-    """The topic's rows in ``(after, upto]`` as an Arrow table of ``schema``, converted by column
-    (storage text to timestamps, dates and decimals by Arrow's casts, not per value)."""
-    pa = require("pyarrow", "lake")
-    batches = []
-    for rows in TopicTable(conn, layout).field_rows(after, upto, FETCH_ROWS):
-        columns = list(zip(*rows))
-        arrays = [pa.array(columns[0], pa.int64())]
-        for i, col in enumerate(layout.columns, start=1):
-            values, typ = columns[i], schema.field(col.name).type
-            if col.kind in ("datetime", "date", "decimal"):
-                arrays.append(pa.array(values, pa.string()).cast(typ))
-            elif col.kind == "bool":
-                arrays.append(pa.array(values, pa.int64()).cast(typ))
-            else:
-                arrays.append(pa.array(values, typ))
-        batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
-    return pa.Table.from_batches(batches, schema=schema)
-
-
 # -- sync --------------------------------------------------------------------------------------
 
 def sync_in_current_transaction(conn: sqlite3.Connection, target: IcebergTarget, run_id: str | None,
@@ -295,7 +254,7 @@ def sync_in_current_transaction(conn: sqlite3.Connection, target: IcebergTarget,
             catalog.create_in_current_transaction(target, schema, partition_spec(target, schema))
         table = catalog.load_table(target.identifier)
         upto = TopicTable(conn, layout).high_watermark()
-        rows = _arrow_rows(conn, layout, stored.last_id, upto, arrow_schema(layout)) if upto > stored.last_id \
+        rows = arrow_rows(conn, layout, stored.last_id, upto, arrow_schema(layout)) if upto > stored.last_id \
             else None
         if rows is None or rows.num_rows == 0:
             state.record_sync_in_current_transaction(conn, target.name, max(upto, stored.last_id),
@@ -321,8 +280,6 @@ def sync_in_current_transaction(conn: sqlite3.Connection, target: IcebergTarget,
 def iceberg_finisher(targets: Iterable[Any]) -> Callable[[sqlite3.Connection, RunResult], None]:
     """A callback for ``commit_stage(..., finishers=[...])``: sync each target (Iceberg or
     Delta) inside the stage's commit and note what it wrote in the run's details (``lake``)."""
-    from . import delta
-
     targets = list(targets)
 
     def finish(conn: sqlite3.Connection, run: RunResult) -> None:
@@ -346,8 +303,6 @@ def sync(ledger, target: IcebergTarget, *, run: RunResult | None = None) -> Sync
     Raises: as ``sync_in_current_transaction``.
     """
     from ..consuming.runlog import new_run_id, write_run_in_current_transaction
-    from . import delta
-
     is_delta = isinstance(target, delta.DeltaTarget)
     run = run or RunResult(new_run_id("lake"), "lake", stage=f"lake:{target.name}", inputs=[target.topic],
                            outputs=[f"delta:{target.location}" if is_delta
@@ -455,8 +410,6 @@ def declare(ledger, targets: Iterable[IcebergTarget]) -> list[state.TargetRow]:
         TopicNotFoundError: a target's topic does not exist.
         LakeConfigError: a partition column is not a field, or a target's definition changed.
     """
-    from . import delta
-
     now = utc_now()
     stored = []
     with ledger.atomic() as conn:
