@@ -76,3 +76,12 @@ def test_lake_clean_of_an_unknown_target_names_it(tmp_path):
     scored_rows(tmp_path / "homelab.sqlite", 1)
     out = invoke("lake", "clean", "nope", "-s", str(tmp_path / "homelab.sqlite"))
     assert out.exit_code == 1 and "no lake target 'nope'" in out.output
+
+
+def test_a_delta_lake_table_in_a_pipeline_file_becomes_a_delta_target(tmp_path):
+    from minikafka.ledger.lake import DeltaTarget
+
+    lake = '\n[lake.d]\nformat = "delta"\ntopic = "rss.scored"\nlocation = "lake/d"\npartition_by = "category"\n'
+    target = load_pipeline(homelab_copy(tmp_path, extra=lake), check_jobs=False, suites=False).lake["d"]
+    assert isinstance(target, DeltaTarget) and target.partition_by == ("category",)
+    assert target.location == str(tmp_path / "lake" / "d")
