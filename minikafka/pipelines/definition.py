@@ -47,7 +47,7 @@ max_dead = 0
 max_pending_age = "1h"
 
 [lake.scored]                          # a lake table mirroring a topic (extra lake; docs/how-to/lake-tables.md)
-format = "iceberg"                     # or "delta"
+format = "iceberg"                     # or "delta", or "parquet" (an incremental export)
 topic = "rss.scored"
 location = "../lake/scored"            # relative to this file, or an object-store URI
 partition_by = ["day(published)"]      # columns, or year/month/day/hour(column)
@@ -407,7 +407,7 @@ def _lake(path: Path, specs: dict[str, dict[str, Any]], topics: dict[str, TopicD
     """The ``[lake.<name>]`` tables as ``IcebergTarget``s or ``DeltaTarget``s (a relative location is
     relative to the file)."""
     from ..errors import LakeConfigError
-    from ..ledger.lake import DeltaTarget, IcebergTarget
+    from ..ledger.lake import DeltaTarget, IcebergTarget, ParquetTarget
 
     out = {}
     for name, spec in specs.items():
@@ -421,6 +421,8 @@ def _lake(path: Path, specs: dict[str, dict[str, Any]], topics: dict[str, TopicD
         try:
             if spec["format"] == "delta":
                 target = DeltaTarget(name, spec["topic"], location, parts)
+            elif spec["format"] == "parquet":
+                target = ParquetTarget(name, spec["topic"], location, parts)
             else:
                 target = IcebergTarget(name, spec["topic"], location, parts,
                                        **({"namespace": spec["namespace"]} if spec.get("namespace") else {}))

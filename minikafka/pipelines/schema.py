@@ -97,7 +97,7 @@ class EngineSpec(_Table):
 
 
 class LakeSpec(_Table):
-    format: Literal["iceberg", "delta"]
+    format: Literal["iceberg", "delta", "parquet"]
     topic: StrictStr
     location: StrictStr
     partition_by: NamesOrName | None = None
@@ -189,7 +189,8 @@ EXPECTED = {
     ("", "lake"): 'a table of lake tables: [lake.scored] with format = "iceberg", topic and location',
     ("lake", None): "a table with format, topic and location",
     ("lake", "format"): '"iceberg" (an Iceberg table whose catalog lives in the ledger) or "delta" (delta-rs, '
-                        'an app transaction checked before each write)',
+                        'an app transaction checked before each write) or "parquet" (an incremental, '
+                        'partitioned export)',
     ("lake", "topic"): "the topic the table mirrors (a topic of this file)",
     ("lake", "location"): "the table's directory as a string",
     ("lake", "partition_by"): 'a list of partition fields, e.g. ["day(published)"]',

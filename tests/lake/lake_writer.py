@@ -23,17 +23,18 @@ class Item(BaseModel):
     bucket: int
 
 
-def make_ledger(path: str, location: str, *, src_rows: int = 0, delta: bool = False) -> None:
+def make_ledger(path: str, location: str, *, src_rows: int = 0, delta: bool = False, parquet: bool = False) -> None:
     """A ledger with topics ``src`` (``src_rows`` rows) and ``dst``, and lake target ``dst`` at
-    ``location`` (Iceberg, or Delta when ``delta``), partitioned by ``bucket``."""
-    from minikafka.ledger.lake import DeltaTarget, IcebergTarget, declare
+    ``location`` (Iceberg; Delta when ``delta``; a Parquet export when ``parquet``), partitioned
+    by ``bucket``."""
+    from minikafka.ledger.lake import DeltaTarget, IcebergTarget, ParquetTarget, declare
 
     with Source(path) as source:
         src = source.topic("src", Item, dedup=("n",))
         source.topic("dst", Item, dedup=("n",))
         src.consumer("copier")
         add_rows(source, 0, src_rows)
-        kind = DeltaTarget if delta else IcebergTarget
+        kind = DeltaTarget if delta else ParquetTarget if parquet else IcebergTarget
         declare(source.ledger, [kind("dst", "dst", location, partition_by=("bucket",))])
 
 

@@ -4,7 +4,8 @@ The Iceberg catalog's tables and each lake target's progress (``state``: the onl
 room) and the tables themselves, written inside the ledger's transaction (``iceberg``: the
 pointer swap joins the stage's commit; orphan files of rolled-back attempts, found and
 removed under the write lock; ``delta``: Delta tables, an app transaction checked before
-each write).
+each write; ``parquet``: incremental, partitioned Parquet exports; ``rows``: the rows all
+three copy).
 
 The top room: it imports the rooms below it; none imports it. pyiceberg is imported on use.
 """
@@ -27,6 +28,7 @@ from .iceberg import (
     target_of_row,
     targets_of,
 )
+from .parquet import ParquetTarget
 from .state import TargetRow, list_targets, read_target
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "IcebergTarget",
     "list_targets",
     "orphan_files",
+    "ParquetTarget",
     "read_target",
     "reader_catalog",
     "remove_orphans",

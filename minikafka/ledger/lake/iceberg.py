@@ -49,7 +49,7 @@ from ..topics.columns import decimal_layout
 from ..topics.identifiers import validate_field_name
 from ..topics.layout import TopicLayout
 from ..topics.table import TopicTable
-from . import delta, state
+from . import delta, parquet, state
 from .rows import SyncResult, arrow_rows, arrow_schema
 
 CATALOG = "minikafka"  # the catalog name readers pass to pyiceberg's SqlCatalog
@@ -277,6 +277,15 @@ def sync_in_current_transaction(conn: sqlite3.Connection, target: IcebergTarget,
     return SyncResult(target.name, rows.num_rows, snapshot_id, upto, files)
 
 
+def _sync_of(target) -> Callable:
+    """The in-transaction sync of a target's format."""
+    if isinstance(target, delta.DeltaTarget):
+        return delta.sync_in_current_transaction
+    if isinstance(target, parquet.ParquetTarget):
+        return parquet.sync_in_current_transaction
+    return sync_in_current_transaction
+
+
 def iceberg_finisher(targets: Iterable[Any]) -> Callable[[sqlite3.Connection, RunResult], None]:
     """A callback for ``commit_stage(..., finishers=[...])``: sync each target (Iceberg or
     Delta) inside the stage's commit and note what it wrote in the run's details (``lake``)."""
@@ -285,9 +294,7 @@ def iceberg_finisher(targets: Iterable[Any]) -> Callable[[sqlite3.Connection, Ru
     def finish(conn: sqlite3.Connection, run: RunResult) -> None:
         written = {}
         for target in targets:
-            sync_one = delta.sync_in_current_transaction if isinstance(target, delta.DeltaTarget) \
-                else sync_in_current_transaction
-            result = sync_one(conn, target, run.run_id)
+            result = _sync_of(target)(conn, target, run.run_id)
             written[target.name] = {"rows": result.rows, "snapshot_id": result.snapshot_id,
                                     "last_id": result.last_id}
         if run.details is None:
@@ -303,13 +310,12 @@ def sync(ledger, target: IcebergTarget, *, run: RunResult | None = None) -> Sync
     Raises: as ``sync_in_current_transaction``.
     """
     from ..consuming.runlog import new_run_id, write_run_in_current_transaction
-    is_delta = isinstance(target, delta.DeltaTarget)
+    output = f"iceberg:{target.namespace}.{target.name}" if isinstance(target, IcebergTarget) \
+        else f"{target.row().format}:{target.location}"
     run = run or RunResult(new_run_id("lake"), "lake", stage=f"lake:{target.name}", inputs=[target.topic],
-                           outputs=[f"delta:{target.location}" if is_delta
-                                    else f"iceberg:{target.namespace}.{target.name}"])
+                           outputs=[output])
     with ledger.atomic() as conn:
-        result = (delta.sync_in_current_transaction if is_delta else sync_in_current_transaction)(
-            conn, target, run.run_id)
+        result = _sync_of(target)(conn, target, run.run_id)
         run.rows_in = run.rows_out = result.rows
         run.details = {"lake": {target.name: {"rows": result.rows, "snapshot_id": result.snapshot_id,
                                               "last_id": result.last_id}}}
@@ -394,9 +400,9 @@ def targets_of(conn: sqlite3.Connection, topics: Sequence[str] | None = None) ->
 def target_of_row(row: state.TargetRow):
     """The ``IcebergTarget`` or ``DeltaTarget`` a recorded row describes."""
     if row.format == "delta":
-        from .delta import DeltaTarget
-
-        return DeltaTarget(row.name, row.topic, row.location, row.partition_by)
+        return delta.DeltaTarget(row.name, row.topic, row.location, row.partition_by)
+    if row.format == "parquet":
+        return parquet.ParquetTarget(row.name, row.topic, row.location, row.partition_by)
     return IcebergTarget(row.name, row.topic, row.location, row.partition_by, row.namespace)
 
 
@@ -417,6 +423,8 @@ def declare(ledger, targets: Iterable[IcebergTarget]) -> list[state.TargetRow]:
             layout = read_layout(conn, target.topic)
             if isinstance(target, delta.DeltaTarget):
                 delta.check_partitions(target, layout)
+            elif isinstance(target, parquet.ParquetTarget):
+                parquet.check_partitions(target, layout)
             else:
                 partition_spec(target, iceberg_schema(layout))
             stored.append(state.declare_target_in_current_transaction(conn, target.row(), now))
