@@ -33,7 +33,7 @@ def test_the_shipped_lake_pipeline_declares_rss_scored_as_an_iceberg_table_parti
     ('[lake.scored]\nformat = "iceberg"\ntopic = "rss.nope"\nlocation = "x"\n', "lake.scored.topic: unknown topic 'rss.nope'"),
     ('[lake.scored]\nformat = "iceberg"\ntopic = "rss.scored"\nlocation = "x"\npartition_by = ["day(nope)"]\n',
      "lake.scored.partition_by: 'nope' is not a field"),
-    ('[lake.scored]\nformat = "parquet"\ntopic = "rss.scored"\nlocation = "x"\n', "lake.scored.format"),
+    ('[lake.scored]\nformat = "orc"\ntopic = "rss.scored"\nlocation = "x"\n', "lake.scored.format"),
     ('[lake.scored]\nformat = "iceberg"\ntopic = "rss.scored"\nlocaton = "x"\n', "locaton"),
 ])
 def test_a_bad_lake_table_in_a_pipeline_file_is_refused_naming_its_key(tmp_path, lake, message):
