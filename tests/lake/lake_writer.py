@@ -67,5 +67,27 @@ def copy_pending(path: str, *, before=(), after=()) -> int:
         return run.rows_out
 
 
+def append_and_sync(path: str, topic: str, rounds: int) -> None:
+    """``rounds`` commits, each appending 50 rows to ``topic`` and syncing its lake target in the
+    same transaction (another pipeline's stage, writing another table of the same catalog)."""
+    import pyarrow as pa
+
+    from minikafka.ledger.consuming import RunResult, new_run_id
+    from minikafka.ledger.lake import finishers_for
+    from minikafka.ledger.transactions import StagedOutput, commit_stage
+
+    with Source(path, busy_timeout=120) as source:
+        out = source.topic(topic, Item, dedup=("n",))
+        for r in range(rounds):
+            batch = pa.record_batch({"n": list(range(r * 50, r * 50 + 50)), "text": ["x"] * 50,
+                                     "bucket": [i % 3 for i in range(50)]})
+            commit_stage(source.ledger, RunResult(new_run_id(topic), "stage", stage=topic, consumer=topic),
+                         consumer=topic, inputs=[], outputs=[StagedOutput(out.layout, [batch])],
+                         finishers=finishers_for(source.ledger.conn, [topic]))
+
+
 if __name__ == "__main__":
-    print(copy_pending(sys.argv[1]))
+    if sys.argv[1] == "race":
+        append_and_sync(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        print(copy_pending(sys.argv[1]))

@@ -244,3 +244,21 @@ def test_a_pointer_swap_from_a_stale_metadata_file_is_refused_and_the_pointer_st
                                                       current + ".newer")
     assert reader_catalog(ledger).load_table("minikafka.dst").metadata_location == current
     assert lake_rows(ledger) == dst_rows(ledger) and len(dst_rows(ledger)) == 5
+
+
+@pytest.mark.slow
+def test_two_processes_writing_different_tables_of_one_catalog_at_once_both_commit(tmp_path):
+    ledger = str(tmp_path / "l.db")
+    with Source(ledger) as source:
+        for name in ("left", "right"):
+            source.topic(name, Item, dedup=("n",))
+        declare(source.ledger, [IcebergTarget(name, name, str(tmp_path / "lake" / name)) for name in ("left", "right")])
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.lake.lake_writer", "race", ledger, name, "6"], cwd=REPO,
+                              env=env, stderr=subprocess.PIPE, text=True) for name in ("left", "right")]
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    for name in ("left", "right"):
+        rows = lake_rows(ledger, name)
+        assert rows == ledger_rows(ledger, name, Item, ("n",)) and len(rows) == 300
+        assert len(reader_catalog(ledger).load_table(f"minikafka.{name}").metadata.snapshots) == 6
