@@ -85,3 +85,20 @@ def test_a_delta_lake_table_in_a_pipeline_file_becomes_a_delta_target(tmp_path):
     target = load_pipeline(homelab_copy(tmp_path, extra=lake), check_jobs=False, suites=False).lake["d"]
     assert isinstance(target, DeltaTarget) and target.partition_by == ("category",)
     assert target.location == str(tmp_path / "lake" / "d")
+
+
+def test_the_console_shows_a_topics_lake_table_with_its_last_snapshot(tmp_path, monkeypatch):
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from minikafka.console.app import create_app
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    pipeline = homelab_copy(tmp_path, extra=LAKE)
+    scored_rows(tmp_path / "homelab.sqlite", 4)
+    assert invoke("lake", "sync", "scored", "-p", str(pipeline)).exit_code == 0
+    with Source(str(tmp_path / "homelab.sqlite")) as source:
+        snapshot = source.ledger.conn.execute("SELECT snapshot_id FROM _minikafka_lake_targets").fetchone()[0]
+    with TestClient(create_app(tmp_path / "homelab.sqlite"), base_url="http://127.0.0.1") as c:
+        page = c.get("/topics/rss.scored").text
+    assert "Lake tables" in page and f"<td>{snapshot}</td>" in page and 'data-lake="scored"' in page
