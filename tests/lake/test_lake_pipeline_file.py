@@ -88,8 +88,12 @@ def test_a_delta_lake_table_in_a_pipeline_file_becomes_a_delta_target(tmp_path):
 
 
 def test_the_console_shows_a_topics_lake_table_with_its_last_snapshot(tmp_path, monkeypatch):
+    import warnings
+
     pytest.importorskip("starlette")
-    from starlette.testclient import TestClient
+    with warnings.catch_warnings():  # starlette's note that a later httpx package will replace httpx here
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
 
     from minikafka.console.app import create_app
 

@@ -3,7 +3,7 @@
 A lake target mirrors one topic into an Iceberg table (``IcebergTarget``: its name, the
 topic, the table's location, a local directory or an object-store URI, and its partitioning).
 ``sync_in_current_transaction`` runs inside a ledger write transaction (a stage's commit,
-through ``iceberg_finisher``, or ``sync`` on its own) and
+through ``lake_finisher``, or ``sync`` on its own) and
 
 1. reads the topic's rows above what the target holds (``last_id``) up to the topic's last
    row, so the rows the same transaction just inserted are among them;
@@ -286,7 +286,7 @@ def _sync_of(target) -> Callable:
     return sync_in_current_transaction
 
 
-def iceberg_finisher(targets: Iterable[Any]) -> Callable[[sqlite3.Connection, RunResult], None]:
+def lake_finisher(targets: Iterable[Any]) -> Callable[[sqlite3.Connection, RunResult], None]:
     """A callback for ``commit_stage(..., finishers=[...])``: sync each target (Iceberg or
     Delta) inside the stage's commit and note what it wrote in the run's details (``lake``)."""
     targets = list(targets)
@@ -443,4 +443,4 @@ def finishers_for(conn: sqlite3.Connection, topics: Sequence[str]) -> list[Calla
         require("pyiceberg.io.pyarrow", "lake")
     if any(r.format == "delta" for r in targets_of(conn, topics)):
         require("deltalake", "lake")
-    return [iceberg_finisher(targets)]
+    return [lake_finisher(targets)]
