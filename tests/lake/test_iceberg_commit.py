@@ -262,3 +262,38 @@ def test_two_processes_writing_different_tables_of_one_catalog_at_once_both_comm
         rows = lake_rows(ledger, name)
         assert rows == ledger_rows(ledger, name, Item, ("n",)) and len(rows) == 300
         assert len(reader_catalog(ledger).load_table(f"minikafka.{name}").metadata.snapshots) == 6
+
+
+def test_compaction_leaves_one_file_per_partition_and_expiry_then_cleanup_removes_the_replaced_files(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from minikafka.ledger.lake import compact, expire_snapshots
+
+    ledger, location = str(tmp_path / "l.db"), str(tmp_path / "lake" / "dst")
+    make_ledger(ledger, location, src_rows=6)
+    copy_pending(ledger)
+    for night in range(1, 6):  # five nights, each a commit adding one file to each of the 3 partitions
+        with Source(ledger) as source:
+            add_rows(source, night * 6, 6)
+        copy_pending(ledger)
+    before = lake_rows(ledger)
+    with Source(ledger) as source:
+        planned = compact(source.ledger, "dst", dry_run=True)
+        assert (planned.most_files_in_a_partition, planned.done) == (6, False)
+        done = compact(source.ledger, "dst")
+        assert (done.files_before, done.files_after, done.done) == (18, 3, True)
+        assert compact(source.ledger, "dst").done is False  # nothing left to compact
+        assert lake_rows(ledger) == before == dst_rows(ledger)
+        assert remove_orphans(source.ledger, "dst", dry_run=True) == []  # old snapshots still refer to the files
+        future = datetime.now(UTC) + timedelta(seconds=1)
+        assert expire_snapshots(source.ledger, "dst", older_than=future, dry_run=True).snapshots_expired == 7
+        assert expire_snapshots(source.ledger, "dst", older_than=future).done
+        removed = remove_orphans(source.ledger, "dst")
+        assert len([p for p in removed if p.endswith(".parquet")]) == 18
+        kinds = [r[0] for r in source.ledger.conn.execute(
+            "SELECT kind FROM _minikafka_runs WHERE kind LIKE 'lake-%' ORDER BY rowid")]
+    assert kinds == ["lake-compact", "lake-compact", "lake-compact", "lake-clean", "lake-expire", "lake-expire",
+                     "lake-clean"]
+    read = read_three_ways(ledger, "dst")
+    assert read["duckdb"] == read["polars"] == read["pyiceberg"] and read["pyiceberg"][0] == dst_rows(ledger)
+    assert len(reader_catalog(ledger).load_table("minikafka.dst").metadata.snapshots) == 1

@@ -15,8 +15,11 @@ from .delta import DeltaTarget
 from .iceberg import (
     CATALOG,
     IcebergTarget,
+    MaintenanceResult,
     SyncResult,
+    compact,
     declare,
+    expire_snapshots,
     finishers_for,
     iceberg_schema,
     lake_finisher,
@@ -33,13 +36,16 @@ from .state import TargetRow, list_targets, read_target
 
 __all__ = [
     "CATALOG",
+    "compact",
     "declare",
     "DeltaTarget",
+    "expire_snapshots",
     "finishers_for",
     "iceberg_schema",
     "IcebergTarget",
     "lake_finisher",
     "list_targets",
+    "MaintenanceResult",
     "orphan_files",
     "ParquetTarget",
     "read_target",

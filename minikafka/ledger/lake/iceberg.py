@@ -444,3 +444,89 @@ def finishers_for(conn: sqlite3.Connection, topics: Sequence[str]) -> list[Calla
     if any(r.format == "delta" for r in targets_of(conn, topics)):
         require("deltalake", "lake")
     return [lake_finisher(targets)]
+
+
+# -- maintenance: compaction and snapshot expiry -------------------------------------------------
+
+@dataclass
+class MaintenanceResult:
+    """What a compaction or an expiry found and did (``dry_run``: only found)."""
+
+    target: str
+    dry_run: bool
+    files_before: int = 0
+    files_after: int = 0
+    most_files_in_a_partition: int = 0
+    snapshots_expired: int = 0
+    done: bool = False
+
+
+def _files_per_partition(table) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in table.inspect.files().select(["partition"]).to_pylist():
+        key = repr(sorted((entry.get("partition") or {}).items()))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _maintenance_run(ledger, kind: str, name: str, work: Callable[[sqlite3.Connection, Any], MaintenanceResult]):
+    from ..consuming.runlog import new_run_id, write_run_in_current_transaction
+
+    run = RunResult(new_run_id(kind), kind, stage=f"lake:{name}")
+    with ledger.atomic() as conn:
+        row = state.read_target(conn, name)
+        if row is None or row.format != "iceberg":
+            raise LakeError(f"no Iceberg lake target {name!r} in this ledger")
+        if state.read_pointer(conn, CATALOG, row.namespace, row.name) is None:
+            raise LakeError(f"lake target {name!r} has no table yet (nothing was written to it)")
+        table = _catalog_class()(conn).load_table((row.namespace, row.name))
+        result = work(conn, table)
+        run.details = {k: v for k, v in result.__dict__.items() if k != "target"}
+        write_run_in_current_transaction(conn, run.finish("succeeded"))
+    return result
+
+
+def compact(ledger, name: str, *, max_files: int = 2, dry_run: bool = False) -> MaintenanceResult:
+    """Rewrite the Iceberg table ``name`` into one file per partition when a partition holds
+    more than ``max_files`` data files (one nightly run adds a few per partition), as one new
+    snapshot committed like a stage's (the pointer swap inside a ledger transaction, with a run
+    row of kind ``lake-compact``). The files it replaces stay referenced by the older snapshots
+    until ``expire_snapshots``; then ``remove_orphans`` deletes them.
+
+    Raises:
+        LakeError: no such Iceberg target, or it holds no table yet.
+    """
+    def work(conn, table) -> MaintenanceResult:
+        per = _files_per_partition(table)
+        result = MaintenanceResult(name, dry_run, sum(per.values()), sum(per.values()), max(per.values(), default=0))
+        if result.most_files_in_a_partition <= max_files or dry_run:
+            return result
+        rows = table.scan().to_arrow()
+        table.overwrite(rows, snapshot_properties={"minikafka.operation": "compact"})
+        result.files_after = sum(_files_per_partition(table).values())
+        result.done = True
+        return result
+
+    return _maintenance_run(ledger, "lake-compact", name, work)
+
+
+def expire_snapshots(ledger, name: str, *, older_than, dry_run: bool = False) -> MaintenanceResult:
+    """Drop the snapshots of Iceberg table ``name`` taken before ``older_than`` (a datetime; the
+    current snapshot always stays), committed like a stage's, with a run row of kind
+    ``lake-expire``. The files only they referenced become orphans for ``remove_orphans``.
+
+    Raises:
+        LakeError: no such Iceberg target, or it holds no table yet.
+    """
+    def work(conn, table) -> MaintenanceResult:
+        current = table.metadata.current_snapshot_id
+        cutoff = int(older_than.timestamp() * 1000)
+        old = [s.snapshot_id for s in table.metadata.snapshots
+               if s.timestamp_ms < cutoff and s.snapshot_id != current]
+        result = MaintenanceResult(name, dry_run, snapshots_expired=len(old))
+        if old and not dry_run:
+            table.maintenance.expire_snapshots().by_ids(old).commit()
+            result.done = True
+        return result
+
+    return _maintenance_run(ledger, "lake-expire", name, work)
