@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # the API is imported by the call that opens a Source, not by
 
 @main.group()
 def lake() -> None:
-    """Lake tables (Iceberg) whose catalog lives in the ledger: list, sync, clean.
+    """Lake tables (Iceberg, Delta, Parquet exports) kept with the ledger: list, sync, clean,
+    compact, expire.
 
     A pipeline file's [lake.NAME] table mirrors a topic; every stage commit that writes the
     topic appends to the table in the same transaction (docs/how-to/lake-tables.md).
@@ -113,3 +114,65 @@ def clean(source: Source, name: str, dry_run: bool, as_json: bool) -> None:
     for path in files:
         click.echo(("would delete " if dry_run else "deleted ") + path)
     click.echo(f"{name}: {len(files)} orphan file(s)" + (" (dry run, nothing deleted)" if dry_run else " deleted"))
+
+
+@lake.command("compact")
+@click.argument("name")
+@click.option("--max-files", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Compact when a partition holds more data files than this.")
+@click.option("--dry-run", is_flag=True, help="Only say what compaction would do.")
+@json_option
+@with_source
+def compact_(source: Source, name: str, max_files: int, dry_run: bool, as_json: bool) -> None:
+    """Rewrite NAME's Iceberg table into one file per partition once a partition holds more
+    than --max-files files: one new snapshot, committed in a ledger transaction (safe while
+    stages commit; they wait for it). Then 'lake expire' and 'lake clean' free the old files.
+
+    Example: minikafka lake compact scored --dry-run -p conf/homelab-lake.toml
+    """
+    from ..ledger.lake import compact
+
+    try:
+        result = compact(source.ledger, name, max_files=max_files, dry_run=dry_run)
+    except LakeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        echo_json(result.__dict__)
+        return
+    what = ("compacted" if result.done else "would compact" if dry_run and result.most_files_in_a_partition > max_files
+            else "nothing to compact")
+    click.echo(f"{name}: {what}: {result.files_before} data file(s), at most {result.most_files_in_a_partition} "
+               f"in a partition" + (f" -> {result.files_after} file(s)" if result.done else ""))
+
+
+@lake.command("expire")
+@click.argument("name")
+@click.option("--older-than", "older_than", required=True, metavar="AGE",
+              help="Expire the snapshots taken longer ago than AGE (7d, 12h); the current one always stays.")
+@click.option("--dry-run", is_flag=True, help="Only count the snapshots it would expire.")
+@json_option
+@with_source
+def expire_(source: Source, name: str, older_than: str, dry_run: bool, as_json: bool) -> None:
+    """Expire the old snapshots of NAME's Iceberg table (committed in a ledger transaction);
+    the files only they referenced are then removed by 'lake clean'.
+
+    Example: minikafka lake expire scored --older-than 7d --dry-run -p conf/homelab-lake.toml
+    """
+    from datetime import UTC, datetime
+
+    from ..errors import InvalidDurationError
+    from ..ledger.lake import expire_snapshots
+    from ..util.duration import parse_timedelta
+
+    try:
+        cutoff = datetime.now(UTC) - parse_timedelta(older_than, what="--older-than")
+    except InvalidDurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from exc
+    try:
+        result = expire_snapshots(source.ledger, name, older_than=cutoff, dry_run=dry_run)
+    except LakeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        echo_json(result.__dict__)
+        return
+    click.echo(f"{name}: {result.snapshots_expired} snapshot(s) " + ("would be expired" if dry_run else "expired"))

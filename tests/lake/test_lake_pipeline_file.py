@@ -106,3 +106,22 @@ def test_the_console_shows_a_topics_lake_table_with_its_last_snapshot(tmp_path, 
     with TestClient(create_app(tmp_path / "homelab.sqlite"), base_url="http://127.0.0.1") as c:
         page = c.get("/topics/rss.scored").text
     assert "Lake tables" in page and f"<td>{snapshot}</td>" in page and 'data-lake="scored"' in page
+
+
+def test_lake_compact_and_expire_from_the_command_line_with_dry_runs(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    pipeline = homelab_copy(tmp_path, extra=LAKE)
+    for night in range(4):  # four syncs of one day's rows: four files in that day's partition
+        scored_rows(tmp_path / "homelab.sqlite", 1, first=night * 4)
+        assert invoke("lake", "sync", "scored", "-p", str(pipeline)).exit_code == 0
+    out = invoke("lake", "compact", "scored", "--dry-run", "-p", str(pipeline))
+    assert out.exit_code == 0 and "would compact: 4 data file(s), at most 4 in a partition" in out.output, out.output
+    out = invoke("lake", "compact", "scored", "-p", str(pipeline))
+    assert "compacted: 4 data file(s), at most 4 in a partition -> 1 file(s)" in out.output, out.output
+    out = invoke("lake", "expire", "scored", "--older-than", "1ms", "--dry-run", "-p", str(pipeline))
+    assert "snapshot(s) would be expired" in out.output and out.exit_code == 0, out.output
+    assert invoke("lake", "expire", "scored", "--older-than", "soon", "-p", str(pipeline)).exit_code == 2
+    assert invoke("lake", "expire", "scored", "--older-than", "1ms", "-p", str(pipeline)).exit_code == 0
+    out = invoke("lake", "clean", "scored", "-p", str(pipeline))
+    assert out.exit_code == 0 and len([line for line in out.output.splitlines() if line.endswith(".parquet")]) == 4
+    assert len(read_three_ways(str(tmp_path / "homelab.sqlite"), "scored")["duckdb"][0]) == 4
