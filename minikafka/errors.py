@@ -478,3 +478,11 @@ class ConsoleNotFoundError(MinikafkaError, LookupError):
 
 class ConsoleRequestError(MinikafkaError, ValueError):
     """A console page or action got a filter or argument it cannot use: a 400 page naming it."""
+
+
+class LakeError(MinikafkaError):
+    """A lake table (Iceberg) cannot be written or read as asked; names the target."""
+
+
+class LakeConfigError(LakeError, ValueError):
+    """A lake target is declared wrongly (unknown column, bad partitioning, a changed definition)."""

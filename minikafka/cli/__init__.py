@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (registers the commands)
     engine,  # noqa: F401  (minikafka serve)
     evolve,
     health,
+    lake,
     maintenance,
     metrics,
     pipelines,

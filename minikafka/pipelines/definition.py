@@ -48,6 +48,12 @@ max_quarantined_per_run = 50
 max_dead = 0
 max_pending_age = "1h"
 
+[lake.scored]                          # a lake table mirroring a topic (extra lake; docs/how-to/lake-tables.md)
+format = "iceberg"                     # or "delta", or "parquet" (an incremental export)
+topic = "rss.scored"
+location = "../lake/scored"            # relative to this file, or an object-store URI
+partition_by = ["day(published)"]      # columns, or year/month/day/hour(column)
+
 [health]
 backups = "../backups"                 # relative to this file
 backup_freshness = "26h"
@@ -186,6 +192,7 @@ class PipelineDefinition:
     queues: dict[str, QueueRules] = field(default_factory=dict)
     health: HealthSettings = field(default_factory=HealthSettings)
     engine: EngineSettings = field(default_factory=lambda: EngineSettings())
+    lake: dict[str, Any] = field(default_factory=dict)  # [lake.<name>]: name -> ledger.lake.IcebergTarget
 
     def stage(self, name: str) -> StageDefinition:
         for s in self.stages:
@@ -399,7 +406,41 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
                               staging, _queues(path, raw.get("queues") or {}), _health(path, raw.get("health") or {}),
-                              engine)
+                              engine, _lake(path, raw.get("lake") or {}, topics))
+
+
+def _lake(path: Path, specs: dict[str, dict[str, Any]], topics: dict[str, TopicDefinition]) -> dict[str, Any]:
+    """The ``[lake.<name>]`` tables as ``IcebergTarget``s or ``DeltaTarget``s (a relative location is
+    relative to the file)."""
+    from ..errors import LakeConfigError
+    from ..ledger.lake import DeltaTarget, IcebergTarget, ParquetTarget
+
+    out = {}
+    for name, spec in specs.items():
+        where = f"lake.{name}"
+        if spec["topic"] not in topics:
+            raise _fail(path, f"{where}.topic", f"unknown topic {spec['topic']!r} (declared: {sorted(topics)})")
+        location = spec["location"]
+        if "://" not in location:
+            location = str((path.parent / location).resolve())
+        parts = tuple(_names(spec.get("partition_by") or []))
+        try:
+            if spec["format"] == "delta":
+                target = DeltaTarget(name, spec["topic"], location, parts)
+            elif spec["format"] == "parquet":
+                target = ParquetTarget(name, spec["topic"], location, parts)
+            else:
+                target = IcebergTarget(name, spec["topic"], location, parts,
+                                       **({"namespace": spec["namespace"]} if spec.get("namespace") else {}))
+        except LakeConfigError as exc:
+            raise _fail(path, where, str(exc)) from exc
+        model = topics[spec["topic"]].model
+        for part in target.partition_by:
+            column = part.rstrip(") ").split("(")[-1].strip()
+            if column not in model.model_fields:
+                raise _fail(path, f"{where}.partition_by", f"{column!r} is not a field of {topics[spec['topic']].model_path}")
+        out[name] = target
+    return out
 
 
 def _limits(path: Path, where: str, spec: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

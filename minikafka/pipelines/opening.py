@@ -34,6 +34,10 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
             if topics is None or t.name in topics:
                 source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key,
                              evolve=t.schema_changes == "evolve").unknown_fields = t.unknown_fields
+        if register and defn.lake:  # lake targets of the pipeline file, recorded before any stage commits
+            from ..ledger.lake import declare
+
+            declare(source.ledger, defn.lake.values())
         if register:
             lines = register_stage_consumers(source, defn, registered=registered)
             if notes is not None:

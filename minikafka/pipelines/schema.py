@@ -98,6 +98,15 @@ class EngineSpec(_Table):
     max_parallel: StrictInt | None = None
 
 
+class LakeSpec(_Table):
+    format: Literal["iceberg", "delta", "parquet"]
+    topic: StrictStr
+    location: StrictStr
+    partition_by: NamesOrName | None = None
+    namespace: StrictStr | None = None
+    description: StrictStr | None = None
+
+
 class PipelineFile(_Table):
     pipeline: PipelineHead
     spark: dict[str, Scalar] | None = None
@@ -107,6 +116,7 @@ class PipelineFile(_Table):
     deliveries: list[dict[str, Any]] | None = None  # each checked by connectors.delivery.parse_delivery
     queues: dict[str, QueueSpec] | None = None
     health: HealthSpec | None = None
+    lake: dict[str, LakeSpec] | None = None
 
 
 STAGE_KEYS = set(StageSpec.model_fields)
@@ -182,6 +192,16 @@ EXPECTED = {
     ("trigger", "fixed"): "true or false",
     ("window", "rows"): "a positive integer",
     ("deliveries", None): "a table with name, topic and endpoint",
+    ("", "lake"): 'a table of lake tables: [lake.scored] with format = "iceberg", topic and location',
+    ("lake", None): "a table with format, topic and location",
+    ("lake", "format"): '"iceberg" (an Iceberg table whose catalog lives in the ledger) or "delta" (delta-rs, '
+                        'an app transaction checked before each write) or "parquet" (an incremental, '
+                        'partitioned export)',
+    ("lake", "topic"): "the topic the table mirrors (a topic of this file)",
+    ("lake", "location"): "the table's directory as a string",
+    ("lake", "partition_by"): 'a list of partition fields, e.g. ["day(published)"]',
+    ("lake", "namespace"): 'the catalog namespace (default "minikafka")',
+    ("lake", "description"): "a string",
 }
 
 
@@ -229,7 +249,7 @@ class _Walk:
         step(top)
         parts.append(str(top))
         if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "health", "topics", "queues", "stages",
-                                        "deliveries"):
+                                        "deliveries", "lake"):
             return parts, "", key, value, depth
         if top in ("pipeline", "spark", "engine", "health"):
             sub = loc[1]
@@ -252,7 +272,7 @@ class _Walk:
             return parts, top, None, value, depth
         step(field)
         parts.append(field)
-        kind = {"topics": "topic", "queues": "queue"}.get(top, "stage")
+        kind = {"topics": "topic", "queues": "queue", "lake": "lake"}.get(top, "stage")
         if kind == "stage" and field in ("trigger", "window") and len(loc) > 3 and isinstance(value, dict) \
                 and isinstance(loc[3], str) and loc[3] in value:
             step(loc[3])
@@ -264,7 +284,7 @@ class _Walk:
 def _table_keys(kind: str) -> set[str]:
     return {"": TOP_KEYS, "pipeline": set(PipelineHead.model_fields), "topic": TOPIC_KEYS, "stage": STAGE_KEYS,
             "engine": ENGINE_KEYS, "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS, "queue": QUEUE_KEYS,
-            "health": HEALTH_KEYS}.get(kind, set())
+            "health": HEALTH_KEYS, "lake": set(LakeSpec.model_fields)}.get(kind, set())
 
 
 def _kind_of(loc: tuple) -> str:
@@ -278,6 +298,8 @@ def _kind_of(loc: tuple) -> str:
         return "topic"
     if inner[0] == "queues" and len(inner) == 2:
         return "queue"
+    if inner[0] == "lake" and len(inner) == 2:
+        return "lake"
     if inner[0] == "stages" and len(inner) == 2:
         return "stage"
     if inner[0] == "stages" and len(inner) == 3 and inner[2] in ("trigger", "window"):

@@ -56,6 +56,7 @@ ROOMS: dict[str, dict[str, str]] = {
     "files": {**{m: m for m in (
         "backups", "snapshots", "filecopy", "walfold", "litestream", "maintenance_runs")},
         "restore": "restoring"},
+    "lake": {m: m for m in ("state", "rows", "delta", "parquet", "iceberg")},
 }
 MOVES: dict[str, tuple[str, str]] = {old: (room, new) for room, mods in ROOMS.items() for old, new in mods.items()}
 
