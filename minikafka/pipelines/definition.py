@@ -182,6 +182,7 @@ class PipelineDefinition:
     queues: dict[str, QueueRules] = field(default_factory=dict)
     health: HealthSettings = field(default_factory=HealthSettings)
     engine: EngineSettings = field(default_factory=lambda: EngineSettings())
+    lineage: Any = None  # lineage.LineageSettings: [lineage], where OpenLineage events go (None: nowhere)
 
     def stage(self, name: str) -> StageDefinition:
         for s in self.stages:
@@ -391,9 +392,11 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
         order = topological_order([s.name for s in stages], edges)
     except PipelineCycleError as exc:
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
+    from .lineage import parse_lineage
+
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
                               staging, _queues(path, raw.get("queues") or {}), _health(path, raw.get("health") or {}),
-                              engine)
+                              engine, parse_lineage(path, raw.get("lineage")))
 
 
 def _limits(path: Path, where: str, spec: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
