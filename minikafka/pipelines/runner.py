@@ -20,8 +20,8 @@ from ..ledger.consuming import INTERRUPTED, interruption, new_run_id
 from ..util.progress import heartbeat
 from .definition import PipelineDefinition, StageDefinition, has_upstream, select_stages
 from .failures import note_quarantine, record_interrupted
-from .lineage import Lineage
 from .launch import Children, Launcher, open_launcher, run_in_process, sweep_staging
+from .lineage import Lineage
 from .opening import has_pending, open_source, pending_in, register_stage_consumers, require_ledger, stage_ids
 from .options import RunOptions
 from .results import PipelineRun, StageOutcome
