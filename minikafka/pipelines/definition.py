@@ -193,6 +193,7 @@ class PipelineDefinition:
     health: HealthSettings = field(default_factory=HealthSettings)
     engine: EngineSettings = field(default_factory=lambda: EngineSettings())
     lake: dict[str, Any] = field(default_factory=dict)  # [lake.<name>]: name -> ledger.lake.IcebergTarget
+    lineage: Any = None  # lineage.LineageSettings: [lineage], where OpenLineage events go (None: nowhere)
 
     def stage(self, name: str) -> StageDefinition:
         for s in self.stages:
@@ -404,9 +405,12 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
         order = topological_order([s.name for s in stages], edges)
     except PipelineCycleError as exc:
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
+    from .lineage import parse_lineage
+
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
                               staging, _queues(path, raw.get("queues") or {}), _health(path, raw.get("health") or {}),
-                              engine, _lake(path, raw.get("lake") or {}, topics))
+                              engine, _lake(path, raw.get("lake") or {}, topics),
+                              parse_lineage(path, raw.get("lineage")))
 
 
 def _lake(path: Path, specs: dict[str, dict[str, Any]], topics: dict[str, TopicDefinition]) -> dict[str, Any]:

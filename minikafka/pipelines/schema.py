@@ -107,6 +107,14 @@ class LakeSpec(_Table):
     description: StrictStr | None = None
 
 
+class LineageSpec(_Table):
+    namespace: StrictStr | None = None
+    file: StrictStr | None = None
+    url: StrictStr | None = None
+    api_key_env: StrictStr | None = None
+    timeout: StrictInt | StrictFloat | None = None
+
+
 class PipelineFile(_Table):
     pipeline: PipelineHead
     spark: dict[str, Scalar] | None = None
@@ -117,6 +125,7 @@ class PipelineFile(_Table):
     queues: dict[str, QueueSpec] | None = None
     health: HealthSpec | None = None
     lake: dict[str, LakeSpec] | None = None
+    lineage: LineageSpec | None = None
 
 
 STAGE_KEYS = set(StageSpec.model_fields)
@@ -127,6 +136,7 @@ TRIGGER_KEYS = set(TriggerSpec.model_fields)
 WINDOW_KEYS = set(WindowSpec.model_fields)
 QUEUE_KEYS = set(QueueSpec.model_fields)
 HEALTH_KEYS = set(HealthSpec.model_fields)
+LINEAGE_KEYS = set(LineageSpec.model_fields)
 
 # what each key expects, in words (by the key's name within its table)
 EXPECTED = {
@@ -143,6 +153,12 @@ EXPECTED = {
     ("engine", "max_parallel"): "how many independent stages run at once (an integer >= 1)",
     ("", "queues"): 'a table of queues: [queues."jobs:workers"] with max_dead and max_pending_age',
     ("", "health"): 'a table: [health] with backups = "../backups" and backup_freshness = "26h"',
+    ("", "lineage"): 'a table: [lineage] with file = "lineage.jsonl" or url = "http://host:5000/api/v1/lineage"',
+    ("lineage", "namespace"): "the OpenLineage namespace of the pipeline's jobs (a string)",
+    ("lineage", "file"): 'a JSON-lines file the events are appended to, e.g. "../lineage/events.jsonl"',
+    ("lineage", "url"): 'an OpenLineage HTTP endpoint, e.g. "http://127.0.0.1:5000/api/v1/lineage"',
+    ("lineage", "api_key_env"): 'the name of the environment variable holding a bearer token, e.g. "LINEAGE_API_KEY"',
+    ("lineage", "timeout"): "seconds each POST may take (a number)",
     ("pipeline", "name"): "a name (a string)",
     ("pipeline", "source"): 'the SQLite ledger\'s path as a string, e.g. "../data/homelab.sqlite"',
     ("pipeline", "master"): 'a Spark master URL as a string, e.g. "local[2]" or "spark://host:7077"',
@@ -248,10 +264,10 @@ class _Walk:
         key = top
         step(top)
         parts.append(str(top))
-        if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "health", "topics", "queues", "stages",
-                                        "deliveries", "lake"):
+        if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "health", "lineage", "topics", "queues",
+                                        "stages", "deliveries", "lake"):
             return parts, "", key, value, depth
-        if top in ("pipeline", "spark", "engine", "health"):
+        if top in ("pipeline", "spark", "engine", "health", "lineage"):
             sub = loc[1]
             step(sub)
             parts.append(_quote(str(sub)))
@@ -284,7 +300,7 @@ class _Walk:
 def _table_keys(kind: str) -> set[str]:
     return {"": TOP_KEYS, "pipeline": set(PipelineHead.model_fields), "topic": TOPIC_KEYS, "stage": STAGE_KEYS,
             "engine": ENGINE_KEYS, "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS, "queue": QUEUE_KEYS,
-            "health": HEALTH_KEYS, "lake": set(LakeSpec.model_fields)}.get(kind, set())
+            "health": HEALTH_KEYS, "lake": set(LakeSpec.model_fields), "lineage": LINEAGE_KEYS}.get(kind, set())
 
 
 def _kind_of(loc: tuple) -> str:
@@ -292,7 +308,7 @@ def _kind_of(loc: tuple) -> str:
     inner = loc[:-1]
     if not inner:
         return ""
-    if inner in (("pipeline",), ("health",), ("engine",)):
+    if inner in (("pipeline",), ("health",), ("engine",), ("lineage",)):
         return inner[0]
     if inner[0] == "topics" and len(inner) == 2:
         return "topic"

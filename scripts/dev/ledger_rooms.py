@@ -48,7 +48,7 @@ ROOMS: dict[str, dict[str, str]] = {
         "rowfiles", "arrow", "filters", "browse", "keyed", "evolution")},
     "consuming": {m: m for m in (
         "consumers", "groups", "queues", "schedules", "windows", "deliveries", "notifications", "quarantine",
-        "runlog", "runlog_retention", "retention", "loads", "vitals", "metrics_read")},
+        "runlog", "runlog_retention", "retention", "loads", "vitals", "metrics_read", "lineage_log")},
     "transactions": {**{m: m for m in (
         "connection", "schema", "upgrade", "filecheck", "identity", "commit", "group_commit", "events",
         "watcher")},
