@@ -27,7 +27,7 @@ from ..ledger.topics import acks, browse, catalog
 from ..ledger.transactions import read_snapshot
 from ..quality.report import describe
 
-RUN_STATUSES = runlog.STATUSES
+RUN_STATUSES = runlog.SHOWN_STATUSES
 JOB_STATES = ("pending", "processing", "dead")
 PAGE_ROWS = 50
 DAY_S = 86400

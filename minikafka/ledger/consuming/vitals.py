@@ -22,7 +22,7 @@ from ..topics.catalog import catalog_row, read_layout
 from ..topics.layout import META_COLUMNS
 from ..topics.table import TopicTable
 from . import queues
-from .runlog import COLUMNS
+from .runlog import COLUMNS, settled
 
 CREATED_AT = META_COLUMNS.index("_created_at")  # where a select_sql row holds it
 
@@ -32,10 +32,11 @@ def topic_exists(conn: sqlite3.Connection, topic: str) -> bool:
 
 
 def latest_run(conn: sqlite3.Connection, stage: str) -> dict[str, Any] | None:
-    """The stage's most recent run (status, times, counts), or None."""
+    """The stage's most recent run (status, times, counts), or None; a 'running' run whose
+    process is gone reads 'interrupted' (``runlog.settled``)."""
     row = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs WHERE stage = ? "
                        "ORDER BY started_at DESC, rowid DESC LIMIT 1", (stage,)).fetchone()
-    return None if row is None else dict(zip(COLUMNS, row))
+    return None if row is None else settled(dict(zip(COLUMNS, row)))
 
 
 def latest_success(conn: sqlite3.Connection, stage: str) -> tuple[str, str] | None:

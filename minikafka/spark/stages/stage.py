@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -13,7 +14,15 @@ from pydantic import BaseModel
 
 from ...api.source import Source
 from ...errors import PipelineError, SchemaMismatchError, StageFailed
-from ...ledger.consuming import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import (
+    RunResult,
+    failure_status,
+    interruption,
+    new_run_id,
+    resume_note,
+    start_run_in_current_transaction,
+    write_run_in_current_transaction,
+)
 from ...ledger.consuming import runlog_retention as retention
 from ...ledger.topics import TopicLayout, acks, catalog, validate_consumer_name, validate_topic_name
 from ...ledger.transactions import Event, InputState, StagedOutput, commit_stage
@@ -28,6 +37,8 @@ from .follow import V2_COMMITTER, FollowedWrite
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
+
+log = logging.getLogger("minikafka")
 
 _PYTHON_ERROR = re.compile(r"^(?!(org|java|scala|py4j)\.)[A-Za-z_][\w.]*(Error|Exception)(: .*)?$")
 
@@ -247,6 +258,12 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
         mark = stg.mark_staged(source.path, stage.name, run.run_id, run_uri, engine=engine_of(spark),
                                session=spark.session_id if is_connect(spark) else None)
     target = stage.outputs[0] if len(stage.outputs) == 1 else None
+    if not dry_run:  # the 'running' row: a run killed from here on shows as interrupted (runlog.py)
+        with source.ledger.atomic() as conn:
+            dead = start_run_in_current_transaction(conn, run, str(lock_path(source, stage.name)), holding_lock=True)
+        if dead:
+            log.warning("%s", resume_note(dead))
+    checkpoint("stage:started")
     source.ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
         "target": target, "stage": stage.name, "run_id": run.run_id, "dry_run": dry_run}))
     try:
