@@ -117,6 +117,7 @@ def _run_on(source, defn: PipelineDefinition, chosen: list[StageDefinition], opt
             echo(_arrow(sd))
             result.outcomes.append(run_in_process(None, defn, sd, opts.dry_run, source=source,
                                                   consumer_ids=stage_ids(registered, sd)))
+            _say_resumed(result.outcomes[-1], echo)
         return
     with open_launcher(defn, chosen, opts, source=source, registered=registered, pending=pending, echo=echo,
                        stage_host=stage_host) as launcher:
@@ -125,6 +126,13 @@ def _run_on(source, defn: PipelineDefinition, chosen: list[StageDefinition], opt
         else:
             launch = _launching(defn, chosen, opts, launcher, pending, running)
             run_scheduled(defn, chosen, result, opts.strategy, launcher.width, launch, opts.dry_run, echo)
+
+
+def _say_resumed(outcome: StageOutcome, echo) -> None:
+    """One line when the stage's run resumed after interrupted runs of it (their process gone)."""
+    note = outcome.resumed_note()
+    if note:
+        echo(note)
 
 
 def _arrow(sd: StageDefinition) -> str:
@@ -182,6 +190,7 @@ def run_in_order(defn: PipelineDefinition, chosen: list[StageDefinition], result
                 record_interrupted(defn, sd, run_id, error=interruption(exc))
             raise
         note_quarantine(defn, outcome, source)
+        _say_resumed(outcome, echo)
         result.outcomes.append(outcome)
         ready.ended(sd, outcome)
 
@@ -240,6 +249,7 @@ def run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resul
                 outcome = future.result()
                 started.pop(sd.name, None)
                 note_quarantine(defn, outcome)
+                _say_resumed(outcome, echo)
                 outcomes[sd.name] = outcome
                 ready.ended(sd, outcome)
                 if len(chosen) > 1:

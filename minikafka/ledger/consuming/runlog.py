@@ -130,10 +130,12 @@ def write_run_in_current_transaction(conn: sqlite3.Connection, result: RunResult
 
 def insert_run_unless_present_in_current_transaction(conn: sqlite3.Connection, result: RunResult) -> bool:
     """Insert the run's row unless a row with its run id exists (inside the caller's
-    transaction); True when it was inserted. A run id has one row, whoever comes first."""
+    transaction); True when it was inserted. A run id has one outcome, whoever comes first: a
+    row still 'running' (written when the run started) is no outcome and is replaced."""
     row = result.as_row()
     cols = ", ".join(COLUMNS)
     marks = ", ".join("?" for _ in COLUMNS)
+    conn.execute("DELETE FROM _minikafka_runs WHERE run_id = ? AND status = 'running'", (result.run_id,))
     cur = conn.execute(f"INSERT OR IGNORE INTO _minikafka_runs ({cols}) VALUES ({marks})", tuple(row.values()))
     return cur.rowcount == 1
 

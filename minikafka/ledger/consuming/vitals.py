@@ -78,6 +78,24 @@ def pending_for(conn: sqlite3.Connection, topic: str, consumer: str,
     return sum(n for p, n in pending.items() if p in wanted)
 
 
+def oldest_pending_time(conn: sqlite3.Connection, topic: str, consumer: str,
+                        partitions: Iterable[int] | None = None) -> str | None:
+    """When the oldest row of ``topic`` still pending for ``consumer`` (in ``partitions`` only,
+    when given) was appended (ledger text form); None when nothing is pending or the topic or
+    consumer is unknown. One step from the consumer's lowest position (``acks.pending_filter``)."""
+    table = _table(conn, topic)
+    consumer_id = acks.find_consumer(conn, topic, consumer) if table is not None else None
+    if consumer_id is None:
+        return None
+    where, params = acks.pending_filter(consumer_id)
+    if partitions is not None:
+        wanted = [int(p) for p in partitions]
+        where += f' AND "_partition" IN ({", ".join("?" for _ in wanted)})'
+        params = (*params, *wanted)
+    first = table.page(0, 1, where, params)
+    return first[0][CREATED_AT] if first else None
+
+
 def consumers_of(conn: sqlite3.Connection, topic: str) -> list[str]:
     """The consumers registered on ``topic`` (none for an unknown topic)."""
     return acks.consumer_names(conn, topic) if topic_exists(conn, topic) else []

@@ -262,7 +262,7 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
         with source.ledger.atomic() as conn:
             dead = start_run_in_current_transaction(conn, run, str(lock_path(source, stage.name)), holding_lock=True)
         if dead:
-            log.warning("%s", resume_note(dead))
+            log.info("%s", resume_note(dead))  # the runner prints it (StageOutcome.resumed_note)
     checkpoint("stage:started")
     source.ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
         "target": target, "stage": stage.name, "run_id": run.run_id, "dry_run": dry_run}))

@@ -1,0 +1,29 @@
+"""A stage's own process for the kill tests (test_killed_runs.py): the pipeline's stage
+``copy`` run as the runner runs a stage (``run_in_process``) with no engine; the test
+freezes it at ``stage:started`` (util.faults), after its 'running' row, and kills it.
+
+Also the stage's job module (``transform``) and the topics' model."""
+
+from __future__ import annotations
+
+import sys
+
+from pydantic import BaseModel
+
+
+class Item(BaseModel):
+    url: str
+    n: int
+
+
+def transform(df):
+    return df
+
+
+if __name__ == "__main__":
+    from minikafka.pipelines.definition import load_pipeline
+    from minikafka.pipelines.launch.inprocess import run_in_process
+
+    defn = load_pipeline(sys.argv[1])
+    outcome = run_in_process(None, defn, defn.stage(sys.argv[2] if len(sys.argv) > 2 else "copy"), False)
+    print(outcome.status, flush=True)
