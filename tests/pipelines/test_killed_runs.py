@@ -269,3 +269,19 @@ def test_a_dry_run_writes_no_running_row(night):
     result = CliRunner().invoke(main, ["run", "--pipeline", str(night), "--in-process", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert stored_runs(night) == []
+
+
+def test_pruning_the_run_log_removes_an_old_killed_run_a_running_row_would_have_kept_forever(night):
+    from minikafka.ledger.consuming.runlog_retention import prune_runs_in_current_transaction
+
+    seed(night, rows=0)
+    killed = kill_mid_run(night)
+    later = RunResult("copy-later", "stage", stage="copy", started_at=format_timestamp(now() + timedelta(seconds=5)))
+    later.finish("succeeded")
+    led = Ledger(str(ledger_of(night)))
+    with led.atomic() as conn:
+        write_run_in_current_transaction(conn, later)
+        deleted, _kept = prune_runs_in_current_transaction(conn, format_timestamp(now() + timedelta(seconds=1)))
+    led.close()
+    assert deleted == 1 and [r["run_id"] for r in stored_runs(night)] == ["copy-later"]
+    assert killed not in [r["run_id"] for r in stored_runs(night)]
