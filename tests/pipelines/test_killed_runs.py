@@ -285,3 +285,27 @@ def test_pruning_the_run_log_removes_an_old_killed_run_a_running_row_would_have_
     led.close()
     assert deleted == 1 and [r["run_id"] for r in stored_runs(night)] == ["copy-later"]
     assert killed not in [r["run_id"] for r in stored_runs(night)]
+
+
+def test_a_minikafka_run_killed_by_sigkill_mid_stage_shows_interrupted_and_the_next_run_says_it_resumes(night):
+    seed(night, rows=0)  # nothing new: 'minikafka run' runs the stage in its own process, no JVM
+    env = {**os.environ, ENV: "stage:started", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "run", "--pipeline", str(night)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.startswith("FROZEN stage:started"):
+            break
+    else:
+        proc.wait()
+        pytest.fail(f"minikafka run ended before the stage started (exit {proc.returncode})")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed = stored_runs(night)[0]["run_id"]
+    failed = CliRunner().invoke(main, ["status", "--failed", "--pipeline", str(night)])
+    assert killed in failed.output and "interrupted" in failed.output
+    assert CliRunner().invoke(main, ["health", "--pipeline", str(night)]).exit_code != 0
+    again = subprocess.run([sys.executable, "-m", "minikafka.cli", "run", "--pipeline", str(night)], cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"copy: resumed after interrupted run {killed}; nothing of it was committed" in again.stdout + again.stderr
+    assert CliRunner().invoke(main, ["health", "--pipeline", str(night)]).exit_code == 0
