@@ -24,6 +24,7 @@ if __name__ == "__main__":
     from minikafka.pipelines.definition import load_pipeline
     from minikafka.pipelines.launch.inprocess import run_in_process
 
-    defn = load_pipeline(sys.argv[1])
-    outcome = run_in_process(None, defn, defn.stage(sys.argv[2] if len(sys.argv) > 2 else "copy"), False)
+    defn = load_pipeline(sys.argv[1])  # then the stage (default copy) and the run id the scheduler gave it
+    outcome = run_in_process(None, defn, defn.stage(sys.argv[2] if len(sys.argv) > 2 else "copy"), False,
+                             run_id=sys.argv[3] if len(sys.argv) > 3 else None)
     print(outcome.status, flush=True)

@@ -309,3 +309,38 @@ def test_a_minikafka_run_killed_by_sigkill_mid_stage_shows_interrupted_and_the_n
     assert again.returncode == 0, again.stderr
     assert f"copy: resumed after interrupted run {killed}; nothing of it was committed" in again.stdout + again.stderr
     assert CliRunner().invoke(main, ["health", "--pipeline", str(night)]).exit_code == 0
+
+
+def test_a_stage_process_the_runner_launched_killed_by_sigkill_is_recorded_interrupted_by_the_runner(night):
+    import threading
+    import time
+
+    from minikafka.pipelines.definition import load_pipeline
+    from minikafka.pipelines.launch.child import Children, run_child
+
+    seed(night)
+    defn = load_pipeline(night, check_jobs=False, suites=False)
+    sd = defn.stage("copy")
+    run_id = "copy-launched"
+    procs = Children()
+    env = {**os.environ, ENV: "stage:started", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "tests.pipelines.killed_child", str(night), "copy", run_id]
+    outcomes = []
+    runner = threading.Thread(target=lambda: outcomes.append(
+        run_child(defn, sd, cmd, run_id, False, lambda *_: None, procs, False, None, env=env)))
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        runner.start()
+        deadline = time.monotonic() + 60
+        while not any(r["run_id"] == run_id for r in stored_runs(night)) or "copy" not in procs.running:
+            assert time.monotonic() < deadline, "the stage never wrote its running row"
+            time.sleep(0.05)
+        os.kill(procs.running["copy"].pid, signal.SIGKILL)  # the OOM killer picks the stage's process
+        runner.join(60)
+    finally:
+        os.chdir(cwd)
+    outcome = outcomes[0]
+    assert outcome.status == "failed" and "killed by SIGKILL" in outcome.error
+    row = next(r for r in stored_runs(night) if r["run_id"] == run_id)
+    assert row["status"] == "interrupted" and "killed by SIGKILL" in row["error"] and row["finished_at"]

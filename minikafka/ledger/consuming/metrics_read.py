@@ -23,7 +23,7 @@ from ..topics import counts
 from ..topics.catalog import topic_names
 from ..topics.identifiers import quote_identifier
 from . import queues
-from .runlog import COLUMNS, settled
+from .runlog import COLUMNS, LIVE_RUNS, settled
 from .vitals import newest_row_time
 
 FAILURE_STATUSES = ("failed", "interrupted")  # a stage's last failure: either (partial is not one)
@@ -105,7 +105,7 @@ def _latest(conn: sqlite3.Connection, stage: str, statuses: tuple[str, ...] | No
         where += f" AND status IN ({', '.join('?' for _ in stored)})"
         params += list(stored)
     cur = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs WHERE {where} "
-                       "ORDER BY started_at DESC, rowid DESC", params)
+                       "ORDER BY started_at DESC, rowid DESC LIMIT ?", (*params, LIVE_RUNS if statuses else 1))
     for values in cur:
         row = settled(dict(zip(COLUMNS, values)))
         if not statuses or row["status"] in statuses:

@@ -140,6 +140,9 @@ def insert_run_unless_present_in_current_transaction(conn: sqlite3.Connection, r
     return cur.rowcount == 1
 
 
+LIVE_RUNS = 50  # 'running' rows a filtered read looks past (a run in progress is not 'interrupted')
+
+
 def _process_of(row: dict[str, Any]) -> dict[str, Any] | None:
     details = row.get("details")
     if isinstance(details, str):
@@ -153,8 +156,8 @@ def _process_of(row: dict[str, Any]) -> dict[str, Any] | None:
 
 def gone_error(process: dict[str, Any]) -> str:
     """The error an interrupted run is shown (then recorded) with: its process is gone."""
-    return (f"interrupted: its process (pid {process.get('pid')} on {process.get('host')}) is gone "
-            "(killed by SIGKILL or the OOM killer, crashed, or its machine restarted)")
+    return (f"its process (pid {process.get('pid')} on {process.get('host')}) is gone: killed by SIGKILL "
+            "or the OOM killer, crashed, or its machine restarted")
 
 
 def liveness(row: dict[str, Any]) -> str | None:
@@ -278,7 +281,7 @@ def failed_run_ids(conn: sqlite3.Connection, *, stage: str | None = None, limit:
         params.append(stage)
     found = []
     cur = conn.execute(f"SELECT run_id, status, details FROM _minikafka_runs WHERE {where} "
-                       "ORDER BY started_at DESC, rowid DESC", params)
+                       "ORDER BY started_at DESC, rowid DESC LIMIT ?", (*params, limit + LIVE_RUNS))
     for run_id, status, details in cur:
         if status != "running" or liveness({"run_id": run_id, "status": status, "details": details}) == "gone":
             found.append(run_id)
@@ -334,9 +337,10 @@ def find_runs(conn: sqlite3.Connection, *, stage: str | None = None, status: str
         where.append(f"status IN ({', '.join('?' for _ in stored)})")
         params.extend(stored)
     found = []
+    extra = LIVE_RUNS if status in ("running", "interrupted", "unknown") else 0
     cur = conn.execute(f"SELECT run_id FROM _minikafka_runs WHERE {' AND '.join(where)} "
-                       "ORDER BY started_at DESC, rowid DESC", params)
-    for (run_id,) in cur.fetchall() if status in ("running", "interrupted", "unknown") else cur.fetchmany(limit):
+                       "ORDER BY started_at DESC, rowid DESC LIMIT ?", (*params, limit + extra))
+    for (run_id,) in cur.fetchall():
         row = read_runs(conn, run_id=run_id, limit=1)[0]  # settled: a dead 'running' row reads 'interrupted'
         if status is None or row["status"] == status:
             found.append(row)
