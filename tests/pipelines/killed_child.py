@@ -2,7 +2,8 @@
 ``copy`` run as the runner runs a stage (``run_in_process``) with no engine; the test
 freezes it at ``stage:started`` (util.faults), after its 'running' row, and kills it.
 
-Also the stage's job module (``transform``) and the topics' model."""
+With ``backfill LEDGER DUMP``: a backfill of a dump with nothing to load (no engine needed),
+frozen at ``backfill:started``. Also the stage's job module (``transform``) and the topics' model."""
 
 from __future__ import annotations
 
@@ -20,7 +21,19 @@ def transform(df):
     return df
 
 
-if __name__ == "__main__":
+def backfill_main(path: str, dump: str) -> None:
+    """A backfill of ``dump`` into ``items`` with no engine (a dump with nothing to load needs none)."""
+    from minikafka import Source
+    from minikafka.spark.loading.backfill import backfill
+
+    with Source(path) as src:
+        src.topic("items", Item, dedup=("url",))
+        print(backfill(None, src, "items", [dump]).run.status, flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1] == "backfill":
+    backfill_main(sys.argv[2], sys.argv[3])
+elif __name__ == "__main__":
     from minikafka.pipelines.definition import load_pipeline
     from minikafka.pipelines.launch.inprocess import run_in_process
 

@@ -344,3 +344,33 @@ def test_a_stage_process_the_runner_launched_killed_by_sigkill_is_recorded_inter
     assert outcome.status == "failed" and "killed by SIGKILL" in outcome.error
     row = next(r for r in stored_runs(night) if r["run_id"] == run_id)
     assert row["status"] == "interrupted" and "killed by SIGKILL" in row["error"] and row["finished_at"]
+
+
+def test_a_backfill_killed_by_sigkill_shows_interrupted_and_the_next_one_resumes_after_it(tmp_path):
+    ledger = tmp_path / "loads.sqlite"
+    dump = tmp_path / "empty.jsonl"
+    dump.write_text("")  # nothing to load: the backfill needs no engine
+    args = [sys.executable, "-m", "tests.pipelines.killed_child", "backfill", str(ledger), str(dump)]
+    frozen = subprocess.Popen(args, cwd=ROOT, env={**os.environ, ENV: "backfill:started", "PYTHONPATH": str(ROOT)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in frozen.stderr:
+        if line.startswith("FROZEN backfill:started"):
+            break
+    else:
+        frozen.wait()
+        pytest.fail(f"the backfill ended before its start (exit {frozen.returncode})")
+    os.kill(frozen.pid, signal.SIGKILL)
+    frozen.wait()
+    with Source(str(ledger)) as src:
+        killed = src.runs(stage="backfill:items")
+    assert [r["status"] for r in killed] == ["interrupted"] and "is gone" in killed[0]["error"]
+    failed = CliRunner().invoke(main, ["status", "--failed", "--source", str(ledger)])
+    assert killed[0]["run_id"] in failed.output
+    again = subprocess.run(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                           text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"resuming after interrupted run {killed[0]['run_id']}" in again.stdout
+    with Source(str(ledger)) as src:
+        new, old = src.runs(stage="backfill:items")
+    assert new["status"] == "succeeded" and new["details"]["resumes_after"] == [killed[0]["run_id"]]
+    assert old["status"] == "interrupted" and old["details"]["noticed_by"] == new["run_id"]

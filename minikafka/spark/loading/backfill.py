@@ -37,6 +37,7 @@ from ...ledger.topics import MAX_ATTACHED, TopicLayout, bulk, catalog
 from ...ledger.transactions import commit_slices
 from ...util import dumpfiles
 from ...util.clock import utc_now
+from ...util.faults import checkpoint
 from ...util.redact import redact_url
 from ...util.results import Result
 from ..engine import master_of, parallelism
@@ -321,6 +322,7 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
                                                         holding_lock=True)
             if dead and progress:
                 progress(resume_note(dead))
+            checkpoint("backfill:started")
             area = stg.choose_staging(master, staging, source.path)
             stg.check_area(area)
             staging_uri = area.run_uri(f"backfill-{topic}", run.run_id)
