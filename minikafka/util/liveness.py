@@ -6,9 +6,13 @@ A run row that says 'running' names its process: pid, host and the process's sta
 - ``alive``: on this host, a process with that pid exists and started at that time;
 - ``gone``: on this host, no process has that pid, or the pid's process started at another
   time (the pid was reused after the run's process died); on another host, the run's lock
-  file (``lock``) can be taken, so nobody holds it (a run holds its lock to its end);
+  file (``lock``) can be taken, or is held by another run, so that run is over (a run holds
+  its lock to its end);
 - ``unknown``: on another host without a lock that tells (a container with another
   hostname on the same kernel shares the lock file, a copied ledger does not).
+
+"This host" is the same host name and the same pid namespace: a container that shares the
+host's name (``--network host``) but numbers its processes apart counts as another host.
 
 The start time is the kernel's (``/proc/<pid>/stat`` field 22, clock ticks since boot),
 paired with the boot id (``/proc/sys/kernel/random/boot_id``): a reboot makes every old
@@ -56,10 +60,28 @@ def host_name() -> str:
     return socket.gethostname()
 
 
+@lru_cache(maxsize=1)
+def pid_namespace() -> str | None:
+    """This process's pid namespace (``pid:[4026531836]``), None without ``/proc``: a container
+    sharing the host's name (``--network host``) still numbers its processes apart."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
 def this_process() -> dict[str, Any]:
-    """The name a run row keeps of the process writing it: ``{"pid", "host", "start"}``."""
+    """The name a run row keeps of the process writing it: ``{"pid", "host", "start", "pidns"}``."""
     pid = os.getpid()
-    return {"pid": pid, "host": host_name(), "start": start_time(pid)}
+    return {"pid": pid, "host": host_name(), "start": start_time(pid), "pidns": pid_namespace()}
+
+
+def _same_machine(process: dict[str, Any]) -> bool:
+    """Its pid means the same process here: same host name and (when both are known) pid namespace."""
+    if process.get("host") != host_name():
+        return False
+    theirs, ours = process.get("pidns"), pid_namespace()
+    return theirs is None or ours is None or theirs == ours
 
 
 def _pid_exists(pid: int) -> bool:
@@ -96,7 +118,7 @@ def process_state(process: dict[str, Any] | None, lock: str | Path | None = None
     doc); ``lock``: the lock file run ``run_id`` holds while it runs, if it has one."""
     if not isinstance(process, dict) or not isinstance(process.get("pid"), int):
         return "unknown"  # a row written before runs named their process
-    if process.get("host") != host_name():
+    if not _same_machine(process):
         free = lock_is_free(lock, run_id) if lock else None
         return "unknown" if free is None else "gone" if free else "alive"
     pid = process["pid"]

@@ -374,3 +374,11 @@ def test_a_backfill_killed_by_sigkill_shows_interrupted_and_the_next_one_resumes
         new, old = src.runs(stage="backfill:items")
     assert new["status"] == "succeeded" and new["details"]["resumes_after"] == [killed[0]["run_id"]]
     assert old["status"] == "interrupted" and old["details"]["noticed_by"] == new["run_id"]
+
+
+def test_a_running_row_of_another_pid_namespace_on_the_same_host_name_is_not_judged_by_its_pid(night):
+    seed(night, rows=0)
+    mine = liveness.this_process()
+    # a container sharing the host's name: pid 999999 means nothing here, and no lock tells
+    _running_row(night, {**mine, "pid": 999999, "pidns": "pid:[1]"}, "copy-container")
+    assert read_runs_of(night)[0]["status"] == "unknown"
