@@ -252,18 +252,18 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
         stg.check_area(area)
         run.details["staging"] = "exchange" if area.exchange else "jdbc"
     stg.sweep_stage(source.path, stage.name)  # dead runs' staging: nothing of it was committed, never trust it
-    run_uri = area.run_uri(stage.name, run.run_id) if area else None
-    mark = None
-    if run_uri:
-        mark = stg.mark_staged(source.path, stage.name, run.run_id, run_uri, engine=engine_of(spark),
-                               session=spark.session_id if is_connect(spark) else None)
-    target = stage.outputs[0] if len(stage.outputs) == 1 else None
     if not dry_run:  # the 'running' row: a run killed from here on shows as interrupted (runlog.py)
         with source.ledger.atomic() as conn:
             dead = start_run_in_current_transaction(conn, run, str(lock_path(source, stage.name)), holding_lock=True)
         if dead:
             log.info("%s", resume_note(dead))  # the runner prints it (StageOutcome.resumed_note)
     checkpoint("stage:started")
+    run_uri = area.run_uri(stage.name, run.run_id) if area else None
+    mark = None
+    if run_uri:
+        mark = stg.mark_staged(source.path, stage.name, run.run_id, run_uri, engine=engine_of(spark),
+                               session=spark.session_id if is_connect(spark) else None)
+    target = stage.outputs[0] if len(stage.outputs) == 1 else None
     source.ledger.emit(Event("pipeline_start", stage.inputs[0], None, {
         "target": target, "stage": stage.name, "run_id": run.run_id, "dry_run": dry_run}))
     try:
