@@ -63,7 +63,13 @@ from typing import Any
 from ..api.modes.groups import _field_dicts
 from ..api.source import Source
 from ..errors import DeliveryConfigError, DeliveryError, InvalidDurationError, MinikafkaError, TopicNotFoundError
-from ..ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+from ..ledger.consuming import (
+    RunResult,
+    new_run_id,
+    resume_note,
+    start_run_in_current_transaction,
+    write_run_in_current_transaction,
+)
 from ..ledger.consuming import deliveries as state
 from ..ledger.topics import TopicLayout, acks
 from ..util import clock
@@ -394,7 +400,9 @@ class DeliveryWorker:
                                     details={"endpoint": redact_url(spec.endpoint), "partitions": parts,
                                              "batch_size": spec.batch_size, "once": self.once})
                     runs[spec.name, spec.topic] = run
-                    write_run_in_current_transaction(conn, run)
+                    dead = start_run_in_current_transaction(conn, run)  # earlier rows whose process is gone
+                    if dead:
+                        log.warning("%s", resume_note(dead))
                     acks.register_group_in_current_transaction(conn, spec.topic, spec.name, utc_now())
         stats = [PartitionStats(spec.name, spec.topic, p) for spec, _h, _l, parts in plan for p in parts]
         threads = []

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 132, 44, 34, 16, 10
 STATUS_FILL = {"succeeded": "#d7f0d8", "failed": "#f6d0d0", "partial": "#fbe7c0", "interrupted": "#f6d0d0",
-               "running": "#d6e4f5"}
+               "running": "#d6e4f5", "unknown": "#fbe7c0"}
 NO_RUN_FILL = "#eeeeee"
 TOPIC_FILL, LAGGING_FILL = "#e4ecf7", "#fbe7c0"
 

@@ -29,7 +29,7 @@ from ..ledger.transactions import read_snapshot
 from ..quality.report import describe
 from ..util.redact import redact_url
 
-RUN_STATUSES = runlog.STATUSES
+RUN_STATUSES = runlog.SHOWN_STATUSES
 JOB_STATES = ("pending", "processing", "dead")
 PAGE_ROWS = 50
 DAY_S = 86400

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..ledger.consuming import STATUSES, LedgerFigures
+from ..ledger.consuming import SHOWN_STATUSES, LedgerFigures
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 QUEUE_STATES = ("pending", "processing", "dead")
@@ -37,7 +37,7 @@ class Family:
 FAMILIES = [
     Family("minikafka_stage_last_run_timestamp_seconds", "When the stage's latest run started (0: never ran).", STAGE),
     Family("minikafka_stage_last_run_status", "1 for the status of the stage's latest run, 0 for the others "
-           "(running, succeeded, failed, partial, interrupted).", (*STAGE, "status")),
+           "(running, succeeded, failed, partial, interrupted, unknown: running on another host, not checkable).", (*STAGE, "status")),
     Family("minikafka_stage_last_run_duration_seconds", "How long the stage's latest run took.", STAGE),
     Family("minikafka_stage_last_run_in_rows", "Rows the stage's latest run read.", STAGE),
     Family("minikafka_stage_last_run_out_rows", "Rows the stage's latest run wrote.", STAGE),
@@ -97,7 +97,7 @@ def _samples(figures: LedgerFigures, pipeline_of: Mapping[str, str]) -> dict[str
     for s in figures.stages:
         key = (pipeline_of.get(s.stage, ""), s.stage)
         add("minikafka_stage_last_run_timestamp_seconds", key, s.last_started or 0)
-        for status in STATUSES:
+        for status in SHOWN_STATUSES:
             add("minikafka_stage_last_run_status", (*key, status), int(s.last_status == status))
         if s.last_status is not None:
             if s.last_duration_s is not None:  # a run still running (or recorded without one) has none

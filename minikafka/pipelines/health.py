@@ -3,9 +3,11 @@
 ``health_checks(ledger, pipeline)`` returns one ``CheckResult`` per check, in a stable order:
 
 - every stage (of the pipeline, or every stage in the run log without one): its latest
-  run (``fail`` when it failed or was interrupted, ``warn`` when partial or never run);
-  ``freshness`` (a successful run within), ``max_lag`` (rows pending for it on its
-  inputs), ``max_quarantined_per_run`` (rows its latest run quarantined);
+  run (``fail`` when it failed or was interrupted, a 'running' run whose process is gone
+  included; ``warn`` when partial, never run, or running on another host that cannot be
+  checked); ``freshness`` (a successful run within, and no row of its inputs pending for
+  it longer: ``pending``), ``max_lag`` (rows pending for it on its inputs),
+  ``max_quarantined_per_run`` (rows its latest run quarantined);
 - every topic with limits: ``freshness`` (a row appended within), ``max_lag`` (rows
   pending for any one consumer), ``max_quarantined`` (rows in its quarantine);
 - every queue: ``max_dead`` and ``max_pending_age`` from ``[queues."topic:consumer"]``;
@@ -81,7 +83,8 @@ def _stage_checks(conn, name: str, now: datetime, stage=None, pending=None) -> l
         out.append(CheckResult(f"{subject} last run", WARN, "never ran", {"runs": 0}))
     else:
         status = last["status"]
-        state = FAIL if status in BAD_STATUSES else WARN if status == "partial" else OK
+        # 'unknown': running on another host, whose process nothing here can check (runlog.settled)
+        state = FAIL if status in BAD_STATUSES else WARN if status in ("partial", "unknown") else OK
         reason = f"{status} ({last['run_id']}, {human_age(_age_s(last['started_at'], now))} ago)"
         if last.get("error") and state != OK:
             reason += f": {redact_and_cut(last['error'], 200, first_line=True)}"  # masked, then cut
@@ -94,6 +97,8 @@ def _stage_checks(conn, name: str, now: datetime, stage=None, pending=None) -> l
         success = vitals.latest_success(conn, name)
         age = _age_s(success[1], now) if success else None
         out.append(_freshness(subject, age, stage.freshness, "no successful run yet", "last success {} ago"))
+    if stage.freshness is not None:  # rows waiting longer than the stage may go without a run: no max_lag needed
+        out.append(_pending_age(conn, subject, stage, now))
     if stage.max_lag is not None:
         counts = {t: pending(t, stage.consumer, stage.topic_partitions) for t in stage.inputs}
         known = {t: n for t, n in counts.items() if n is not None}
@@ -112,6 +117,20 @@ def _stage_checks(conn, name: str, now: datetime, stage=None, pending=None) -> l
                                f"its latest run quarantined {n} row(s) (limit {limit})",
                                {"quarantined": n, "limit": limit}))
     return out
+
+
+def _pending_age(conn, subject: str, stage, now: datetime) -> CheckResult:
+    """Fail when a row of the stage's inputs has been pending for it longer than its freshness
+    (a night whose run died leaves the night's rows pending: this says so without a max_lag)."""
+    oldest = {t: vitals.oldest_pending_time(conn, t, stage.consumer, stage.topic_partitions) for t in stage.inputs}
+    ages = {t: _age_s(when, now) for t, when in oldest.items() if when is not None}
+    limit = stage.freshness
+    if not ages:
+        return CheckResult(f"{subject} pending", OK, "no rows pending", {"oldest_age_s": None, "limit_s": limit})
+    topic, age = max(ages.items(), key=lambda kv: kv[1])
+    return CheckResult(f"{subject} pending", OK if age <= limit else FAIL,
+                       f"oldest pending row of {topic} appended {human_age(age)} ago (limit {format_duration(limit)})",
+                       {"oldest_age_s": age, "limit_s": limit, "topic": topic})
 
 
 def _freshness(subject: str, age: float | None, limit: float, none_yet: str, seen: str) -> CheckResult:

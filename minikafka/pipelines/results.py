@@ -29,6 +29,15 @@ class StageOutcome(Result):
         told = f", {rows:,} row(s) out" if isinstance(rows, int) else ""
         return f"stage {self.name}: {self.status}{told}, {self.seconds:.1f} s" + (f": {self.error}" if self.error else "")
 
+    def resumed_note(self) -> str | None:
+        """The line saying the run resumed after interrupted runs of the stage (their process
+        gone; ``details.resumes_after``), None when it did not."""
+        after = (_parsed((self.run or {}).get("details")) or {}).get("resumes_after")
+        if not after:
+            return None
+        more = f" (and {len(after) - 1} earlier)" if len(after) > 1 else ""
+        return f"   {self.name}: resumed after interrupted run {after[-1]}{more}; nothing of it was committed"
+
     @property
     def quality(self) -> dict:
         """The run's quality results ({suites: [...], report: path}); {} without suites."""

@@ -125,6 +125,7 @@ def _run_on(source, defn: PipelineDefinition, chosen: list[StageDefinition], opt
                                      consumer_ids=stage_ids(registered, sd))
             _lineage_ended(lineage, sd, run_id, outcome)
             result.outcomes.append(outcome)
+            _say_resumed(outcome, echo)
         return
     with open_launcher(defn, chosen, opts, source=source, registered=registered, pending=pending, echo=echo,
                        stage_host=stage_host) as launcher:
@@ -144,6 +145,13 @@ def _lineage_started(lineage, sd: StageDefinition, run_id: str, opts: RunOptions
 def _lineage_ended(lineage, sd: StageDefinition, run_id: str, outcome: StageOutcome | None = None) -> None:
     if lineage is not None:
         lineage.ended(sd, run_id, outcome)
+
+
+def _say_resumed(outcome: StageOutcome, echo) -> None:
+    """One line when the stage's run resumed after interrupted runs of it (their process gone)."""
+    note = outcome.resumed_note()
+    if note:
+        echo(note)
 
 
 def _arrow(sd: StageDefinition) -> str:
@@ -205,6 +213,7 @@ def run_in_order(defn: PipelineDefinition, chosen: list[StageDefinition], result
             raise
         _lineage_ended(lineage, sd, run_id, outcome)
         note_quarantine(defn, outcome, source)
+        _say_resumed(outcome, echo)
         result.outcomes.append(outcome)
         ready.ended(sd, outcome)
 
@@ -265,6 +274,7 @@ def run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resul
                 started.pop(sd.name, None)
                 _lineage_ended(lineage, sd, run_id, outcome)
                 note_quarantine(defn, outcome)
+                _say_resumed(outcome, echo)
                 outcomes[sd.name] = outcome
                 ready.ended(sd, outcome)
                 if len(chosen) > 1:

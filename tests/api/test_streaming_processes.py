@@ -165,3 +165,29 @@ def test_streaming_workers_start_as_windows_need_them_not_all_at_once(db_path):
         source.streaming("events", pool_size, size=1, workers=30, sink=out, until_idle=True)
         sizes = [o["siblings"] for o in out.iter_new()]
     assert len(sizes) == 2 and max(sizes) <= 2, sizes  # two windows: two processes, not thirty
+
+
+def test_a_streaming_loop_killed_mid_window_shows_interrupted_and_its_next_run_resumes_after_it(db_path, tmp_path):
+    from minikafka.ledger.consuming import failed_run_ids
+
+    log = tmp_path / "offered.log"
+    with Source(db_path) as source:
+        source.stream("events").extend([{"i": i} for i in range(10)])
+        source.topic("sums", WindowSum, dedup=None)
+    child = start_child(db_path, log, FREEZE_WINDOW="3")
+    wait_frozen(child)
+    with Source(db_path) as source:  # alive, mid-window: running
+        assert [r["status"] for r in source.runs(stage="summed")] == ["running"]
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    with Source(db_path) as source:
+        killed = source.runs(stage="summed")
+        assert [r["status"] for r in killed] == ["interrupted"] and "is gone" in killed[0]["error"]
+        assert failed_run_ids(source.ledger.conn) == [killed[0]["run_id"]]
+    again = start_child(db_path, log)
+    assert again.wait(60) == 0, again.stderr.read()
+    assert "resuming after interrupted run " + killed[0]["run_id"] in again.stderr.read()
+    with Source(db_path) as source:
+        new, old = source.runs(stage="summed")
+    assert new["status"] == "succeeded" and new["details"]["resumes_after"] == [killed[0]["run_id"]]
+    assert old["status"] == "interrupted" and old["details"]["noticed_by"] == new["run_id"]

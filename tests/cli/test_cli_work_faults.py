@@ -172,12 +172,17 @@ def test_kill_9_of_the_parent_stops_its_workers(workdir):
     proc = _cli(path, "faultjobs:slow", "--queue", "feed", "-c", "2", "--source", db, marker=marker)
     try:
         assert _wait_until(lambda: len(_marked(marker)) >= 3, 30), "the workers did not start"
+        with Source(db) as source:  # alive: its run is running
+            assert [r["status"] for r in source.runs(stage="feed")] == ["running"]
         proc.kill()
         proc.wait(10)
         assert _wait_until(lambda: not _marked(marker), 10), f"workers left running: {_marked(marker)}"
     finally:
         for pid in _marked(marker):
             os.kill(pid, signal.SIGKILL)
+    with Source(db) as source:  # the killed run shows as interrupted, its process named
+        runs = source.runs(stage="feed")
+    assert [r["status"] for r in runs] == ["interrupted"] and f"pid {proc.pid} " in runs[0]["error"]
 
 
 @pytest.mark.parametrize("kind", ["when", "tags", "raw", "score"])

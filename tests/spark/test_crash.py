@@ -140,3 +140,26 @@ def test_an_engine_killed_mid_stage_fails_the_stage_cleanly_and_the_next_run_rec
         assert [r["status"] for r in runs] == ["failed"] and runs[0]["error"]
         run_stage(spark, src, stage())  # the next run recovers (here on the classic session)
     assert snapshot(path) == clean_result
+
+
+def test_a_stage_killed_mid_run_shows_interrupted_and_its_next_run_resumes_after_it(spark, tmp_path, clean_result):
+    from click.testing import CliRunner
+
+    from minikafka.cli import main
+
+    path = str(tmp_path / "ledger.sqlite")
+    seed(path)
+    kill_at(path, "stage:staged")  # Spark has staged the output: the JVM work done, nothing committed
+    with Source(path) as src:
+        killed = src.runs(stage="double", limit=5)
+    assert [r["status"] for r in killed] == ["interrupted"] and "is gone" in killed[0]["error"]
+    failed = CliRunner().invoke(main, ["status", "--failed", "--source", path])
+    assert killed[0]["run_id"] in failed.output and "interrupted" in failed.output
+    with Source(path) as src:
+        open_topics(src)
+        run = run_stage(spark, src, stage())
+        runs = {r["run_id"]: r for r in src.runs(stage="double", limit=5)}
+    assert run.status == "succeeded" and run.details["resumes_after"] == [killed[0]["run_id"]]
+    old = runs[killed[0]["run_id"]]
+    assert old["status"] == "interrupted" and old["details"]["noticed_by"] == run.run_id  # recorded in the ledger
+    assert snapshot(path) == clean_result

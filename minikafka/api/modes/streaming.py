@@ -28,7 +28,13 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StreamingConfigError, WindowFailedError
-from ...ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import (
+    RunResult,
+    new_run_id,
+    resume_note,
+    start_run_in_current_transaction,
+    write_run_in_current_transaction,
+)
 from ...ledger.consuming import windows as stored
 from ...ledger.topics import acks, validate_consumer_name
 from ...ledger.transactions import ConcurrentRunError
@@ -170,7 +176,10 @@ class StreamingConsumer:
         self.run = RunResult(self.run_id, "stream", stage=self.consumer, consumer=self.consumer,
                              inputs=[self.topic.name], outputs=self._sink_outputs(),
                              details={"kind": self.emitter.kind, "workers": self.workers, "windows": 0})
-        self._write_run()
+        with ledger.atomic() as conn:  # the 'running' row; earlier ones whose process is gone: interrupted
+            dead = start_run_in_current_transaction(conn, self.run)
+        if dead:
+            log.warning("%s", resume_note(dead))
         try:
             while not self._stop.is_set():
                 self._maybe_retention()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import logging
 import multiprocessing
 import multiprocessing.connection as mp_connection
 import os
@@ -29,7 +30,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import HandlerError, InvalidRecordError, InvalidSettingError
-from ...ledger.consuming import INTERRUPTED, RunResult, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import (
+    INTERRUPTED,
+    RunResult,
+    new_run_id,
+    resume_note,
+    start_run_in_current_transaction,
+    write_run_in_current_transaction,
+)
 from ...util.procs import concurrency_limit, die_with_parent
 from ...util.results import Result
 from .queues import Job, find_queue, stored_settings
@@ -280,8 +288,10 @@ def work(path: str, queue_name: str, handler_ref: str, *, concurrency: int = 1, 
         source.model_of(topic)  # the workers must be able to import the model too
         result.consumer, result.inputs = consumer, [topic]
         result.details = {"handler": handler_ref, "concurrency": concurrency, "once": once}
-        with source.ledger.atomic() as conn:
-            write_run_in_current_transaction(conn, result)
+        with source.ledger.atomic() as conn:  # the 'running' row; earlier ones whose process is gone: interrupted
+            dead = start_run_in_current_transaction(conn, result)
+        if dead:
+            logging.getLogger("minikafka").warning("%s", resume_note(dead))
     # fork: the parent holds no open connection or watcher thread at this point
     ctx = multiprocessing.get_context("fork")
     parent = os.getpid()

@@ -23,7 +23,7 @@ from ..topics import counts
 from ..topics.catalog import topic_names
 from ..topics.identifiers import quote_identifier
 from . import queues
-from .runlog import COLUMNS
+from .runlog import COLUMNS, LIVE_RUNS, settled
 from .vitals import newest_row_time
 
 FAILURE_STATUSES = ("failed", "interrupted")  # a stage's last failure: either (partial is not one)
@@ -97,13 +97,20 @@ class LedgerFigures:
 
 
 def _latest(conn: sqlite3.Connection, stage: str, statuses: tuple[str, ...] | None = None) -> dict | None:
+    """The stage's latest run (of ``statuses``, as ``settled`` shows them: a 'running' row
+    whose process is gone is an interrupted run)."""
     where, params = "stage = ? AND kind = 'stage'", [stage]
-    if statuses:
-        where += f" AND status IN ({', '.join('?' for _ in statuses)})"
-        params += list(statuses)
-    row = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs WHERE {where} "
-                       "ORDER BY started_at DESC, rowid DESC LIMIT 1", params).fetchone()
-    return None if row is None else dict(zip(COLUMNS, row))
+    stored = (*statuses, "running") if statuses and "interrupted" in statuses else statuses
+    if stored:
+        where += f" AND status IN ({', '.join('?' for _ in stored)})"
+        params += list(stored)
+    cur = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs WHERE {where} "
+                       "ORDER BY started_at DESC, rowid DESC LIMIT ?", (*params, LIVE_RUNS if statuses else 1))
+    for values in cur:
+        row = settled(dict(zip(COLUMNS, values)))
+        if not statuses or row["status"] in statuses:
+            return row
+    return None
 
 
 def _ended(run: dict | None) -> float | None:

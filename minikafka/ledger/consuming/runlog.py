@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ...util.clock import utc_now
+from ...util.liveness import process_state, this_process
 from ...util.redact import redact_secrets, redact_value
 from ...util.results import Result
 from ...util.signals import Terminated
@@ -50,6 +51,7 @@ class RunResult(Result):
     quality: Any = None
     details: dict[str, Any] | None = None
     _t0: float = field(default_factory=time.perf_counter, repr=False)
+    _lock: str | None = field(default=None, repr=False)  # the lock file the run holds to its end, if any
 
     def finish(self, status: str, error: str | None = None) -> RunResult:
         self.status = status
@@ -67,7 +69,14 @@ class RunResult(Result):
         return text + (f": {self.error}" if self.error else "")
 
     def as_row(self) -> dict[str, Any]:
-        """The row as the ledger keeps it: JSON columns as text, every text masked (``util.redact``)."""
+        """The row as the ledger keeps it: JSON columns as text, every text masked (``util.redact``).
+
+        A 'running' row names the process writing it in its details (``process``: pid, host,
+        start time, and the run's lock file when it holds one), so a reader can tell a run in
+        progress from one whose process is gone (``settled``); the finished row does not."""
+        details = self.details
+        if self.status == "running":
+            details = {**(details or {}), "process": {**this_process(), **({"lock": self._lock} if self._lock else {})}}
         return {
             "run_id": self.run_id, "kind": self.kind, "stage": self.stage, "consumer": self.consumer,
             "inputs": json.dumps(self.inputs), "outputs": json.dumps(self.outputs),
@@ -78,12 +87,15 @@ class RunResult(Result):
             "started_at": self.started_at,
             "finished_at": self.finished_at, "duration_s": self.duration_s,
             "quality": None if self.quality is None else json.dumps(redact_value(self.quality), default=str),
-            "details": None if self.details is None else json.dumps(redact_value(self.details), default=str),
+            "details": None if details is None else json.dumps(redact_value(details), default=str),
         }
 
 
 COLUMNS = list(RunResult("x", "x").as_row())
 STATUSES = ("running", "succeeded", "failed", "partial", "interrupted")
+# what a reader shows: a 'running' row of another host whose process nothing here can check
+# (no lock of its run tells) reads as 'unknown' (``settled``); the ledger never stores it
+SHOWN_STATUSES = (*STATUSES, "unknown")
 INTERRUPTED = "interrupted by Ctrl-C (SIGINT)"
 TERMINATED = "stopped by SIGTERM"
 
@@ -118,12 +130,118 @@ def write_run_in_current_transaction(conn: sqlite3.Connection, result: RunResult
 
 def insert_run_unless_present_in_current_transaction(conn: sqlite3.Connection, result: RunResult) -> bool:
     """Insert the run's row unless a row with its run id exists (inside the caller's
-    transaction); True when it was inserted. A run id has one row, whoever comes first."""
+    transaction); True when it was inserted. A run id has one outcome, whoever comes first: a
+    row still 'running' (written when the run started) is no outcome and is replaced."""
     row = result.as_row()
     cols = ", ".join(COLUMNS)
     marks = ", ".join("?" for _ in COLUMNS)
+    conn.execute("DELETE FROM _minikafka_runs WHERE run_id = ? AND status = 'running'", (result.run_id,))
     cur = conn.execute(f"INSERT OR IGNORE INTO _minikafka_runs ({cols}) VALUES ({marks})", tuple(row.values()))
     return cur.rowcount == 1
+
+
+LIVE_RUNS = 50  # 'running' rows a filtered read looks past (a run in progress is not 'interrupted')
+
+
+def _process_of(row: dict[str, Any]) -> dict[str, Any] | None:
+    details = row.get("details")
+    if isinstance(details, str):
+        try:
+            details = json.loads(details)
+        except ValueError:
+            return None
+    process = details.get("process") if isinstance(details, dict) else None
+    return process if isinstance(process, dict) else None
+
+
+def gone_error(process: dict[str, Any]) -> str:
+    """The error an interrupted run is shown (then recorded) with: its process is gone."""
+    return (f"its process (pid {process.get('pid')} on {process.get('host')}) is gone: killed by SIGKILL "
+            "or the OOM killer, crashed, or its machine restarted")
+
+
+def liveness(row: dict[str, Any]) -> str | None:
+    """For a 'running' row: ``alive``, ``gone`` or ``unknown`` (``util.liveness.process_state``
+    of the process its details name); None for a finished row or one that names no process
+    (written by an older minikafka: shown as it is)."""
+    if row.get("status") != "running":
+        return None
+    process = _process_of(row)
+    if process is None:
+        return None
+    return process_state(process, process.get("lock"), row.get("run_id"))
+
+
+def settled(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as readers show it: a 'running' row whose process is gone is 'interrupted' (its
+    error says so), one of another host that nothing here can check is 'unknown'; any other
+    row unchanged. Reading changes nothing in the ledger (the stage's next run records it)."""
+    state = liveness(row)
+    if state == "gone":
+        row["status"], row["error"] = "interrupted", gone_error(_process_of(row) or {})
+    elif state == "unknown":
+        row["status"] = "unknown"
+    return row
+
+
+def dead_running_runs(conn: sqlite3.Connection, *, stage: str | None = None, kind: str | None = None,
+                      holding_lock: bool = False) -> list[dict[str, Any]]:
+    """The 'running' rows (of ``stage``, of ``kind``) whose process is gone, oldest first.
+
+    ``holding_lock``: the caller holds the lock every run of ``stage`` takes, so no other run
+    of it is in progress: each of its 'running' rows is dead, wherever it ran."""
+    where, params = ["status = 'running'"], []
+    for condition, value in (("stage = ?", stage), ("kind = ?", kind)):
+        if value is not None:
+            where.append(condition)
+            params.append(value)
+    rows = [decoded(dict(zip(COLUMNS, values))) for values in conn.execute(
+        f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs WHERE {' AND '.join(where)} "
+        "ORDER BY started_at, rowid", params)]
+    return rows if holding_lock else [r for r in rows if liveness(r) == "gone"]
+
+
+def mark_gone_in_current_transaction(conn: sqlite3.Connection, rows: list[dict[str, Any]], by_run: str) -> None:
+    """Record that the runs of ``rows`` ('running' rows whose process is gone) were
+    interrupted: status 'interrupted', their error saying so, ``details.noticed_by`` naming the
+    run that found them; counts unchanged (nothing of such a run was committed)."""
+    for row in rows:
+        details = dict(row.get("details") or {})
+        details["noticed_by"] = by_run
+        conn.execute(
+            "UPDATE _minikafka_runs SET status = 'interrupted', error = coalesce(error, ?), details = ? "
+            "WHERE run_id = ? AND status = 'running'",
+            (gone_error(details.get("process") or {}), json.dumps(redact_value(details), default=str),
+             row["run_id"]))
+
+
+def start_run_in_current_transaction(conn: sqlite3.Connection, run: RunResult, lock: str | None = None,
+                                     *, holding_lock: bool = False) -> list[dict[str, Any]]:
+    """Write ``run``'s 'running' row (inside the caller's small transaction, before the run's
+    work: a run killed from then on shows as interrupted), naming its process and ``lock`` (the
+    file it holds to its end, if any). Earlier 'running' rows of its stage and kind whose
+    process is gone (all of them with ``holding_lock``: the caller holds the lock every run of
+    the stage takes) are recorded as interrupted, and ``run.details["resumes_after"]`` names
+    them. Returns those rows (``resume_note`` words them), oldest first.
+
+    The run's final row replaces this one inside its commit's transaction."""
+    run._lock = lock
+    dead = dead_running_runs(conn, stage=run.stage, kind=run.kind, holding_lock=holding_lock)
+    if dead:
+        mark_gone_in_current_transaction(conn, dead, run.run_id)
+        run.details = {**(run.details or {}), "resumes_after": [r["run_id"] for r in dead]}
+    write_run_in_current_transaction(conn, run)
+    return dead
+
+
+def resume_note(rows: list[dict[str, Any]]) -> str:
+    """The one line a run prints when it resumes after interrupted runs of its stage."""
+    last = rows[-1]
+    process = (last.get("details") or {}).get("process") or {}
+    more = f" (and {len(rows) - 1} earlier)" if len(rows) > 1 else ""
+    return (f"{last.get('stage') or last.get('kind')}: resuming after interrupted run {last['run_id']}{more}, "
+            f"started {last['started_at']} (pid {process.get('pid')} on {process.get('host')}, gone); "
+            "nothing of it was committed")
 
 
 def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str | None = None,
@@ -142,7 +260,7 @@ def read_runs(conn: sqlite3.Connection, *, stage: str | None = None, run_id: str
         f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
         (*params, limit),
     )
-    return [decoded(dict(zip(COLUMNS, values))) for values in cur.fetchall()]
+    return [settled(decoded(dict(zip(COLUMNS, values)))) for values in cur.fetchall()]
 
 
 def decoded(row: dict[str, Any]) -> dict[str, Any]:
@@ -155,14 +273,21 @@ def decoded(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def failed_run_ids(conn: sqlite3.Connection, *, stage: str | None = None, limit: int = 20) -> list[str]:
-    """Ids of the failed, interrupted or partial runs (of ``stage``), most recent first."""
-    where, params = "status IN ('failed', 'partial', 'interrupted')", []
+    """Ids of the failed, interrupted or partial runs (of ``stage``), most recent first; a
+    'running' run whose process is gone is an interrupted one (``settled``)."""
+    where, params = "status IN ('failed', 'partial', 'interrupted', 'running')", []
     if stage:
         where += " AND stage = ?"
         params.append(stage)
-    return [r[0] for r in conn.execute(
-        f"SELECT run_id FROM _minikafka_runs WHERE {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
-        (*params, limit))]
+    found = []
+    cur = conn.execute(f"SELECT run_id, status, details FROM _minikafka_runs WHERE {where} "
+                       "ORDER BY started_at DESC, rowid DESC LIMIT ?", (*params, limit + LIVE_RUNS))
+    for run_id, status, details in cur:
+        if status != "running" or liveness({"run_id": run_id, "status": status, "details": details}) == "gone":
+            found.append(run_id)
+            if len(found) >= limit:
+                break
+    return found
 
 
 def run_exists(conn: sqlite3.Connection, run_id: str) -> bool:
@@ -197,19 +322,31 @@ def find_runs(conn: sqlite3.Connection, *, stage: str | None = None, status: str
 
     Args:
         stage: the stage (or, for runs of no stage, the kind: ``pipeline``, ``backfill``, ``console``...).
-        status: one of ``STATUSES``.
+        status: one of ``SHOWN_STATUSES``, as readers show it (``settled``).
         since, until: ISO 8601 texts compared with ``started_at`` (``since`` inclusive, ``until`` exclusive).
     """
     where, params = ["1"], []
-    for condition, value in (("coalesce(stage, kind) = ?", stage), ("status = ?", status),
-                             ("started_at >= ?", since), ("started_at < ?", until)):
+    stored = ("running", "interrupted") if status in ("running", "interrupted", "unknown") else status
+    for condition, value in (("coalesce(stage, kind) = ?", stage), ("started_at >= ?", since),
+                             ("started_at < ?", until)):
         if value:
             where.append(condition)
             params.append(value)
-    ids = [r[0] for r in conn.execute(
-        f"SELECT run_id FROM _minikafka_runs WHERE {' AND '.join(where)} ORDER BY started_at DESC, rowid DESC LIMIT ?",
-        (*params, limit))]
-    return [read_runs(conn, run_id=i, limit=1)[0] for i in ids]
+    if stored:
+        stored = (stored,) if isinstance(stored, str) else stored
+        where.append(f"status IN ({', '.join('?' for _ in stored)})")
+        params.extend(stored)
+    found = []
+    extra = LIVE_RUNS if status in ("running", "interrupted", "unknown") else 0
+    cur = conn.execute(f"SELECT run_id FROM _minikafka_runs WHERE {' AND '.join(where)} "
+                       "ORDER BY started_at DESC, rowid DESC LIMIT ?", (*params, limit + extra))
+    for (run_id,) in cur.fetchall():
+        row = read_runs(conn, run_id=run_id, limit=1)[0]  # settled: a dead 'running' row reads 'interrupted'
+        if status is None or row["status"] == status:
+            found.append(row)
+            if len(found) >= limit:
+                break
+    return found
 
 
 def run_names(conn: sqlite3.Connection) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ...util.clock import format_timestamp
 from ...util.results import Result
+from .runlog import dead_running_runs, mark_gone_in_current_transaction
 
 REPORT_DIR = "quality-reports"
 
@@ -42,9 +43,12 @@ def prune_runs_in_current_transaction(conn, before: str) -> tuple[int, list[str]
     """Delete finished runs started before ``before``; the latest run of each stage stays.
 
     Keeping each stage's latest run means ``status`` can still say when a stage last
-    ran, however long ago. Runs still 'running' are never deleted.
+    ran, however long ago. Runs still 'running' are never deleted; a 'running' row whose
+    process is gone (``runlog.settled``) is first recorded as interrupted, then pruned like any.
     Returns (rows deleted, run ids kept only because they are a stage's latest).
     """
+    gone = [r for r in dead_running_runs(conn) if r["started_at"] < before]
+    mark_gone_in_current_transaction(conn, gone, "prune")
     latest = "SELECT run_id FROM (SELECT run_id, row_number() OVER (PARTITION BY coalesce(stage, kind) " \
              "ORDER BY started_at DESC, rowid DESC) AS n FROM _minikafka_runs) WHERE n = 1"
     kept = [r[0] for r in conn.execute(

@@ -22,7 +22,7 @@ from ..topics.catalog import catalog_row, read_layout
 from ..topics.layout import META_COLUMNS
 from ..topics.table import TopicTable
 from . import queues
-from .runlog import COLUMNS
+from .runlog import COLUMNS, settled
 
 CREATED_AT = META_COLUMNS.index("_created_at")  # where a select_sql row holds it
 
@@ -32,10 +32,11 @@ def topic_exists(conn: sqlite3.Connection, topic: str) -> bool:
 
 
 def latest_run(conn: sqlite3.Connection, stage: str) -> dict[str, Any] | None:
-    """The stage's most recent run (status, times, counts), or None."""
+    """The stage's most recent run (status, times, counts), or None; a 'running' run whose
+    process is gone reads 'interrupted' (``runlog.settled``)."""
     row = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs WHERE stage = ? "
                        "ORDER BY started_at DESC, rowid DESC LIMIT 1", (stage,)).fetchone()
-    return None if row is None else dict(zip(COLUMNS, row))
+    return None if row is None else settled(dict(zip(COLUMNS, row)))
 
 
 def latest_success(conn: sqlite3.Connection, stage: str) -> tuple[str, str] | None:
@@ -75,6 +76,24 @@ def pending_for(conn: sqlite3.Connection, topic: str, consumer: str,
     pending = counts.pending_counts(conn, topic, consumer_id)
     wanted = pending if partitions is None else set(partitions)
     return sum(n for p, n in pending.items() if p in wanted)
+
+
+def oldest_pending_time(conn: sqlite3.Connection, topic: str, consumer: str,
+                        partitions: Iterable[int] | None = None) -> str | None:
+    """When the oldest row of ``topic`` still pending for ``consumer`` (in ``partitions`` only,
+    when given) was appended (ledger text form); None when nothing is pending or the topic or
+    consumer is unknown. One step from the consumer's lowest position (``acks.pending_filter``)."""
+    table = _table(conn, topic)
+    consumer_id = acks.find_consumer(conn, topic, consumer) if table is not None else None
+    if consumer_id is None:
+        return None
+    where, params = acks.pending_filter(consumer_id)
+    if partitions is not None:
+        wanted = [int(p) for p in partitions]
+        where += f' AND "_partition" IN ({", ".join("?" for _ in wanted)})'
+        params = (*params, *wanted)
+    first = table.page(0, 1, where, params)
+    return first[0][CREATED_AT] if first else None
 
 
 def consumers_of(conn: sqlite3.Connection, topic: str) -> list[str]:

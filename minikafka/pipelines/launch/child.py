@@ -152,6 +152,15 @@ def run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run
     details = (summary or {}).get("details")
     if summary and (row is None or (isinstance(details, dict) and details.get("chunks"))):
         row = summary  # a chunked stage prints the sum of its chunks
+    if proc.returncode != 0 and (row or {}).get("status") in ("running", "interrupted") \
+            and row.get("finished_at") is None and proc.returncode < 0:
+        # killed by a signal after its run's 'running' row (SIGKILL: the OOM killer, kill -9)
+        error = f"the stage's process was killed by {signal_name(-proc.returncode)} (the OOM killer, kill -9)"
+        if not dry_run:
+            row = record_failed_run(defn, run_id, error, sd, details={**(row.get("details") or {}),
+                                                                      "phase": launcher}, status="interrupted",
+                                    keep=True) or row
+        return StageOutcome(sd.name, "failed", seconds, row, error)
     if proc.returncode != 0:
         error = (row or {}).get("error") or cause(stderr, proc.returncode, launcher)
         if row is None and not dry_run:  # it failed before the stage wrote its run: record it here
@@ -165,6 +174,16 @@ def run_child(defn: PipelineDefinition, sd: StageDefinition, cmd: list[str], run
             row = record_failed_run(defn, run_id, error, sd, details={"phase": launcher, "exit_code": 0})
         return StageOutcome(sd.name, "failed", seconds, row, error)
     return StageOutcome(sd.name, (row or {}).get("status", "succeeded"), seconds, row)
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9 (the number itself for one Python does not know)."""
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def last_json(text: str) -> dict | None:

@@ -29,12 +29,15 @@ from ...ledger.consuming import (
     interruption,
     loads,
     new_run_id,
+    resume_note,
+    start_run_in_current_transaction,
     write_run_in_current_transaction,
 )
 from ...ledger.topics import MAX_ATTACHED, TopicLayout, bulk, catalog
 from ...ledger.transactions import commit_slices
 from ...util import dumpfiles
 from ...util.clock import utc_now
+from ...util.faults import checkpoint
 from ...util.redact import redact_url
 from ...util.results import Result
 from ..engine import master_of, parallelism
@@ -314,6 +317,12 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
         # one backfill of a topic at a time: the load states are read, and the dumps cut
         # into chunks, under the lock; staging is per run and removed after
         with exclusive_lock(stg.lock_path(source, f"backfill-{topic}"), note=f"run {run.run_id}"):
+            with source.ledger.atomic() as conn:  # the 'running' row: a killed backfill shows as interrupted
+                dead = start_run_in_current_transaction(conn, run, str(stg.lock_path(source, f"backfill-{topic}")),
+                                                        holding_lock=True)
+            if dead and progress:
+                progress(resume_note(dead))
+            checkpoint("backfill:started")
             area = stg.choose_staging(master, staging, source.path)
             stg.check_area(area)
             staging_uri = area.run_uri(f"backfill-{topic}", run.run_id)

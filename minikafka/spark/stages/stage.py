@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -13,7 +14,15 @@ from pydantic import BaseModel
 
 from ...api.source import Source
 from ...errors import PipelineError, SchemaMismatchError, StageFailed
-from ...ledger.consuming import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
+from ...ledger.consuming import (
+    RunResult,
+    failure_status,
+    interruption,
+    new_run_id,
+    resume_note,
+    start_run_in_current_transaction,
+    write_run_in_current_transaction,
+)
 from ...ledger.consuming import runlog_retention as retention
 from ...ledger.lake import finishers_for as lake_finishers
 from ...ledger.topics import TopicLayout, acks, catalog, validate_consumer_name, validate_topic_name
@@ -29,6 +38,8 @@ from .follow import V2_COMMITTER, FollowedWrite
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
+
+log = logging.getLogger("minikafka")
 
 _PYTHON_ERROR = re.compile(r"^(?!(org|java|scala|py4j)\.)[A-Za-z_][\w.]*(Error|Exception)(: .*)?$")
 
@@ -242,6 +253,12 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
         stg.check_area(area)
         run.details["staging"] = "exchange" if area.exchange else "jdbc"
     stg.sweep_stage(source.path, stage.name)  # dead runs' staging: nothing of it was committed, never trust it
+    if not dry_run:  # the 'running' row: a run killed from here on shows as interrupted (runlog.py)
+        with source.ledger.atomic() as conn:
+            dead = start_run_in_current_transaction(conn, run, str(lock_path(source, stage.name)), holding_lock=True)
+        if dead:
+            log.info("%s", resume_note(dead))  # the runner prints it (StageOutcome.resumed_note)
+    checkpoint("stage:started")
     run_uri = area.run_uri(stage.name, run.run_id) if area else None
     mark = None
     if run_uri:
