@@ -23,7 +23,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from ..ledger.transactions import read_identity
 from ..observe.lineage import Dataset, StageJob, end_event, start_event
 from ..util.clock import utc_now
 from ..util.faults import checkpoint
-from ..util.procs import is_running, process_start
+from ..util.liveness import process_state, this_process
 from ..util.redact import redact_and_cut, redact_url
 
 LINEAGE_KEYS = ("namespace", "file", "url", "api_key_env", "timeout")
@@ -84,9 +83,7 @@ class Lineage:
     def __init__(self, defn, source, settings: LineageSettings, echo=print):
         self.defn, self.source, self.settings, self.echo = defn, source, settings, echo
         self.ledger_id = read_identity(source.ledger.conn) or "unknown"
-        self.host = socket.gethostname()
-        self.pid = os.getpid()
-        self.proc_start = process_start(self.pid)
+        self.process = this_process()
         self._jobs: dict[str, StageJob] = {}
 
     @classmethod
@@ -116,7 +113,7 @@ class Lineage:
         now = utc_now()
         with self.source.ledger.atomic() as conn:
             lineage_log.note_start_in_current_transaction(conn, lineage_log.OpenRun(
-                run_id, self.defn.name, sd.name, now, self.host, self.pid, self.proc_start))
+                run_id, self.defn.name, sd.name, now, self.process))
         self._send(start_event(self.job(sd), run_id, now, logical_date=logical_date))
         checkpoint("lineage:started")  # a test kills the runner here: the next run sends the FAIL
 
@@ -127,16 +124,16 @@ class Lineage:
 
     def recover(self) -> int:
         """Send the FAIL (or the ending its run row says) of every run of this pipeline whose
-        START was sent by a process that is gone; returns how many. A run started on another
-        host is left alone unless its row says how it ended."""
+        START was sent by a process that is gone (``util.liveness``); returns how many. A run
+        started on another host is left alone unless its row says how it ended."""
         count = 0
         by_name = {sd.name: sd for sd in self.defn.stages}
         for run in lineage_log.open_runs(self.source.ledger.conn, self.defn.name):
             rows = read_runs(self.source.ledger.conn, run_id=run.run_id)
             row = rows[0] if rows else None
             finished = row is not None and row.get("status") not in (None, "running")
-            alive = run.host == self.host and is_running(run.pid, run.proc_start)
-            if alive or (run.host != self.host and not finished):
+            state = process_state(run.process)
+            if state == "alive" or (state == "unknown" and not finished):
                 continue
             if run.stage not in by_name:  # a stage no longer in the file: its job as it was named
                 sd = _Gone(run.stage)

@@ -24,7 +24,7 @@ from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.opening import open_source
 from minikafka.pipelines.runner import run_pipeline
 from minikafka.util.faults import ENV
-from minikafka.util.procs import process_start
+from minikafka.util.liveness import this_process
 from tests.pipelines.helpers import ROOT, generate, homelab_copy
 
 SPEC_DIR = ROOT / "tests" / "data" / "openlineage"
@@ -157,11 +157,10 @@ def test_a_start_sent_by_a_process_still_running_is_left_open(tmp_path):
     with open_source(defn) as source:
         with source.ledger.atomic() as conn:
             lineage_log.note_start_in_current_transaction(conn, lineage_log.OpenRun(
-                "split_youtube-live", defn.name, "split_youtube", "2026-11-28T00:00:00Z", os.uname().nodename,
-                os.getpid(), process_start(os.getpid())))
-            lineage_log.note_start_in_current_transaction(conn, lineage_log.OpenRun(
-                "split_youtube-reused-pid", defn.name, "split_youtube", "2026-11-28T00:00:01Z", os.uname().nodename,
-                os.getpid(), (process_start(os.getpid()) or 0) + 1))  # this pid, another process's start time
+                "split_youtube-live", defn.name, "split_youtube", "2026-11-28T00:00:00Z", this_process()))
+            reused = {**this_process(), "start": "1@" + this_process()["start"].split("@", 1)[1]}
+            lineage_log.note_start_in_current_transaction(conn, lineage_log.OpenRun(  # this pid, another start time
+                "split_youtube-reused-pid", defn.name, "split_youtube", "2026-11-28T00:00:01Z", reused))
     run_pipeline(defn, in_process=True, echo=lambda m: None)
     with Source(str(defn.source)) as src:
         assert lineage_log.ending_of(src.ledger.conn, "split_youtube-live") is None

@@ -10,8 +10,10 @@ never not at all: OpenLineage consumers keep the last event of a run id.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 ENDINGS = ("COMPLETE", "FAIL", "ABORT")
 
@@ -24,17 +26,14 @@ class OpenRun:
     pipeline: str
     stage: str
     started_at: str
-    host: str
-    pid: int
-    proc_start: int | None
+    process: dict[str, Any]  # util.liveness.this_process() of the process that sent the START
 
 
 def note_start_in_current_transaction(conn: sqlite3.Connection, run: OpenRun) -> None:
     """Note that the START of ``run`` is about to be sent (a run id is noted once)."""
     conn.execute(
-        "INSERT OR IGNORE INTO _minikafka_lineage (run_id, pipeline, stage, started_at, host, pid, proc_start) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (run.run_id, run.pipeline, run.stage, run.started_at, run.host, run.pid, run.proc_start))
+        "INSERT OR IGNORE INTO _minikafka_lineage (run_id, pipeline, stage, started_at, process) VALUES (?, ?, ?, ?, ?)",
+        (run.run_id, run.pipeline, run.stage, run.started_at, json.dumps(run.process, sort_keys=True)))
 
 
 def note_end_in_current_transaction(conn: sqlite3.Connection, run_id: str, ending: str) -> None:
@@ -47,9 +46,9 @@ def note_end_in_current_transaction(conn: sqlite3.Connection, run_id: str, endin
 def open_runs(conn: sqlite3.Connection, pipeline: str) -> list[OpenRun]:
     """The runs of ``pipeline`` with a START and no terminal event, oldest first."""
     rows = conn.execute(
-        "SELECT run_id, pipeline, stage, started_at, host, pid, proc_start FROM _minikafka_lineage "
+        "SELECT run_id, pipeline, stage, started_at, process FROM _minikafka_lineage "
         "WHERE pipeline = ? AND ended IS NULL ORDER BY started_at, run_id", (pipeline,)).fetchall()
-    return [OpenRun(*row) for row in rows]
+    return [OpenRun(*row[:4], json.loads(row[4])) for row in rows]
 
 
 def ending_of(conn: sqlite3.Connection, run_id: str) -> str | None:

@@ -378,9 +378,7 @@ CREATE TABLE IF NOT EXISTS _minikafka_lineage (
     pipeline TEXT NOT NULL,
     stage TEXT NOT NULL,
     started_at TEXT NOT NULL,
-    host TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    proc_start INTEGER,
+    process TEXT NOT NULL CHECK (json_valid(process)),
     ended TEXT CHECK (ended IN ('COMPLETE', 'FAIL', 'ABORT'))
 ) STRICT;
 CREATE INDEX IF NOT EXISTS _minikafka_lineage_open ON _minikafka_lineage(pipeline) WHERE ended IS NULL;
