@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec .venv/bin/python -m pytest -q "$@"
+# two workers: every JVM test on one of them (one SparkSession, one engine), the rest beside it
+exec .venv/bin/python -m pytest -q -n 2 --dist loadgroup "$@"

@@ -102,3 +102,16 @@ def any_spark(request, monkeypatch):
     finally:
         session.stop()
         os.environ.pop(CONNECT_ENV, None)
+
+
+JVM_FIXTURES = {"spark", "engine_url", "any_spark"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``-n 2 --dist loadgroup``, scripts/test.sh): every test that needs a
+    JVM runs on one worker, in order, so the run keeps ONE SparkSession and ONE engine; the
+    other tests share out over the workers a file at a time, so a file's module fixtures (a
+    built wheel, a server on the port its examples name) are set up once, by one worker."""
+    for item in items:
+        jvm = item.get_closest_marker("spark") or JVM_FIXTURES & set(getattr(item, "fixturenames", ()))
+        item.add_marker(pytest.mark.xdist_group("jvm" if jvm else item.nodeid.split("::", 1)[0]))

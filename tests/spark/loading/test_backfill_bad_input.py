@@ -129,7 +129,7 @@ def test_backfill_library_names_a_missing_local_staging_directory_before_reading
     (b"\x1f\x8b" + bytes(range(200)), "corrupt gzip file (unknown compression method"),
     (b"\x1f\x8b\x08\xe0garbage garbage", "corrupt gzip file (reserved flag bits"),
     (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"garbage garbage", "corrupt gzip file"),
-    (gzip.compress(b'{"key": "k", "n": 1}\n' * 500)[:-30], "truncated gzip file"),
+    (gzip.compress(b'{"key": "k", "n": 1}\n' * 500, mtime=0)[:-30], "truncated gzip file"),
 ])
 def test_backfill_calls_a_damaged_gzip_corrupt_and_only_one_cut_short_truncated(tmp_path, content, says):
     bad = tmp_path / "bad.jsonl.gz"
