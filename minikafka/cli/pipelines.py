@@ -26,7 +26,7 @@ from .common import (
     stage_selection,
     verbose_option,
 )
-from .output import note, stage_running
+from .output import note, stage_running, warn
 
 
 @main.command()
@@ -138,19 +138,28 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     value, and the path of the HTML report. With nothing pending it says so. Exit code 1
     when a check fails.
 
-    --json prints one object: {pipeline, ok, nothing_pending, stages: [{stage, status,
+    --json prints one object: {pipeline, ok, nothing_pending, warnings, stages: [{stage, status,
     error, rows_in, rows_out, report, suites: [{suite, topic, policy, success,
     quarantined_rows, results: [{expectation, column, success, arguments, observed_value,
     element_count, unexpected_count, unexpected_percent, unexpected_sample}]}]}]}.
 
+    Before the run it warns about designs that give wrong answers over nights: a stage that
+    joins several plain inputs (use lookups), an aggregate written into a deduplicated topic
+    (use a keyed table); --json lists them under "warnings" [{check, reason}].
+
     Example: minikafka check conf/homelab.toml --stage score
     """
     from ..pipelines.definition import PipelineDefinitionError
+    from ..pipelines.design import design_warnings
     from ..pipelines.runner import run_pipeline
     from ..quality.report import describe
 
     defn = load_with_source(pipeline, source_override)
     ensure_pipeline_ledger(defn)
+    warnings = design_warnings(defn, stage)
+    if not as_json:
+        for found in warnings:
+            warn(f"warning: {found.name}: {found.reason}")
     try:
         result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
                               in_process=True, echo=note, running=stage_running, remote=remote)
@@ -159,7 +168,8 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     ok = result.ok and all(suite["success"] for o in result.outcomes for suite in o.quality.get("suites", []))
     pending = any((o.run or {}).get("rows_in") for o in result.outcomes)
     if as_json:
-        echo_json({"pipeline": defn.name, "ok": ok, "nothing_pending": not pending, "stages": [
+        echo_json({"pipeline": defn.name, "ok": ok, "nothing_pending": not pending,
+                   "warnings": [{"check": w.name, "reason": w.reason} for w in warnings], "stages": [
             {"stage": o.name, "status": o.status, "error": o.error, "rows_in": (o.run or {}).get("rows_in", 0),
              "rows_out": (o.run or {}).get("rows_out", 0), "report": o.quality.get("report"),
              "suites": o.quality.get("suites", [])} for o in result.outcomes]})
