@@ -16,6 +16,11 @@ port = 15002                           # where minikafka serve listens
 idle_timeout = "10m"                   # an engine run starts stops after this long unused
 max_parallel = 2                       # independent stages run at once on the engine
 
+[tables."feed_day"]                    # a keyed table: one current row per key; a stage output into it merges
+model = "schemas.homelab:FeedDay"
+key = ["feed", "day"]                  # required
+merge = { items = "sum" }              # optional: field -> replace|first|sum|max|min|last (default replace)
+
 [topics."rss.items"]
 model = "schemas.homelab:RssItem"      # module:Class
 dedup = ["url"]
@@ -93,6 +98,13 @@ class TopicDefinition:
     freshness: float | None = None  # seconds: a row appended within (health)
     max_lag: int | None = None  # rows pending for any one consumer (health)
     max_quarantined: int | None = None  # rows in its quarantine (health)
+    table_key: tuple[str, ...] | None = None  # a [tables] entry: the key of its one current row per key
+    merge: dict[str, str] = field(default_factory=dict)  # a [tables] entry: field -> merge function
+
+    @property
+    def is_table(self) -> bool:
+        """Declared in ``[tables]``: a keyed table (a stage output into it is merged)."""
+        return self.table_key is not None
 
 
 @dataclass
@@ -207,6 +219,11 @@ class PipelineDefinition:
                 written |= set(s.outputs)
         return [s.name for s in self.stages if s.name in reached]
 
+    @property
+    def tables(self) -> dict[str, TopicDefinition]:
+        """The ``[tables]`` entries (they are in ``topics`` too: a table is a topic with a key)."""
+        return {name: t for name, t in self.topics.items() if t.is_table}
+
     def edges(self) -> list[tuple[str, str]]:
         return [(i, o) for s in self.stages for i in s.inputs for o in s.outputs]
 
@@ -235,6 +252,10 @@ def _fail(path: Path, where: str, message: str) -> PipelineDefinitionError:
 
 def _topic_path(name: str) -> str:
     return f'topics."{name}"'
+
+
+def _table_path(name: str) -> str:
+    return f'tables."{name}"'
 
 
 def _stage_path(name: str) -> str:
@@ -335,6 +356,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
                 raise _fail(path, f"{where}.key", f"must name fields of {spec['model']}, got {list(key)!r}")
         topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model, parts, key,
                                              **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")))
+    for table_name, spec in (raw.get("tables") or {}).items():
+        topics[table_name] = _table(path, table_name, spec, topics)
 
     stages: list[StageDefinition] = []
     seen: set[str] = set()
@@ -394,6 +417,34 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
                               staging, _queues(path, raw.get("queues") or {}), _health(path, raw.get("health") or {}),
                               engine)
+
+
+def _table(path: Path, name: str, spec: dict[str, Any], topics: dict[str, TopicDefinition]) -> TopicDefinition:
+    """A ``[tables."name"]`` entry, checked as ``Source.table`` would check it (``keyed.check_spec``)."""
+    from ..errors import InvalidSettingError, MinikafkaError
+    from ..ledger.topics.keyed import check_spec
+    from ..ledger.topics.layout import TopicLayout
+
+    where = _table_path(name)
+    if name in topics:
+        raise _fail(path, where, f"{name!r} is declared twice: as {_topic_path(name)} and as {where}; "
+                                 "a name is a topic or a keyed table, not both")
+    try:
+        validate_topic_name(name)
+    except InvalidNameError as exc:
+        raise _fail(path, where, str(exc)) from exc
+    model = _import_model(path, f"{where}.model", spec["model"])
+    key = tuple(_names(spec["key"]))
+    try:
+        layout = TopicLayout.for_model(name, model, None)
+    except MinikafkaError as exc:  # a field name or type no topic can store
+        raise _fail(path, f"{where}.model", str(exc)) from exc
+    try:
+        checked = check_spec(layout, key, dict(spec.get("merge") or {}))
+    except InvalidSettingError as exc:
+        raise _fail(path, f"{where}.{'merge' if 'merge' in str(exc) else 'key'}", str(exc)) from exc
+    return TopicDefinition(name, spec["model"], (), model, table_key=checked.key, merge=dict(checked.merge),
+                           **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")))
 
 
 def _limits(path: Path, where: str, spec: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
