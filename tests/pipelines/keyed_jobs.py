@@ -26,3 +26,12 @@ def transform(df):
     from pyspark.sql import functions as F
 
     return df.select("carrier", "day", F.lit(1).cast("long").alias("flights"), F.col("delay").alias("max_delay"))
+
+
+class Version(BaseModel):
+    """A version of ``carrier_day`` as a downstream stage read it."""
+
+    carrier: str
+    day: date
+    flights: int
+    max_delay: int

@@ -116,3 +116,40 @@ def test_a_tables_entry_over_a_stored_plain_topic_is_refused_before_anything_is_
         source.topic("carrier_day", CarrierDay, dedup=None)
     with pytest.raises(SchemaMismatchError, match="exists as a plain topic"):
         open_source(defn)
+
+
+def test_topics_shows_a_keyed_table_with_its_key_current_rows_and_superseded_versions(tmp_path):
+    from click.testing import CliRunner
+
+    from minikafka.cli import main
+
+    defn = load_pipeline(write(tmp_path))
+    with open_source(defn) as source:
+        table = source.opened("carrier_day")
+        table.upsert_many([{"carrier": "AA", "day": "2024-01-01", "flights": 1, "max_delay": 3},
+                           {"carrier": "UA", "day": "2024-01-01", "flights": 1, "max_delay": 0}])
+        table.upsert({"carrier": "AA", "day": "2024-01-01", "flights": 1, "max_delay": 9})
+    runner = CliRunner()
+    listed = runner.invoke(main, ["topics", "--pipeline", str(defn.path), "--json"])
+    assert listed.exit_code == 0, listed.output
+    import json
+
+    by_name = {t["topic"]: t for t in json.loads(listed.output)}
+    assert by_name["carrier_day"]["table"] == {"key": ["carrier", "day"], "merge": {"flights": "sum", "max_delay": "max"},
+                                               "current": 2, "superseded": 1}
+    assert "table" not in by_name["flights"]
+    text = runner.invoke(main, ["topics", "--pipeline", str(defn.path)]).output
+    assert "keyed table, key (carrier, day): 2 current row(s), 1 superseded version(s)" in text
+
+
+def test_a_backfill_into_a_keyed_table_is_refused_before_anything_is_written(tmp_path):
+    from minikafka.errors import BackfillError
+    from minikafka.spark.loading.backfill import backfill
+
+    defn = load_pipeline(write(tmp_path))
+    dump = tmp_path / "days.jsonl"
+    dump.write_text('{"carrier": "AA", "day": "2024-01-01", "flights": 1, "max_delay": 3}\n')
+    with open_source(defn) as source:
+        with pytest.raises(BackfillError, match="'carrier_day' is a keyed table: backfill appends rows"):
+            backfill(None, source, "carrier_day", [dump], progress=None)
+        assert source.opened("carrier_day").count() == 0
