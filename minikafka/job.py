@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
         registered: dict[tuple[str, str], int] = {}  # the stage's consumer, registered once with every other
         with open_source(defn, create=False, register=not (call.dry_run or call.consumer_ids),  # a dry run registers nothing
-                         registered=registered, topics=[*sd.inputs, *sd.outputs] if call.consumer_ids else None) as source:
+                         registered=registered, topics=[*sd.reads, *sd.outputs] if call.consumer_ids else None) as source:
             ids = call.consumer_ids or stage_ids(registered, sd)
             if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
                 from .spark.stages.chunks import combine, run_stage_in_chunks

@@ -275,16 +275,21 @@ def plot(pipeline: str, counts: bool, output: str | None, no_stages: bool, sourc
                 numbers[name] = (topic.count("new"), topic.count("handled"))
     edges = [(i, o) for s in defn.stages for i in s.inputs for o in s.outputs]
     stages = None if no_stages else [s.name for s in defn.stages for _i in s.inputs for _o in s.outputs]
+    looked = defn.lookup_edges()  # lookups: dashed edges from the looked-up topic to the stage's outputs
+    dashed = set(looked) - set(edges)
+    edges += looked
+    if stages is not None:
+        stages += [s.name for s in defn.stages for _i in s.lookups for _o in s.outputs]
     if output is None or output == "-":
-        click.echo(render(edges, numbers, stages))
+        click.echo(render(edges, numbers, stages, dashed))
         return
     from ..util.atomicfile import atomic_write
 
     fmt = format_of(output)
     if fmt == "mermaid":
-        data = (render(edges, numbers, stages) + "\n").encode("utf-8")
+        data = (render(edges, numbers, stages, dashed) + "\n").encode("utf-8")
     else:
-        text = to_dot(edges, numbers, stages, title=defn.name)
+        text = to_dot(edges, numbers, stages, title=defn.name, dashed=dashed)
         data = text.encode("utf-8") if fmt == "dot" else render_image(text, fmt)
     with atomic_write(output) as fh:
         fh.write(data)

@@ -35,6 +35,7 @@ name = "split_youtube"
 job = "jobs.split_youtube"             # module exposing transform(df) or row_fn(model)
 inputs = ["rss.items"]
 outputs = ["youtube_items"]
+lookups = ["channels"]                 # optional: topics read whole beside the new rows, never acked
 strategy = "strict"                    # or best_effort
 max_attempts = 3
 partitions = [0, 1]                    # optional: consume only these topic partitions
@@ -57,7 +58,7 @@ backup_freshness = "26h"
 ```
 
 The DAG comes from the topics: a stage runs after every stage that writes one of its
-inputs. Every error names the file, the stage and the key.
+inputs or lookups. Every error names the file, the stage and the key.
 """
 
 from __future__ import annotations
@@ -147,6 +148,12 @@ class StageDefinition:
     max_lag: int | None = None  # rows pending for its consumer on its inputs (health)
     max_quarantined_per_run: int | None = None  # rows its latest run quarantined (health)
     pending_suites: Callable[[], list] | None = field(default=None, repr=False, compare=False)
+    lookups: list[str] = field(default_factory=list)  # topics read whole, in the plan's snapshot, never acked
+
+    @property
+    def reads(self) -> list[str]:
+        """Every topic the stage reads: its inputs, then its lookups (what orders the DAG)."""
+        return [*self.inputs, *self.lookups]
 
     def load_suites(self) -> list:
         """The stage's suites, loaded (and checked by great-expectations) now if the pipeline
@@ -214,7 +221,7 @@ class PipelineDefinition:
         """``name`` and every stage that (transitively) reads what it writes, in DAG order."""
         reached, written = [name], set(self.stage(name).outputs)
         for s in self.stages:  # DAG order: a reader comes after every writer of its inputs
-            if s.name != name and written & set(s.inputs):
+            if s.name != name and written & set(s.reads):
                 reached.append(s.name)
                 written |= set(s.outputs)
         return [s.name for s in self.stages if s.name in reached]
@@ -227,10 +234,14 @@ class PipelineDefinition:
     def edges(self) -> list[tuple[str, str]]:
         return [(i, o) for s in self.stages for i in s.inputs for o in s.outputs]
 
+    def lookup_edges(self) -> list[tuple[str, str]]:
+        """(lookup, output) of every stage's lookups: drawn dashed beside ``edges``."""
+        return [(i, o) for s in self.stages for i in s.lookups for o in s.outputs]
+
 
 def has_upstream(sd: StageDefinition, chosen: list[StageDefinition]) -> bool:
-    """Another of the stages ``chosen`` writes one of ``sd``'s inputs."""
-    return any(set(o.outputs) & set(sd.inputs) for o in chosen if o is not sd)
+    """Another of the stages ``chosen`` writes one of ``sd``'s inputs or lookups."""
+    return any(set(o.outputs) & set(sd.reads) for o in chosen if o is not sd)
 
 
 def select_stages(defn: PipelineDefinition, *, stage: str | None = None, start: str | None = None) -> list[StageDefinition]:
@@ -378,6 +389,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
             for t in names:
                 if t not in topics:
                     raise _fail(path, f"{where}.{key}", f"unknown topic {t!r} (declared: {sorted(topics)})")
+        lookups = _lookups(path, where, spec.get("lookups"), inputs, outputs, topics)
         strategy = spec.get("strategy", "strict")  # strategy, start, max_attempts: checked by the schema
         attempts = spec.get("max_attempts", 3)
         consumer = spec.get("consumer", stage_name)
@@ -387,7 +399,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
             raise _fail(path, f"{where}.consumer", str(exc)) from exc
         start = spec.get("start", "earliest")
         stage = StageDefinition(
-            name=stage_name, job=spec["job"], inputs=inputs, outputs=outputs,
+            name=stage_name, job=spec["job"], inputs=inputs, outputs=outputs, lookups=lookups,
             consumer=consumer, strategy=strategy, start=start, max_attempts=attempts,
             expectations=[str((path.parent / e).resolve()) for e in spec.get("expectations") or []],
             spark=_settings(spec.get("spark")),
@@ -409,7 +421,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
     engine = _engine(path, raw.get("engine") or {})
 
     by_name = {s.name: s for s in stages}
-    edges = [(a.name, b.name) for a in stages for b in stages if set(a.outputs) & set(b.inputs)]
+    edges = [(a.name, b.name) for a in stages for b in stages if set(a.outputs) & set(b.reads)]
     try:
         order = topological_order([s.name for s in stages], edges)
     except PipelineCycleError as exc:
@@ -445,6 +457,23 @@ def _table(path: Path, name: str, spec: dict[str, Any], topics: dict[str, TopicD
         raise _fail(path, f"{where}.{'merge' if 'merge' in str(exc) else 'key'}", str(exc)) from exc
     return TopicDefinition(name, spec["model"], (), model, table_key=checked.key, merge=dict(checked.merge),
                            **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")))
+
+
+def _lookups(path: Path, where: str, value: str | list[str] | None, inputs: list[str], outputs: list[str],
+             topics: dict[str, Any]) -> list[str]:
+    """``lookups``: declared topics (or tables), none also an input or an output of the stage."""
+    names = _names(value) if value is not None else []
+    where = f"{where}.lookups"
+    for t in names:
+        if t not in topics:
+            raise _fail(path, where, f"unknown topic {t!r} (declared: {sorted(topics)})")
+        if t in inputs or t in outputs:
+            role = "inputs" if t in inputs else "outputs"
+            raise _fail(path, where, f"{t!r} is also in {role}: a stage reads a topic as new rows (inputs) or "
+                                     "whole (lookups), and never looks up what it writes")
+    if len(set(names)) != len(names):
+        raise _fail(path, where, f"names a topic twice: {names!r}")
+    return names
 
 
 def _limits(path: Path, where: str, spec: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -606,3 +635,6 @@ def _check_job(path: Path, where: str, stage: StageDefinition) -> None:
                     f"job module {stage.job!r} must define exactly one of transform(df) or row_fn(model)")
     if has_row_fn and (len(stage.inputs) != 1 or len(stage.outputs) != 1):
         raise _fail(path, where, "a row_fn job takes exactly one input and one output topic")
+    if has_row_fn and stage.lookups:
+        raise _fail(path, f"{where}.lookups", "a row_fn job cannot take lookups: define transform(frames), "
+                                              "which receives {topic: DataFrame} with the lookups")

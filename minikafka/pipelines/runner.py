@@ -133,18 +133,18 @@ def _arrow(sd: StageDefinition) -> str:
 
 class Ready:
     """The DAG-ready set: a stage is ready once every selected stage that writes one of its
-    inputs has ended; it is skipped once a failure blocks it (``strict``: any failure;
+    inputs or lookups has ended; it is skipped once a failure blocks it (``strict``: any failure;
     ``best_effort``: a failure upstream of it)."""
 
     def __init__(self, chosen: list[StageDefinition], strategy: str):
         self.strategy = strategy
-        self.writers = {sd.name: {o.name for o in chosen if o is not sd and set(o.outputs) & set(sd.inputs)}
+        self.writers = {sd.name: {o.name for o in chosen if o is not sd and set(o.outputs) & set(sd.reads)}
                         for sd in chosen}
         self.blocked: set[str] = set()  # topics a failed or skipped stage would have written
         self.failed = False
 
     def blocks(self, sd: StageDefinition) -> bool:
-        return (self.strategy == "strict" and self.failed) or bool(self.blocked & set(sd.inputs))
+        return (self.strategy == "strict" and self.failed) or bool(self.blocked & set(sd.reads))
 
     def skip(self, sd: StageDefinition) -> StageOutcome:
         self.blocked.update(sd.outputs)

@@ -74,6 +74,7 @@ class StageSpec(_Table):
     job: StrictStr
     inputs: NamesOrName
     outputs: NamesOrName
+    lookups: NamesOrName | None = None
     consumer: StrictStr | None = None
     start: Start | None = None
     strategy: Strategy | None = None
@@ -174,6 +175,7 @@ EXPECTED = {
     ("stage", "job"): 'a job module as a string, e.g. "jobs.score"',
     ("stage", "inputs"): 'a list of topic names, e.g. ["rss.items"]',
     ("stage", "outputs"): 'a list of topic names, e.g. ["rss.scored"]',
+    ("stage", "lookups"): 'a list of topic or table names read whole (never acked), e.g. ["airlines"]',
     ("stage", "consumer"): "a consumer name (a string)",
     ("stage", "start"): "'earliest' (a new consumer sees every row) or 'latest' (only rows appended from then on)",
     ("stage", "strategy"): " or ".join(repr(s) for s in STRATEGIES),

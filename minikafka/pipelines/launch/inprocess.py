@@ -30,7 +30,8 @@ def build_stage(defn: PipelineDefinition, sd: StageDefinition, *, suites: bool =
     return Stage(sd.name, sd.inputs, sd.outputs, transform=getattr(module, "transform", None),
                  row_fn=getattr(module, "row_fn", None), consumer=sd.consumer, strategy=sd.strategy,
                  max_attempts=sd.max_attempts, partitions=sd.partitions, topic_partitions=sd.topic_partitions,
-                 suites=[copy.copy(suite) for suite in sd.suites] if suites else [], start=sd.start)
+                 suites=[copy.copy(suite) for suite in sd.suites] if suites else [], start=sd.start,
+                 lookups=list(sd.lookups))
 
 
 def run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,

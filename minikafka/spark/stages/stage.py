@@ -25,6 +25,7 @@ from ..staging import lock_path
 from ..types import quote_back, storage_sql_type
 from .conform import conform, refused_rows
 from .follow import V2_COMMITTER, FollowedWrite
+from .lookup import read_lookups
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
@@ -64,7 +65,7 @@ class Stage:
         inputs: topic names it consumes.
         outputs: topic names it writes.
         transform: ``df -> df`` (one output) or ``-> {topic: df}``; with several inputs
-            it receives ``{topic: df}``. Input frames carry ``_id`` (kept, it becomes the
+            or any lookup it receives ``{topic: df}`` (inputs and lookups). Input frames carry ``_id`` (kept, it becomes the
             output's parent id) and the other metadata columns.
         row_fn: alternatively, a function on the input model returning an output model,
             a dict, a list of them, or None; run on the executors.
@@ -74,6 +75,8 @@ class Stage:
             (or hosts) given disjoint partitions split a topic without overlap.
         start: where the stage's consumer starts when it is new: "earliest" (every row of
             its inputs) or "latest" (only rows appended from then on).
+        lookups: topics or keyed tables read whole beside the new rows, in the plan's
+            snapshot, never acked (``lookup.py``): their frames hold the model fields only.
     """
 
     name: str
@@ -88,6 +91,7 @@ class Stage:
     suites: list[Any] = field(default_factory=list)
     topic_partitions: list[int] | None = None  # consume only these partitions of the inputs
     start: str = "earliest"
+    lookups: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         validate_consumer_name(self.name)
@@ -95,6 +99,16 @@ class Stage:
         self.outputs = [validate_topic_name(t) for t in ([self.outputs] if isinstance(self.outputs, str) else self.outputs)]
         if not self.inputs or not self.outputs:
             raise PipelineError(f"stage {self.name!r} needs at least one input and one output topic")
+        self.lookups = [validate_topic_name(t) for t in ([self.lookups] if isinstance(self.lookups, str)
+                                                         else self.lookups or [])]
+        for name in self.lookups:
+            if name in self.inputs or name in self.outputs:
+                role = "an input" if name in self.inputs else "an output"
+                raise PipelineError(f"stage {self.name!r}: lookup {name!r} is also {role} of the stage; "
+                                    "a topic is read as new rows (inputs) or whole (lookups), not both")
+        if self.row_fn is not None and self.lookups:
+            raise PipelineError(f"stage {self.name!r}: a row_fn stage cannot take lookups; use transform= "
+                                "(it receives {topic: DataFrame} with the lookups)")
         if (self.transform is None) == (self.row_fn is None):
             raise PipelineError(f"stage {self.name!r} needs exactly one of transform= or row_fn=")
         if self.row_fn is not None and (len(self.inputs) != 1 or len(self.outputs) != 1):
@@ -350,6 +364,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     t0 = time.perf_counter()
     if run.rows_in:
         frames = _read_inputs(spark, source, stage, plan.inputs, plan.bounds, area, run_uri, run)
+        frames.update(read_lookups(spark, source, plan, area, run_uri, run))
         checkpoint("stage:read")  # the inputs are planned, Spark has run nothing yet
         if stage.row_fn is not None:
             _write_rows(work, frames, plan.inputs)
@@ -362,7 +377,7 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
 
 def _transformed(stage: Stage, frames: dict) -> dict:
     """The stage's transform on its inputs, as {output topic: DataFrame}."""
-    result = stage.transform(frames[stage.inputs[0]] if len(stage.inputs) == 1 else frames)
+    result = stage.transform(frames[stage.inputs[0]] if len(stage.inputs) == 1 and not stage.lookups else frames)
     if not isinstance(result, dict):
         if len(stage.outputs) != 1:
             raise PipelineError(f"stage {stage.name!r} has outputs {stage.outputs!r}: its transform must return "
