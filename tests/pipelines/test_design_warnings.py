@@ -16,6 +16,7 @@ from minikafka.pipelines.doctor import doctor_checks
 from tests.cli.helpers import invoke
 from tests.pipelines.helpers import ROOT
 
+MODELS = "tests.pipelines.flights.models"
 PIPELINE = """
 [pipeline]
 name = "nightly"
@@ -33,15 +34,13 @@ dedup = ["carrier"]
 model = "tests.pipelines.flights.models:Enriched"
 dedup = ["flight_id"]
 
-[topics.daily]
-model = "tests.pipelines.flights.models:CarrierDay"
-dedup = {daily_dedup}
+{daily}
 
 [[stages]]
 name = "enrich"
 job = "{module}.enrich"
 inputs = {enrich_inputs}
-outputs = ["enriched"]
+{enrich_lookups}outputs = ["enriched"]
 
 [[stages]]
 name = "daily"
@@ -85,7 +84,8 @@ def write(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     counter = iter(range(100))
 
-    def make(*, enrich=ENRICH_JOIN, daily=DAILY_AGG, enrich_inputs=("flights", "airlines"), daily_dedup=("carrier", "day")):
+    def make(*, enrich=ENRICH_JOIN, daily=DAILY_AGG, enrich_inputs=("flights", "airlines"), enrich_lookups=(),
+             daily_dedup=("carrier", "day"), daily_table=False):
         module = f"designjobs{next(counter)}_{tmp_path.name.replace('-', '_')}"
         package = tmp_path / module
         package.mkdir()
@@ -93,8 +93,11 @@ def write(tmp_path, monkeypatch):
         (package / "enrich.py").write_text(textwrap.dedent(enrich))
         (package / "daily.py").write_text(textwrap.dedent(daily))
         path = tmp_path / f"{module}.toml"
+        declared = (f'[tables.daily]\nmodel = "{MODELS}:CarrierDay"\nkey = ["carrier", "day"]' if daily_table else
+                    f'[topics.daily]\nmodel = "{MODELS}:CarrierDay"\ndedup = {json.dumps(list(daily_dedup))}')
         path.write_text(PIPELINE.format(module=module, enrich_inputs=json.dumps(list(enrich_inputs)),
-                                        daily_dedup=json.dumps(list(daily_dedup))))
+                                        daily=declared,
+                                        enrich_lookups=f"lookups = {json.dumps(list(enrich_lookups))}\n" if enrich_lookups else ""))
         Source(str(tmp_path / "ledger.sqlite")).close()
         return path
 
@@ -128,6 +131,11 @@ def test_one_input_a_union_a_string_join_a_plain_select_or_an_undeduplicated_out
     assert [w.name for w in one_input] == ["stage daily aggregate"]
     assert not design_warnings(load_pipeline(write(enrich=ENRICH_UNION, daily=DAILY_SELECT)))
     assert not design_warnings(load_pipeline(write(enrich=ENRICH_UNION, daily_dedup=[])))
+
+
+def test_the_fixed_designs_a_lookup_and_an_aggregate_into_a_keyed_table_are_not_warned(write):
+    fixed = write(enrich_inputs=["flights"], enrich_lookups=["airlines"], daily_table=True)
+    assert design_warnings(load_pipeline(fixed)) == []
 
 
 def test_the_shipped_example_pipeline_gets_no_design_warning():
