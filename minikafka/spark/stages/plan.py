@@ -9,23 +9,26 @@ is asked twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...api.source import Source
-from ...ledger.topics import ReadBounds, TopicLayout, TopicTable, acks
+from ...ledger.topics import ReadBounds, TopicLayout, TopicTable, acks, asof
 from ...util.clock import utc_now
 
 
 @dataclass(frozen=True)
 class StagePlan:
     """Layouts by topic, the consumer's id on each input (None: a dry run of a consumer
-    not registered yet), and each input's bounds."""
+    not registered yet), each input's bounds, and the snapshot: {topic: high-water id} of
+    every topic and keyed table in the file, read in the same transaction (an input's is
+    the upper bound of its read), which the stage's context reads through."""
 
     consumer: str
     inputs: dict[str, TopicLayout]
     outputs: dict[str, TopicLayout]
     consumer_ids: dict[str, int | None]
     bounds: dict[str, ReadBounds]
+    snapshot: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows_in(self) -> int:
@@ -70,4 +73,6 @@ def plan_stage(source: Source, stage, *, upto: dict[str, int] | None = None, dry
                                                        partitions=stage.topic_partitions, start=stage.start)
             for name, layout in inputs.items()
         }
-    return StagePlan(consumer, inputs, outputs, ids, bounds)
+        snapshot = asof.high_waters(conn)
+    snapshot.update({name: min(b.upto, snapshot.get(name, b.upto)) for name, b in bounds.items()})
+    return StagePlan(consumer, inputs, outputs, ids, bounds, snapshot)
