@@ -12,7 +12,7 @@ A job file is small::
 
 ``main`` reads the stage's ``StageCall`` (``pipelines.launch.call``: ``--pipeline FILE --stage NAME
 [--run-id ID] [--source FILE] [--staging URI] [--dry-run] [--remote sc://HOST:PORT [--py-files ZIP]]
-[--consumer-id TOPIC=ID ...]``), builds the SparkSession
+[--consumer-id TOPIC=ID ...] [--logical-date YYYY-MM-DD]``), builds the SparkSession
 spark-submit started (or, with ``--remote``, a client session of that warm engine, shipping ``ZIP``
 so its Python workers import the job and its models), runs the stage with the ledger, prints the
 run record as one JSON line, and exits 0 (succeeded/partial) or 1 (failed). The same file runs on
@@ -74,10 +74,12 @@ def main(argv: list[str] | None = None) -> int:
                 from .spark.stages.chunks import combine, run_stage_in_chunks
 
                 row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
-                                                  run_id=call.run_id, dry_run=call.dry_run, staging=call.staging))
+                                                  run_id=call.run_id, dry_run=call.dry_run, staging=call.staging,
+                                                  pipeline=defn.name, logical_date=call.logical_date))
             else:
                 row = run_stage(spark, source, build_stage(defn, sd), run_id=call.run_id,
-                                dry_run=call.dry_run, staging=call.staging, consumer_ids=ids).as_row()
+                                dry_run=call.dry_run, staging=call.staging, consumer_ids=ids, pipeline=defn.name,
+                                logical_date=call.logical_date).as_row()
         print(json.dumps(row), flush=True)
         code = 0
     except MinikafkaError as exc:

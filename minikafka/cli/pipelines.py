@@ -42,6 +42,8 @@ from .output import note, stage_running, warn
 @engine_options
 @click.option("--backup-before", metavar="DIR",
               help="Snapshot the ledger into DIR before the first stage starts (see 'minikafka backup').")
+@click.option("--logical-date", metavar="YYYY-MM-DD",
+              help="The night this run stands for, every stage's ctx.logical_date (default: the run's UTC start date).")
 @json_option
 @verbose_option
 @pipeline_source_option
@@ -49,7 +51,7 @@ from .output import note, stage_running, warn
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
         dry_run: bool, in_process: bool, source_override: str | None, staging: str | None,
         create_ledger: bool, as_json: bool, engine: str | None, remote: str | None, max_parallel: int | None,
-        idle_timeout: str | None, backup_before: str | None) -> None:
+        idle_timeout: str | None, backup_before: str | None, logical_date: str | None) -> None:
     """Run a pipeline's stages in DAG order, each as its own process, on a warm engine.
 
     Each stage is a small client of a warm engine (a Spark Connect server, see 'minikafka
@@ -58,6 +60,10 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     starts at once. --engine submit runs one spark-submit per stage instead. Stages that
     do not depend on each other run side by side (--max-parallel); a DAG with nothing
     new starts no JVM.
+
+    --logical-date YYYY-MM-DD says which night the run stands for (a re-run of last
+    Tuesday, say): a transform that takes a context reads it as ctx.logical_date, and
+    each stage's run row records it (details.logical_date).
 
     Prints a line as each stage ends, then a table (rows in, out, duplicates, quarantined, failed), then every
     expectation that failed under policy warn or quarantine (how many rows, samples, the
@@ -92,7 +98,7 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
         options = RunOptions(master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
                              in_process=in_process, staging=staging, remote=remote, max_parallel=max_parallel,
                              idle_timeout=_duration(idle_timeout), backup_before=backup_before,
-                             **({"engine": engine} if engine else {}))  # else the one default (RunOptions)
+                             logical_date=logical_date, **({"engine": engine} if engine else {}))  # else the one default (RunOptions)
     except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
     host = None  # stages on an engine fork from a stage host: started first, its imports overlap ours

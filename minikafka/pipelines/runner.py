@@ -54,6 +54,10 @@ def run_pipeline(defn: PipelineDefinition, options: RunOptions | None = None, *,
     ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.files.backups``)
     before the first stage starts, so no stage of this run has committed into it.
 
+    ``logical_date``: the night the run stands for (a date or ``YYYY-MM-DD``; default: the
+    run's UTC start date): every stage's ``ctx.logical_date`` and its run row's
+    ``details["logical_date"]``, the same for every stage of the run.
+
     ``stage_host``: a ``launch.stagehost.StageHost`` the caller started early (``prestart_stage_host``):
     the stages on an engine fork from it and the run closes it once they are done; the caller
     closes it too (a run that ends before its stages, or fails, leaves it open).
@@ -116,7 +120,8 @@ def _run_on(source, defn: PipelineDefinition, chosen: list[StageDefinition], opt
         for sd in chosen:
             echo(_arrow(sd))
             result.outcomes.append(run_in_process(None, defn, sd, opts.dry_run, source=source,
-                                                  consumer_ids=stage_ids(registered, sd)))
+                                                  consumer_ids=stage_ids(registered, sd),
+                                                  logical_date=opts.logical_date))
         return
     with open_launcher(defn, chosen, opts, source=source, registered=registered, pending=pending, echo=echo,
                        stage_host=stage_host) as launcher:
@@ -173,7 +178,7 @@ def run_in_order(defn: PipelineDefinition, chosen: list[StageDefinition], result
             if not pending_in(source, defn, sd, registered):
                 # nothing new: record the empty run without starting a JVM
                 outcome = run_in_process(None, defn, sd, opts.dry_run, run_id=run_id, source=source,
-                                         consumer_ids=stage_ids(registered, sd))
+                                         consumer_ids=stage_ids(registered, sd), logical_date=opts.logical_date)
             else:
                 with running(sd.name):
                     outcome = launcher.launch(sd, run_id, None)
@@ -199,7 +204,7 @@ def _launching(defn: PipelineDefinition, chosen: list[StageDefinition], opts: Ru
             # whose input an upstream stage of this run writes is asked again
             upstream = has_upstream(sd, chosen)
             if (upstream or not pending[sd.name]) and not has_pending(defn, sd):
-                return run_in_process(None, defn, sd, opts.dry_run, run_id=run_id)
+                return run_in_process(None, defn, sd, opts.dry_run, run_id=run_id, logical_date=opts.logical_date)
             with running(sd.name) if launcher.width == 1 else contextlib.nullcontext():
                 return launcher.launch(sd, run_id, procs, pending=None if upstream else pending[sd.name])
 

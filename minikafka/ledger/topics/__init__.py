@@ -6,15 +6,15 @@ topic's rows (``table``) with its bulk sizing (``bulk``), row files (``rowfiles`
 export (``arrow``); the ack positions every way of consuming keeps (``acks``), the status
 expressions read from them (``status``) and counts that do not scan (``counts``); safe row
 filters (``filters``), the id range of a time span (``browse``), keyed tables (``keyed``:
-merged versions of rows by key, their current rows) and the snapshot a stage's lookups read
-(``lookups``).
+merged versions of rows by key, their current rows), the snapshot a stage's lookups read
+(``lookups``), and reads as of a snapshot of every topic's high-water mark (``asof``).
 
 The lowest room: it imports no other room of the ledger. The acks live here, not with the
 consumption state, because a topic's rows have no status column: ``table`` reads what is
 pending from the ack positions, so the two are one floor.
 """
 
-from . import acks, browse, bulk, catalog, counts, filters, keyed, keys, lookups, rowfiles
+from . import acks, asof, browse, bulk, catalog, counts, filters, keyed, keys, lookups, rowfiles
 from .acks import find_consumer, lag
 from .arrow import rows_to_arrow
 from .catalog import stored_model_path, topic_names
@@ -47,6 +47,7 @@ from .table import (
 
 __all__ = [
     "acks",
+    "asof",
     "browse",
     "bulk",
     "catalog",

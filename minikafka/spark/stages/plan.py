@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...api.source import Source
-from ...ledger.topics import LookupBounds, ReadBounds, TopicLayout, TopicTable, acks, lookup_bounds
+from ...ledger.topics import LookupBounds, ReadBounds, TopicLayout, TopicTable, acks, asof, lookup_bounds
 from ...ledger.transactions import identity
 from ...util.clock import utc_now
 
@@ -21,7 +21,9 @@ from ...util.clock import utc_now
 @dataclass(frozen=True)
 class StagePlan:
     """Layouts by topic, the consumer's id on each input (None: a dry run of a consumer
-    not registered yet), and each input's bounds."""
+    not registered yet), each input's bounds, and the snapshot: {topic: high-water id} of
+    every topic and keyed table in the file, read in the same transaction (an input's is
+    the upper bound of its read), which the stage's context reads through."""
 
     consumer: str
     inputs: dict[str, TopicLayout]
@@ -31,6 +33,7 @@ class StagePlan:
     lookups: dict[str, TopicLayout] = field(default_factory=dict)
     lookup_bounds: dict[str, LookupBounds] = field(default_factory=dict)
     ledger_id: str | None = None  # the ledger's identity (a cached lookup's key)
+    snapshot: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows_in(self) -> int:
@@ -79,4 +82,6 @@ def plan_stage(source: Source, stage, *, upto: dict[str, int] | None = None, dry
         lookups = {name: layouts.get(name) or source.layout(name) for name in names}
         fixed = {name: lookup_bounds(conn, layout) for name, layout in lookups.items()}
         ledger_id = identity.read_identity(conn) if lookups else None
-    return StagePlan(consumer, inputs, outputs, ids, bounds, lookups, fixed, ledger_id)
+        snapshot = asof.high_waters(conn)
+    snapshot.update({name: min(b.upto, snapshot.get(name, b.upto)) for name, b in bounds.items()})
+    return StagePlan(consumer, inputs, outputs, ids, bounds, lookups, fixed, ledger_id, snapshot)
