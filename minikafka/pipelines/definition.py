@@ -16,11 +16,6 @@ port = 15002                           # where minikafka serve listens
 idle_timeout = "10m"                   # an engine run starts stops after this long unused
 max_parallel = 2                       # independent stages run at once on the engine
 
-[tables."feed_day"]                    # a keyed table: one current row per key; a stage output into it merges
-model = "schemas.homelab:FeedDay"
-key = ["feed", "day"]                  # required
-merge = { items = "sum" }              # optional: field -> replace|first|sum|max|min|last (default replace)
-
 [topics."rss.items"]
 model = "schemas.homelab:RssItem"      # module:Class
 dedup = ["url"]
@@ -29,6 +24,11 @@ partitions = 4                         # optional; key = ["field"] routes rows b
 freshness = "26h"
 max_lag = 10000
 max_quarantined = 100
+
+[tables."feed_day"]                    # a keyed table: one current row per key; a stage output into it merges
+model = "schemas.homelab:FeedDay"
+key = ["feed", "day"]                  # required
+merge = { items = "sum" }              # optional: field -> replace|first|sum|max|min|last (default replace)
 
 [[stages]]
 name = "split_youtube"
