@@ -422,8 +422,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
 def _table(path: Path, name: str, spec: dict[str, Any], topics: dict[str, TopicDefinition]) -> TopicDefinition:
     """A ``[tables."name"]`` entry, checked as ``Source.table`` would check it (``keyed.check_spec``)."""
     from ..errors import InvalidSettingError, MinikafkaError
-    from ..ledger.topics.keyed import check_spec
-    from ..ledger.topics.layout import TopicLayout
+    from ..ledger.topics import TopicLayout, keyed
 
     where = _table_path(name)
     if name in topics:
@@ -440,7 +439,7 @@ def _table(path: Path, name: str, spec: dict[str, Any], topics: dict[str, TopicD
     except MinikafkaError as exc:  # a field name or type no topic can store
         raise _fail(path, f"{where}.model", str(exc)) from exc
     try:
-        checked = check_spec(layout, key, dict(spec.get("merge") or {}))
+        checked = keyed.check_spec(layout, key, dict(spec.get("merge") or {}))
     except InvalidSettingError as exc:
         raise _fail(path, f"{where}.{'merge' if 'merge' in str(exc) else 'key'}", str(exc)) from exc
     return TopicDefinition(name, spec["model"], (), model, table_key=checked.key, merge=dict(checked.merge),
