@@ -16,11 +16,6 @@ port = 15002                           # where minikafka serve listens
 idle_timeout = "10m"                   # an engine run starts stops after this long unused
 max_parallel = 2                       # independent stages run at once on the engine
 
-[tables."feed_day"]                    # a keyed table: one current row per key; a stage output into it merges
-model = "schemas.homelab:FeedDay"
-key = ["feed", "day"]                  # required
-merge = { items = "sum" }              # optional: field -> replace|first|sum|max|min|last (default replace)
-
 [topics."rss.items"]
 model = "schemas.homelab:RssItem"      # module:Class
 dedup = ["url"]
@@ -29,6 +24,11 @@ partitions = 4                         # optional; key = ["field"] routes rows b
 freshness = "26h"
 max_lag = 10000
 max_quarantined = 100
+
+[tables."feed_day"]                    # a keyed table: one current row per key; a stage output into it merges
+model = "schemas.homelab:FeedDay"
+key = ["feed", "day"]                  # required
+merge = { items = "sum" }              # optional: field -> replace|first|sum|max|min|last (default replace)
 
 [[stages]]
 name = "split_youtube"
@@ -434,8 +434,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
 def _table(path: Path, name: str, spec: dict[str, Any], topics: dict[str, TopicDefinition]) -> TopicDefinition:
     """A ``[tables."name"]`` entry, checked as ``Source.table`` would check it (``keyed.check_spec``)."""
     from ..errors import InvalidSettingError, MinikafkaError
-    from ..ledger.topics.keyed import check_spec
-    from ..ledger.topics.layout import TopicLayout
+    from ..ledger.topics import TopicLayout, keyed
 
     where = _table_path(name)
     if name in topics:
@@ -452,7 +451,7 @@ def _table(path: Path, name: str, spec: dict[str, Any], topics: dict[str, TopicD
     except MinikafkaError as exc:  # a field name or type no topic can store
         raise _fail(path, f"{where}.model", str(exc)) from exc
     try:
-        checked = check_spec(layout, key, dict(spec.get("merge") or {}))
+        checked = keyed.check_spec(layout, key, dict(spec.get("merge") or {}))
     except InvalidSettingError as exc:
         raise _fail(path, f"{where}.{'merge' if 'merge' in str(exc) else 'key'}", str(exc)) from exc
     return TopicDefinition(name, spec["model"], (), model, table_key=checked.key, merge=dict(checked.merge),

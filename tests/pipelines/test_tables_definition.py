@@ -153,3 +153,18 @@ def test_a_backfill_into_a_keyed_table_is_refused_before_anything_is_written(tmp
         with pytest.raises(BackfillError, match="'carrier_day' is a keyed table: backfill appends rows"):
             backfill(None, source, "carrier_day", [dump], progress=None)
         assert source.opened("carrier_day").count() == 0
+
+
+def test_the_console_shows_a_keyed_table_as_a_table(tmp_path):
+    from starlette.testclient import TestClient
+
+    from minikafka.console.app import create_app
+
+    defn = load_pipeline(write(tmp_path))
+    with open_source(defn) as source:
+        source.opened("carrier_day").upsert({"carrier": "AA", "day": "2024-01-01", "flights": 1, "max_delay": 3})
+    client = TestClient(create_app(str(defn.source)), base_url="http://127.0.0.1")
+    page = client.get("/topics/carrier_day").text
+    assert "keyed table, key (carrier, day): 1 current row(s), 0 superseded version(s)" in page
+    assert "(keyed table: 1 current)" in client.get("/topics").text
+    assert "keyed table" not in client.get("/topics/flights").text
