@@ -139,6 +139,20 @@ def test_rows_appended_after_the_plan_are_not_read(spark, ledger, tmp_path):
     assert ledger.topic("airlines", Airline, dedup=("carrier",)).count() == 3
 
 
+def test_chunked_stages_get_the_context_each_chunk_reading_up_to_its_own_bound(spark, ledger):
+    from minikafka.spark.stages.chunks import run_stage_in_chunks
+
+    seen = []
+
+    def transform(df, ctx):
+        seen.append((ctx.run_id, ctx.logical_date, ctx.snapshot["flights"], ctx.read("flights").count()))
+        return passthrough(df)
+
+    runs = run_stage_in_chunks(spark, ledger, stage_of(transform), 1, run_id="r", logical_date="2024-03-31")
+    assert [r.rows_in for r in runs] == [1, 1]
+    assert seen == [("r", date(2024, 3, 31), 1, 1), ("r.2", date(2024, 3, 31), 2, 2)]
+
+
 def pushed_filters(df) -> str:
     plan = df._jdf.queryExecution().executedPlan().toString()
     return next(line for line in plan.splitlines() if "PushedFilters" in line)
@@ -195,3 +209,169 @@ def test_read_groups_over_the_limit_is_still_exact_and_nulls_match_nulls(spark, 
     run_stage(spark, ledger, stage_of(transform))
     assert seen["one"] == ["f2"] and seen["both"] == ["f1", "f2"]
     assert "In(" not in seen["plan"]
+
+
+# -- one signature on every engine: run --in-process, a client of the warm engine, spark-submit --------
+
+JOB = '''
+import json
+
+from pyspark.sql import functions as F
+
+from minikafka.job import main
+
+
+def transform(df, ctx):
+    airlines = ctx.read("airlines")
+    seen = {"run_id": ctx.run_id, "stage": ctx.stage, "pipeline": ctx.pipeline,
+            "logical_date": ctx.logical_date.isoformat(), "snapshot": ctx.snapshot,
+            "airlines": sorted(r["name"] for r in airlines.collect())}
+    return (df.join(airlines.select("carrier", "name"), "carrier", "left")
+            .select("_id", "flight", "carrier", "name", F.lit(json.dumps(seen)).alias("note")))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+'''
+
+MODELS = '''
+from datetime import date
+
+from pydantic import BaseModel
+
+
+class Flight(BaseModel):
+    flight: str
+    carrier: str
+    day: date
+    delay: int
+
+
+class Airline(BaseModel):
+    carrier: str
+    name: str
+
+
+class Noted(BaseModel):
+    flight: str
+    carrier: str
+    name: str | None = None
+    note: str
+'''
+
+PIPELINE = '''
+[pipeline]
+name = "nightly"
+source = "{ledger}"
+master = "local[1]"
+
+[spark]
+"spark.sql.shuffle.partitions" = "2"
+
+[topics."flights"]
+model = "{pkg}.models:Flight"
+dedup = ["flight"]
+
+[topics."airlines"]
+model = "{pkg}.models:Airline"
+dedup = ["carrier"]
+
+[topics."noted"]
+model = "{pkg}.models:Noted"
+dedup = ["flight"]
+
+[[stages]]
+name = "enrich"
+job = "{pkg}.job"
+inputs = ["flights"]
+outputs = ["noted"]
+'''
+
+
+def a_pipeline(tmp_path, monkeypatch, ledgers=("ledger.sqlite",)):
+    """A small pipeline in a package of its own (importable here and by every stage process),
+    and its ledger(s), each with flights and airlines of its own."""
+    import importlib
+    import os
+    import uuid
+
+    from minikafka.pipelines import load_pipeline
+
+    pkg = f"ctxjobs_{uuid.uuid4().hex[:8]}"
+    (tmp_path / pkg).mkdir()
+    (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / pkg / "models.py").write_text(MODELS)
+    (tmp_path / pkg / "job.py").write_text(JOB)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    models = importlib.import_module(f"{pkg}.models")
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE.format(ledger=tmp_path / ledgers[0], pkg=pkg))
+    for i, name in enumerate(ledgers):
+        with Source(str(tmp_path / name)) as src:
+            src.topic("flights", models.Flight, dedup=("flight",)).extend(
+                [{"flight": f"f{i}", "carrier": "AA", "day": D1, "delay": 1}])
+            src.topic("airlines", models.Airline, dedup=("carrier",)).extend(
+                [{"carrier": "AA", "name": f"American of {name}"}])
+            src.topic("noted", models.Noted, dedup=("flight",))
+    return load_pipeline(path)
+
+
+def noted(ledger) -> tuple[dict, dict]:
+    """(what the transform saw, the run row of its stage)."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(str(ledger)) as conn:
+        (row,) = conn.execute('SELECT note FROM "noted"').fetchall()
+    with Source(str(ledger)) as src:
+        (run,) = src.runs(stage="enrich")
+    return json.loads(row[0]), run
+
+
+def check_context(defn, result, logical_date: str):
+    assert result.ok, result.table()
+    seen, run = noted(defn.source)
+    assert seen == {"run_id": run["run_id"], "stage": "enrich", "pipeline": "nightly", "logical_date": logical_date,
+                    "snapshot": {"airlines": 1, "flights": 1, "noted": 0}, "airlines": ["American of ledger.sqlite"]}
+    assert run["details"]["logical_date"] == logical_date
+    return run
+
+
+def test_in_process_stages_get_the_context(spark, tmp_path, monkeypatch):
+    from minikafka.pipelines.runner import run_pipeline
+
+    defn = a_pipeline(tmp_path, monkeypatch)
+    result = run_pipeline(defn, in_process=True, logical_date="2024-03-31", echo=lambda m: None)
+    check_context(defn, result, "2024-03-31")
+
+
+def test_stages_on_the_warm_engine_get_the_context(engine_url, tmp_path, monkeypatch):
+    from minikafka.pipelines.runner import run_pipeline
+
+    defn = a_pipeline(tmp_path, monkeypatch)
+    result = run_pipeline(defn, engine="connect", remote=engine_url, logical_date="2024-03-31", echo=lambda m: None)
+    assert check_context(defn, result, "2024-03-31")["details"]["session"] == "connect"
+
+
+def test_spark_submit_stages_get_the_context_with_todays_date_by_default(tmp_path, monkeypatch):
+    from minikafka.pipelines.runner import run_pipeline
+    from minikafka.util.clock import now
+
+    defn = a_pipeline(tmp_path, monkeypatch)
+    result = run_pipeline(defn, engine="submit", echo=lambda m: None)
+    check_context(defn, result, now().date().isoformat())
+
+
+def test_in_process_with_another_source_reads_that_ledger_not_the_pipeline_files(spark, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from minikafka.pipelines.runner import run_pipeline
+
+    defn = a_pipeline(tmp_path, monkeypatch, ledgers=("ledger.sqlite", "other.sqlite"))
+    defn.source = Path(tmp_path / "other.sqlite")  # what `run --in-process --source other.sqlite` does
+    assert run_pipeline(defn, in_process=True, echo=lambda m: None).ok
+    seen, _run = noted(tmp_path / "other.sqlite")
+    assert seen["airlines"] == ["American of other.sqlite"]
+    with Source(str(tmp_path / "ledger.sqlite")) as src:
+        assert src.runs(stage="enrich") == []
