@@ -58,9 +58,15 @@ class Enriched(BaseModel):
 '''
 
 WITH_JOB = '''
+from pyspark.sql import functions as F
+
+
 def transform(frames):
+    # a night's few rows against a large lookup: broadcast the night's rows (a right join keeps
+    # every flight), so the lookup's copy is scanned once and never shuffled
     flights, carriers = frames["flights"], frames["carriers"]
-    return flights.join(carriers.select("carrier", "name"), "carrier", "left").select("_id", "flight_id", "carrier", "name")
+    return (carriers.select("carrier", "name").join(F.broadcast(flights), "carrier", "right")
+            .select("_id", "flight_id", "carrier", "name"))
 '''
 
 WITHOUT_JOB = '''
