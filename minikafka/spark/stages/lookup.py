@@ -26,6 +26,7 @@ import os
 import time
 
 from ...ledger.topics import TopicLayout, id_range_predicates, lookup_subquery
+from ...util.faults import checkpoint
 from ..engine import parallelism
 from ..types import custom_schema, quote_back, to_model_columns
 from .read import ROWS_PER_PARTITION, id_cuts, jdbc_url
@@ -78,6 +79,7 @@ def _read_one(spark, source, plan, layout: TopicLayout, bounds, area, run_uri, r
     frame = _read_ledger(spark, source, layout, bounds, area, run_uri)
     tmp = join(folder, f".tmp-{run_id}")
     frame.write.mode("overwrite").parquet(tmp)
+    checkpoint("lookup:copy-written")  # the copy is whole in its temporary directory, not in place yet
     _, tmp_path = _fs(tmp)
     try:
         fs.move(tmp_path, entry_path)
