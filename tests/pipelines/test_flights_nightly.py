@@ -71,15 +71,22 @@ def query(pipeline: Path, sql: str) -> list[tuple]:
 
 
 def snapshot(pipeline: Path) -> dict[str, list[tuple]]:
-    """Every row of every topic and table with its id, lineage and status (not its time or run id),
-    and the table's current rows."""
-    out = {}
+    """Every row of every topic and table by content: its fields, its status and its parent row's
+    fields (row ids depend on the order Spark wrote a stage's output, which another Spark
+    application may choose differently), and the table's current rows."""
+    rows, fields_of = {}, {}
     with sqlite3.connect(pipeline.parent / "flights.sqlite") as db:
         for topic in TOPICS:
-            cursor = db.execute(f'SELECT * FROM "{topic}:status" ORDER BY "_id"')
-            keep = [i for i, d in enumerate(cursor.description) if d[0] not in ("_created_at", "_run_id")]
-            out[topic] = [tuple(row[i] for i in keep) for row in cursor.fetchall()]
-        out["carrier_day:current"] = db.execute('SELECT * FROM "carrier_day:current" ORDER BY "_id"').fetchall()
+            cursor = db.execute(f'SELECT * FROM "{topic}:status"')
+            names = [d[0] for d in cursor.description]
+            rows[topic] = [dict(zip(names, row)) for row in cursor.fetchall()]
+            fields_of[topic] = {r["_id"]: tuple(v for k, v in r.items() if not k.startswith("_")) for r in rows[topic]}
+        current = db.execute('SELECT carrier, day, flights, avg_dep_delay FROM "carrier_day:current"').fetchall()
+    out = {}
+    for topic, found in rows.items():
+        out[topic] = sorted((fields_of[topic][r["_id"]], r["_status"], r["_parent_topic"],
+                             fields_of.get(r["_parent_topic"], {}).get(r["_parent_id"])) for r in found)
+    out["carrier_day:current"] = sorted(current)
     return out
 
 
