@@ -12,7 +12,7 @@ A job file is small::
 
 ``main`` reads the stage's ``StageCall`` (``pipelines.launch.call``: ``--pipeline FILE --stage NAME
 [--run-id ID] [--source FILE] [--staging URI] [--dry-run] [--remote sc://HOST:PORT [--py-files ZIP]]
-[--consumer-id TOPIC=ID ...]``), builds the SparkSession
+[--consumer-id TOPIC=ID ...] [--logical-date YYYY-MM-DD]``), builds the SparkSession
 spark-submit started (or, with ``--remote``, a client session of that warm engine, shipping ``ZIP``
 so its Python workers import the job and its models), runs the stage with the ledger, prints the
 run record as one JSON line, and exits 0 (succeeded/partial) or 1 (failed). The same file runs on
@@ -68,16 +68,18 @@ def main(argv: list[str] | None = None) -> int:
             spark = build_session(f"minikafka:{defn.name}:{sd.name}", conf={**defn.spark, **sd.spark})
         registered: dict[tuple[str, str], int] = {}  # the stage's consumer, registered once with every other
         with open_source(defn, create=False, register=not (call.dry_run or call.consumer_ids),  # a dry run registers nothing
-                         registered=registered, topics=[*sd.inputs, *sd.outputs] if call.consumer_ids else None) as source:
+                         registered=registered, topics=[*sd.reads, *sd.outputs] if call.consumer_ids else None) as source:
             ids = call.consumer_ids or stage_ids(registered, sd)
             if sd.window_rows:  # window = { rows = N }: the backlog in chunks, one commit each
                 from .spark.stages.chunks import combine, run_stage_in_chunks
 
                 row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
-                                                  run_id=call.run_id, dry_run=call.dry_run, staging=call.staging))
+                                                  run_id=call.run_id, dry_run=call.dry_run, staging=call.staging,
+                                                  pipeline=defn.name, logical_date=call.logical_date))
             else:
                 row = run_stage(spark, source, build_stage(defn, sd), run_id=call.run_id,
-                                dry_run=call.dry_run, staging=call.staging, consumer_ids=ids).as_row()
+                                dry_run=call.dry_run, staging=call.staging, consumer_ids=ids, pipeline=defn.name,
+                                logical_date=call.logical_date).as_row()
         print(json.dumps(row), flush=True)
         code = 0
     except MinikafkaError as exc:

@@ -1,8 +1,9 @@
-"""Models of the shipped homelab pipeline: RSS items -> (YouTube, articles) -> summaries -> scored."""
+"""Models of the shipped homelab pipeline: RSS items -> (YouTube, articles) -> summaries -> scored,
+and items per feed per day (a keyed table)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -34,3 +35,11 @@ class Scored(BaseModel):
     score: float
     category: Literal["must-read", "maybe", "skip"]
     published: datetime
+
+
+class FeedDay(BaseModel):
+    """Items per feed per day: one current row per (feed, day) in the keyed table rss.feed_day."""
+
+    feed: str
+    day: date
+    items: int = Field(ge=0)

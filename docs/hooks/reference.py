@@ -175,6 +175,8 @@ def _section_kind(header: str) -> str:
         return "queue"
     if header.startswith("[lake."):
         return "lake"
+    if header.startswith("[tables."):
+        return "table"
     return {"[pipeline]": "pipeline", "[spark]": "spark", "[[stages]]": "stage",
             "[[deliveries]]": "delivery", "[health]": "health"}.get(header, header)
 
@@ -209,6 +211,7 @@ def pipeline_file() -> str:
     sections = [
         ("[pipeline]", "pipeline", schema.PipelineHead),
         ('[topics."NAME"]', "topic", schema.TopicSpec),
+        ('[tables."NAME"]', "table", schema.TableSpec),
         ("[[stages]]", "stage", schema.StageSpec),
         ("trigger = { ... } (in a stage)", "trigger", schema.TriggerSpec),
         ("window = { ... } (in a stage)", "window", schema.WindowSpec),

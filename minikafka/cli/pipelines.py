@@ -26,7 +26,7 @@ from .common import (
     stage_selection,
     verbose_option,
 )
-from .output import note, stage_running
+from .output import note, stage_running, warn
 
 
 @main.command()
@@ -42,6 +42,8 @@ from .output import note, stage_running
 @engine_options
 @click.option("--backup-before", metavar="DIR",
               help="Snapshot the ledger into DIR before the first stage starts (see 'minikafka backup').")
+@click.option("--logical-date", metavar="YYYY-MM-DD",
+              help="The night this run stands for, every stage's ctx.logical_date (default: the run's UTC start date).")
 @json_option
 @verbose_option
 @pipeline_source_option
@@ -49,7 +51,7 @@ from .output import note, stage_running
 def run(pipeline: str, master: str | None, stage: str | None, start: str | None, strategy: str,
         dry_run: bool, in_process: bool, source_override: str | None, staging: str | None,
         create_ledger: bool, as_json: bool, engine: str | None, remote: str | None, max_parallel: int | None,
-        idle_timeout: str | None, backup_before: str | None) -> None:
+        idle_timeout: str | None, backup_before: str | None, logical_date: str | None) -> None:
     """Run a pipeline's stages in DAG order, each as its own process, on a warm engine.
 
     Each stage is a small client of a warm engine (a Spark Connect server, see 'minikafka
@@ -58,6 +60,10 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     starts at once. --engine submit runs one spark-submit per stage instead. Stages that
     do not depend on each other run side by side (--max-parallel); a DAG with nothing
     new starts no JVM.
+
+    --logical-date YYYY-MM-DD says which night the run stands for (a re-run of last
+    Tuesday, say): a transform that takes a context reads it as ctx.logical_date, and
+    each stage's run row records it (details.logical_date).
 
     Prints a line as each stage ends, then a table (rows in, out, duplicates, quarantined, failed), then every
     expectation that failed under policy warn or quarantine (how many rows, samples, the
@@ -92,7 +98,7 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
         options = RunOptions(master=master, strategy=strategy, stage=stage, start=start, dry_run=dry_run,
                              in_process=in_process, staging=staging, remote=remote, max_parallel=max_parallel,
                              idle_timeout=_duration(idle_timeout), backup_before=backup_before,
-                             **({"engine": engine} if engine else {}))  # else the one default (RunOptions)
+                             logical_date=logical_date, **({"engine": engine} if engine else {}))  # else the one default (RunOptions)
     except PipelineDefinitionError as exc:
         raise DefinitionProblem(str(exc)) from exc
     host = None  # stages on an engine fork from a stage host: started first, its imports overlap ours
@@ -138,19 +144,28 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     value, and the path of the HTML report. With nothing pending it says so. Exit code 1
     when a check fails.
 
-    --json prints one object: {pipeline, ok, nothing_pending, stages: [{stage, status,
+    --json prints one object: {pipeline, ok, nothing_pending, warnings, stages: [{stage, status,
     error, rows_in, rows_out, report, suites: [{suite, topic, policy, success,
     quarantined_rows, results: [{expectation, column, success, arguments, observed_value,
     element_count, unexpected_count, unexpected_percent, unexpected_sample}]}]}]}.
 
+    Before the run it warns about designs that give wrong answers over nights: a stage that
+    joins several plain inputs (use lookups), an aggregate written into a deduplicated topic
+    (use a keyed table); --json lists them under "warnings" [{check, reason}].
+
     Example: minikafka check conf/homelab.toml --stage score
     """
     from ..pipelines.definition import PipelineDefinitionError
+    from ..pipelines.design import design_warnings
     from ..pipelines.runner import run_pipeline
     from ..quality.report import describe
 
     defn = load_with_source(pipeline, source_override)
     ensure_pipeline_ledger(defn)
+    warnings = design_warnings(defn, stage)
+    if not as_json:
+        for found in warnings:
+            warn(f"warning: {found.name}: {found.reason}")
     try:
         result = run_pipeline(defn, master=master, strategy="best_effort", stage=stage, dry_run=True,
                               in_process=True, echo=note, running=stage_running, remote=remote)
@@ -159,7 +174,8 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     ok = result.ok and all(suite["success"] for o in result.outcomes for suite in o.quality.get("suites", []))
     pending = any((o.run or {}).get("rows_in") for o in result.outcomes)
     if as_json:
-        echo_json({"pipeline": defn.name, "ok": ok, "nothing_pending": not pending, "stages": [
+        echo_json({"pipeline": defn.name, "ok": ok, "nothing_pending": not pending,
+                   "warnings": [{"check": w.name, "reason": w.reason} for w in warnings], "stages": [
             {"stage": o.name, "status": o.status, "error": o.error, "rows_in": (o.run or {}).get("rows_in", 0),
              "rows_out": (o.run or {}).get("rows_out", 0), "report": o.quality.get("report"),
              "suites": o.quality.get("suites", [])} for o in result.outcomes]})
@@ -265,16 +281,21 @@ def plot(pipeline: str, counts: bool, output: str | None, no_stages: bool, sourc
                 numbers[name] = (topic.count("new"), topic.count("handled"))
     edges = [(i, o) for s in defn.stages for i in s.inputs for o in s.outputs]
     stages = None if no_stages else [s.name for s in defn.stages for _i in s.inputs for _o in s.outputs]
+    looked = defn.lookup_edges()  # lookups: dashed edges from the looked-up topic to the stage's outputs
+    dashed = set(looked) - set(edges)
+    edges += looked
+    if stages is not None:
+        stages += [s.name for s in defn.stages for _i in s.lookups for _o in s.outputs]
     if output is None or output == "-":
-        click.echo(render(edges, numbers, stages))
+        click.echo(render(edges, numbers, stages, dashed))
         return
     from ..util.atomicfile import atomic_write
 
     fmt = format_of(output)
     if fmt == "mermaid":
-        data = (render(edges, numbers, stages) + "\n").encode("utf-8")
+        data = (render(edges, numbers, stages, dashed) + "\n").encode("utf-8")
     else:
-        text = to_dot(edges, numbers, stages, title=defn.name)
+        text = to_dot(edges, numbers, stages, title=defn.name, dashed=dashed)
         data = text.encode("utf-8") if fmt == "dot" else render_image(text, fmt)
     with atomic_write(output) as fh:
         fh.write(data)

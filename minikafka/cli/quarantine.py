@@ -33,11 +33,14 @@ def _ids(values: tuple[str, ...]) -> list[int]:
 @click.option("--older-than", metavar="AGE", help="purge: only rows quarantined longer ago than AGE (e.g. 30d).")
 @click.option("--model", metavar="module:Class",
               help="requeue: the topic's model (default: the --pipeline's, else the one recorded in the ledger).")
+@click.option("--rerun", is_flag=True,
+              help="requeue: an output a stage's expectation set aside makes its input row pending for the "
+                   "stage again (computed again, e.g. once a lookup row arrived) instead of being appended.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1), help="list: rows to print.")
 @json_option
 @with_source(read_only=lambda kw: kw.get("action") not in ("requeue", "purge"))
 def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], everything: bool,
-               older_than: str | None, model: str | None, limit: int, as_json: bool) -> None:
+               older_than: str | None, model: str | None, rerun: bool, limit: int, as_json: bool) -> None:
     """Dead-lettered rows of TOPIC: list them, show one, requeue or purge them.
 
     \b
@@ -47,8 +50,10 @@ def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], ev
                                              a delivery gave up on becomes pending for its
                                              consumer (or delivery group) again;
                                              a file line or failed output is validated
-                                             again and appended. Rows that still fail stay;
-                                             exit 1 when every row still fails.
+                                             again and appended (--rerun: the stage
+                                             computes it again from its input row).
+                                             Rows that still fail stay; exit 1 when
+                                             every row still fails.
     minikafka quarantine TOPIC purge ID...   delete rows (or --all, --older-than 30d)
 
     --json keys: id, topic, consumer, run_id, row_id, payload, reason, attempts, origin, created_at.
@@ -101,7 +106,7 @@ def quarantine(source: Source, topic: str, action: str, ids: tuple[str, ...], ev
     if action == "purge":
         _purge(source, topic, numbers or None, older_than, as_json)
     else:
-        _requeue(source, topic, numbers or None, model, as_json)
+        _requeue(source, topic, numbers or None, model, as_json, rerun)
 
 
 def _pretty(payload: str | None) -> str:
@@ -135,11 +140,12 @@ def _purge(source: Source, topic: str, ids: list[int] | None, older_than: str | 
         click.echo(f"purged {n} quarantined row(s) of {topic}")
 
 
-def _requeue(source: Source, topic: str, ids: list[int] | None, model: str | None, as_json: bool) -> None:
+def _requeue(source: Source, topic: str, ids: list[int] | None, model: str | None, as_json: bool,
+             rerun: bool = False) -> None:
     from ..api.core.requeue import requeue_named
     from .data import import_model
 
-    result = requeue_named(source, topic, ids, import_model(model) if model else pipeline_model(topic))
+    result = requeue_named(source, topic, ids, import_model(model) if model else pipeline_model(topic), rerun=rerun)
     nothing = bool(result.failed) and result.requeued == 0
     if as_json:
         echo_json({"topic": topic, "appended": result.appended, "replayed": result.replayed,

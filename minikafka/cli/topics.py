@@ -34,7 +34,8 @@ def topics(source: Source, as_json: bool) -> None:
     consumer (group) with its committed offset and lag per partition.
 
     --json prints a list of {topic, new, handled, total, high_watermark, consumers, quarantined,
-    partitions, groups: [{name, partitions: [{partition, committed, lag}]}]}.
+    partitions, groups: [{name, partitions: [{partition, committed, lag}]}]}; a keyed table's
+    record adds table: {key, merge, current, superseded} (its rows are versions).
 
     Example: minikafka topics --source data/homelab.sqlite --json
     """
@@ -46,6 +47,10 @@ def topics(source: Source, as_json: bool) -> None:
     for s in summaries:
         click.echo(f"{s['topic']:30} {s['new']:>10} {s['handled']:>10} {s['quarantined']:>6} {s['partitions']:>5}  "
                    f"{', '.join(s['consumers'])}")
+        if "table" in s:  # a keyed table: its rows are versions
+            t = s["table"]
+            click.echo(f"    keyed table, key ({', '.join(t['key'])}): {t['current']} current row(s), "
+                       f"{t['superseded']} superseded version(s) not compacted yet")
         for g in s["groups"]:
             parts = "  ".join(f"p{p['partition']}: committed {p['committed']} lag {p['lag']}" for p in g["partitions"])
             click.echo(f"    {g['name']:26} {parts}")

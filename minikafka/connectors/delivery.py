@@ -92,7 +92,7 @@ log = logging.getLogger("minikafka.connectors")
 
 DELIVERY_KEYS = {"name", "topic", "partitions", "endpoint", "batch_size", "interval", "timeout", "max_attempts",
                  "max_backoff", "headers", "description"}
-TOP_KEYS = {"source", "deliveries", "pipeline", "spark", "topics", "stages"}
+TOP_KEYS = {"source", "deliveries", "pipeline", "spark", "topics", "tables", "stages"}
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # --once with max_attempts = 0 (retry forever) must still end: a failing batch gets at
 # least this many tries in the run, and more until its backoff has grown to max_backoff;

@@ -27,11 +27,17 @@ max_quarantined = 100
 schema_changes = "evolve"              # a model that adds optional fields adds them in place (default "refuse")
 unknown_fields = "quarantine"          # an incoming field the model lacks: "drop" (warned, default), "evolve"
 
+[tables."feed_day"]                    # a keyed table: one current row per key; a stage output into it merges
+model = "schemas.homelab:FeedDay"
+key = ["feed", "day"]                  # required
+merge = { items = "sum" }              # optional: field -> replace|first|sum|max|min|last (default replace)
+
 [[stages]]
 name = "split_youtube"
 job = "jobs.split_youtube"             # module exposing transform(df) or row_fn(model)
 inputs = ["rss.items"]
 outputs = ["youtube_items"]
+lookups = ["channels"]                 # optional: topics read whole beside the new rows, never acked
 strategy = "strict"                    # or best_effort
 max_attempts = 3
 partitions = [0, 1]                    # optional: consume only these topic partitions
@@ -60,7 +66,7 @@ backup_freshness = "26h"
 ```
 
 The DAG comes from the topics: a stage runs after every stage that writes one of its
-inputs. Every error names the file, the stage and the key.
+inputs or lookups. Every error names the file, the stage and the key.
 """
 
 from __future__ import annotations
@@ -103,6 +109,13 @@ class TopicDefinition:
     max_quarantined: int | None = None  # rows in its quarantine (health)
     schema_changes: str = "refuse"  # "evolve": a model that adds optional fields adds them in place
     unknown_fields: str = "drop"  # an incoming field the model lacks: drop (warned), quarantine, evolve
+    table_key: tuple[str, ...] | None = None  # a [tables] entry: the key of its one current row per key
+    merge: dict[str, str] = field(default_factory=dict)  # a [tables] entry: field -> merge function
+
+    @property
+    def is_table(self) -> bool:
+        """Declared in ``[tables]``: a keyed table (a stage output into it is merged)."""
+        return self.table_key is not None
 
 
 @dataclass
@@ -145,6 +158,12 @@ class StageDefinition:
     max_lag: int | None = None  # rows pending for its consumer on its inputs (health)
     max_quarantined_per_run: int | None = None  # rows its latest run quarantined (health)
     pending_suites: Callable[[], list] | None = field(default=None, repr=False, compare=False)
+    lookups: list[str] = field(default_factory=list)  # topics read whole, in the plan's snapshot, never acked
+
+    @property
+    def reads(self) -> list[str]:
+        """Every topic the stage reads: its inputs, then its lookups (what orders the DAG)."""
+        return [*self.inputs, *self.lookups]
 
     def load_suites(self) -> list:
         """The stage's suites, loaded (and checked by great-expectations) now if the pipeline
@@ -214,18 +233,27 @@ class PipelineDefinition:
         """``name`` and every stage that (transitively) reads what it writes, in DAG order."""
         reached, written = [name], set(self.stage(name).outputs)
         for s in self.stages:  # DAG order: a reader comes after every writer of its inputs
-            if s.name != name and written & set(s.inputs):
+            if s.name != name and written & set(s.reads):
                 reached.append(s.name)
                 written |= set(s.outputs)
         return [s.name for s in self.stages if s.name in reached]
 
+    @property
+    def tables(self) -> dict[str, TopicDefinition]:
+        """The ``[tables]`` entries (they are in ``topics`` too: a table is a topic with a key)."""
+        return {name: t for name, t in self.topics.items() if t.is_table}
+
     def edges(self) -> list[tuple[str, str]]:
         return [(i, o) for s in self.stages for i in s.inputs for o in s.outputs]
 
+    def lookup_edges(self) -> list[tuple[str, str]]:
+        """(lookup, output) of every stage's lookups: drawn dashed beside ``edges``."""
+        return [(i, o) for s in self.stages for i in s.lookups for o in s.outputs]
+
 
 def has_upstream(sd: StageDefinition, chosen: list[StageDefinition]) -> bool:
-    """Another of the stages ``chosen`` writes one of ``sd``'s inputs."""
-    return any(set(o.outputs) & set(sd.inputs) for o in chosen if o is not sd)
+    """Another of the stages ``chosen`` writes one of ``sd``'s inputs or lookups."""
+    return any(set(o.outputs) & set(sd.reads) for o in chosen if o is not sd)
 
 
 def select_stages(defn: PipelineDefinition, *, stage: str | None = None, start: str | None = None) -> list[StageDefinition]:
@@ -247,6 +275,10 @@ def _fail(path: Path, where: str, message: str) -> PipelineDefinitionError:
 
 def _topic_path(name: str) -> str:
     return f'topics."{name}"'
+
+
+def _table_path(name: str) -> str:
+    return f'tables."{name}"'
 
 
 def _stage_path(name: str) -> str:
@@ -349,6 +381,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
                                              **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")),
                                              schema_changes=spec.get("schema_changes") or "refuse",
                                              unknown_fields=_unknown_fields(path, where, spec, model))
+    for table_name, spec in (raw.get("tables") or {}).items():
+        topics[table_name] = _table(path, table_name, spec, topics)
 
     stages: list[StageDefinition] = []
     seen: set[str] = set()
@@ -369,6 +403,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
             for t in names:
                 if t not in topics:
                     raise _fail(path, f"{where}.{key}", f"unknown topic {t!r} (declared: {sorted(topics)})")
+        lookups = _lookups(path, where, spec.get("lookups"), inputs, outputs, topics)
         strategy = spec.get("strategy", "strict")  # strategy, start, max_attempts: checked by the schema
         attempts = spec.get("max_attempts", 3)
         consumer = spec.get("consumer", stage_name)
@@ -378,7 +413,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
             raise _fail(path, f"{where}.consumer", str(exc)) from exc
         start = spec.get("start", "earliest")
         stage = StageDefinition(
-            name=stage_name, job=spec["job"], inputs=inputs, outputs=outputs,
+            name=stage_name, job=spec["job"], inputs=inputs, outputs=outputs, lookups=lookups,
             consumer=consumer, strategy=strategy, start=start, max_attempts=attempts,
             expectations=[str((path.parent / e).resolve()) for e in spec.get("expectations") or []],
             spark=_settings(spec.get("spark")),
@@ -400,7 +435,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
     engine = _engine(path, raw.get("engine") or {})
 
     by_name = {s.name: s for s in stages}
-    edges = [(a.name, b.name) for a in stages for b in stages if set(a.outputs) & set(b.inputs)]
+    edges = [(a.name, b.name) for a in stages for b in stages if set(a.outputs) & set(b.reads)]
     try:
         order = topological_order([s.name for s in stages], edges)
     except PipelineCycleError as exc:
@@ -445,6 +480,50 @@ def _lake(path: Path, specs: dict[str, dict[str, Any]], topics: dict[str, TopicD
                 raise _fail(path, f"{where}.partition_by", f"{column!r} is not a field of {topics[spec['topic']].model_path}")
         out[name] = target
     return out
+
+
+def _table(path: Path, name: str, spec: dict[str, Any], topics: dict[str, TopicDefinition]) -> TopicDefinition:
+    """A ``[tables."name"]`` entry, checked as ``Source.table`` would check it (``keyed.check_spec``)."""
+    from ..errors import InvalidSettingError, MinikafkaError
+    from ..ledger.topics import TopicLayout, keyed
+
+    where = _table_path(name)
+    if name in topics:
+        raise _fail(path, where, f"{name!r} is declared twice: as {_topic_path(name)} and as {where}; "
+                                 "a name is a topic or a keyed table, not both")
+    try:
+        validate_topic_name(name)
+    except InvalidNameError as exc:
+        raise _fail(path, where, str(exc)) from exc
+    model = _import_model(path, f"{where}.model", spec["model"])
+    key = tuple(_names(spec["key"]))
+    try:
+        layout = TopicLayout.for_model(name, model, None)
+    except MinikafkaError as exc:  # a field name or type no topic can store
+        raise _fail(path, f"{where}.model", str(exc)) from exc
+    try:
+        checked = keyed.check_spec(layout, key, dict(spec.get("merge") or {}))
+    except InvalidSettingError as exc:
+        raise _fail(path, f"{where}.{'merge' if 'merge' in str(exc) else 'key'}", str(exc)) from exc
+    return TopicDefinition(name, spec["model"], (), model, table_key=checked.key, merge=dict(checked.merge),
+                           **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")))
+
+
+def _lookups(path: Path, where: str, value: str | list[str] | None, inputs: list[str], outputs: list[str],
+             topics: dict[str, Any]) -> list[str]:
+    """``lookups``: declared topics (or tables), none also an input or an output of the stage."""
+    names = _names(value) if value is not None else []
+    where = f"{where}.lookups"
+    for t in names:
+        if t not in topics:
+            raise _fail(path, where, f"unknown topic {t!r} (declared: {sorted(topics)})")
+        if t in inputs or t in outputs:
+            role = "inputs" if t in inputs else "outputs"
+            raise _fail(path, where, f"{t!r} is also in {role}: a stage reads a topic as new rows (inputs) or "
+                                     "whole (lookups), and never looks up what it writes")
+    if len(set(names)) != len(names):
+        raise _fail(path, where, f"names a topic twice: {names!r}")
+    return names
 
 
 def _limits(path: Path, where: str, spec: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -617,3 +696,6 @@ def _check_job(path: Path, where: str, stage: StageDefinition) -> None:
                     f"job module {stage.job!r} must define exactly one of transform(df) or row_fn(model)")
     if has_row_fn and (len(stage.inputs) != 1 or len(stage.outputs) != 1):
         raise _fail(path, where, "a row_fn job takes exactly one input and one output topic")
+    if has_row_fn and stage.lookups:
+        raise _fail(path, f"{where}.lookups", "a row_fn job cannot take lookups: define transform(frames), "
+                                              "which receives {topic: DataFrame} with the lookups")

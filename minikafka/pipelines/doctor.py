@@ -17,6 +17,9 @@
 - ``java``, ``jdbc jar``, ``spark``: what Spark stages need (a ``JAVA_HOME`` without
   ``bin/java`` fails: Spark uses it before PATH);
 - ``stage NAME job``: each stage's job module imports and defines transform or row_fn;
+- ``stage NAME inputs``, ``stage NAME aggregate``: designs that give wrong answers over nights
+  (``design.design_warnings``: a join of several plain inputs, an aggregate into a
+  deduplicated topic), each naming the tool that fixes it;
 - ``staging``: for a non-local master, the staging location exists and is writable;
 - ``backups``: the newest snapshot in ``[health] backups`` against ``backup_freshness``
   (or the longest stage freshness).
@@ -40,6 +43,7 @@ from ..util import clock
 from ..util.checks import FAIL, OK, WARN, CheckResult, human_age
 from ..util.duration import format_duration
 from .definition import PipelineDefinition
+from .design import design_warnings
 
 WAL_WARN_BYTES = 256 * 1024 * 1024
 GB = 1e9
@@ -242,6 +246,7 @@ def doctor_checks(ledger: str | Path, pipeline: PipelineDefinition | None = None
     checks += _guarded("spark", lambda: _spark_parts(pipeline))
     if pipeline is not None:
         checks += _guarded("stage jobs", lambda: _jobs(pipeline))
+        checks += _guarded("stage designs", lambda: design_warnings(pipeline))
         checks += _guarded("staging", lambda: _staging(pipeline))
         checks += _guarded("backups", lambda: _backups(path, pipeline, now))
     return checks

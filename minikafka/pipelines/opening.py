@@ -31,7 +31,11 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
     source = Source(str(defn.source), create=create)
     try:
         for t in defn.topics.values():
-            if topics is None or t.name in topics:
+            if topics is not None and t.name not in topics:
+                continue
+            if t.is_table:  # [tables]: created as a keyed table, or checked against the stored one
+                source.table(t.name, t.model, key=t.table_key, merge=t.merge or None)
+            else:
                 source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key,
                              evolve=t.schema_changes == "evolve").unknown_fields = t.unknown_fields
         if register and defn.lake:  # lake targets of the pipeline file, recorded before any stage commits

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import Literal, get_args
 
+from ..errors import InvalidSettingError
+from ..util.clock import logical_date as logical_date_of
 from ..util.strategy import Strategy, strategy_problem
 from .definition import PipelineDefinition, PipelineDefinitionError
 
@@ -36,7 +39,8 @@ class RunOptions:
     ``remote``: the engine's URL; ``max_parallel``: stages side by side at most;
     ``idle_timeout``: seconds an engine this run starts stays up unused; ``master`` and
     ``staging``: default the pipeline's; ``backup_before``: a directory to snapshot the
-    ledger into before the first stage.
+    ledger into before the first stage; ``logical_date``: the night the run stands for (a
+    date or ``YYYY-MM-DD``; None: the run's UTC start date), every stage's ``ctx.logical_date``.
 
     Raises:
         PipelineDefinitionError: a value no run takes (named, with what it takes).
@@ -54,8 +58,14 @@ class RunOptions:
     max_parallel: int | None = None
     idle_timeout: float | None = None
     backup_before: str | None = None
+    logical_date: date | None = None
 
     def __post_init__(self):
+        if self.logical_date is not None:
+            try:
+                object.__setattr__(self, "logical_date", logical_date_of(self.logical_date))
+            except InvalidSettingError as exc:
+                raise PipelineDefinitionError(str(exc)) from None
         if strategy_problem(self.strategy):
             raise PipelineDefinitionError(strategy_problem(self.strategy))
         if self.engine not in ENGINES:
@@ -64,5 +74,7 @@ class RunOptions:
             raise PipelineDefinitionError(f"max_parallel must be >= 1, got {self.max_parallel!r}")
 
     def of(self, defn: PipelineDefinition) -> RunOptions:
-        """These options with the pipeline's master and staging where none was given."""
-        return replace(self, master=self.master or defn.master, staging=self.staging or defn.staging)
+        """These options with the pipeline's master and staging where none was given, and the
+        logical date fixed (today in UTC where none was given: every stage gets the same)."""
+        return replace(self, master=self.master or defn.master, staging=self.staging or defn.staging,
+                       logical_date=logical_date_of(self.logical_date))

@@ -55,6 +55,10 @@ def run_pipeline(defn: PipelineDefinition, options: RunOptions | None = None, *,
     ``backup_before``: a directory: a snapshot of the ledger is taken there (``ledger.files.backups``)
     before the first stage starts, so no stage of this run has committed into it.
 
+    ``logical_date``: the night the run stands for (a date or ``YYYY-MM-DD``; default: the
+    run's UTC start date): every stage's ``ctx.logical_date`` and its run row's
+    ``details["logical_date"]``, the same for every stage of the run.
+
     ``stage_host``: a ``launch.stagehost.StageHost`` the caller started early (``prestart_stage_host``):
     the stages on an engine fork from it and the run closes it once they are done; the caller
     closes it too (a run that ends before its stages, or fails, leaves it open).
@@ -122,7 +126,7 @@ def _run_on(source, defn: PipelineDefinition, chosen: list[StageDefinition], opt
             run_id = new_run_id(sd.name)
             _lineage_started(lineage, sd, run_id, opts)
             outcome = run_in_process(None, defn, sd, opts.dry_run, run_id=run_id, source=source,
-                                     consumer_ids=stage_ids(registered, sd))
+                                     consumer_ids=stage_ids(registered, sd), logical_date=opts.logical_date)
             _lineage_ended(lineage, sd, run_id, outcome)
             result.outcomes.append(outcome)
             _say_resumed(outcome, echo)
@@ -160,18 +164,18 @@ def _arrow(sd: StageDefinition) -> str:
 
 class Ready:
     """The DAG-ready set: a stage is ready once every selected stage that writes one of its
-    inputs has ended; it is skipped once a failure blocks it (``strict``: any failure;
+    inputs or lookups has ended; it is skipped once a failure blocks it (``strict``: any failure;
     ``best_effort``: a failure upstream of it)."""
 
     def __init__(self, chosen: list[StageDefinition], strategy: str):
         self.strategy = strategy
-        self.writers = {sd.name: {o.name for o in chosen if o is not sd and set(o.outputs) & set(sd.inputs)}
+        self.writers = {sd.name: {o.name for o in chosen if o is not sd and set(o.outputs) & set(sd.reads)}
                         for sd in chosen}
         self.blocked: set[str] = set()  # topics a failed or skipped stage would have written
         self.failed = False
 
     def blocks(self, sd: StageDefinition) -> bool:
-        return (self.strategy == "strict" and self.failed) or bool(self.blocked & set(sd.inputs))
+        return (self.strategy == "strict" and self.failed) or bool(self.blocked & set(sd.reads))
 
     def skip(self, sd: StageDefinition) -> StageOutcome:
         self.blocked.update(sd.outputs)
@@ -202,7 +206,7 @@ def run_in_order(defn: PipelineDefinition, chosen: list[StageDefinition], result
             if not pending_in(source, defn, sd, registered):
                 # nothing new: record the empty run without starting a JVM
                 outcome = run_in_process(None, defn, sd, opts.dry_run, run_id=run_id, source=source,
-                                         consumer_ids=stage_ids(registered, sd))
+                                         consumer_ids=stage_ids(registered, sd), logical_date=opts.logical_date)
             else:
                 with running(sd.name):
                     outcome = launcher.launch(sd, run_id, None)
@@ -231,7 +235,7 @@ def _launching(defn: PipelineDefinition, chosen: list[StageDefinition], opts: Ru
             # whose input an upstream stage of this run writes is asked again
             upstream = has_upstream(sd, chosen)
             if (upstream or not pending[sd.name]) and not has_pending(defn, sd):
-                return run_in_process(None, defn, sd, opts.dry_run, run_id=run_id)
+                return run_in_process(None, defn, sd, opts.dry_run, run_id=run_id, logical_date=opts.logical_date)
             with running(sd.name) if launcher.width == 1 else contextlib.nullcontext():
                 return launcher.launch(sd, run_id, procs, pending=None if upstream else pending[sd.name])
 

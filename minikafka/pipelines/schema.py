@@ -48,6 +48,18 @@ class TopicSpec(_Table):
     unknown_fields: Literal["drop", "quarantine", "evolve"] | None = None  # an incoming field the model lacks
 
 
+class TableSpec(_Table):
+    """``[tables."name"]``: a keyed table (one current row per key, upserts)."""
+
+    model: StrictStr
+    key: NamesOrName
+    merge: dict[str, StrictStr] | None = None
+    description: StrictStr | None = None
+    freshness: Duration | None = None
+    max_lag: StrictInt | None = None
+    max_quarantined: StrictInt | None = None
+
+
 class TriggerSpec(_Table):
     rows: StrictInt | None = None
     every: Duration | None = None
@@ -64,6 +76,7 @@ class StageSpec(_Table):
     job: StrictStr
     inputs: NamesOrName
     outputs: NamesOrName
+    lookups: NamesOrName | None = None
     consumer: StrictStr | None = None
     start: Start | None = None
     strategy: Strategy | None = None
@@ -120,6 +133,7 @@ class PipelineFile(_Table):
     spark: dict[str, Scalar] | None = None
     engine: EngineSpec | None = None
     topics: dict[str, TopicSpec] | None = None
+    tables: dict[str, TableSpec] | None = None
     stages: list[StageSpec] | None = None
     deliveries: list[dict[str, Any]] | None = None  # each checked by connectors.delivery.parse_delivery
     queues: dict[str, QueueSpec] | None = None
@@ -130,6 +144,7 @@ class PipelineFile(_Table):
 
 STAGE_KEYS = set(StageSpec.model_fields)
 TOPIC_KEYS = set(TopicSpec.model_fields)
+TABLE_KEYS = set(TableSpec.model_fields)
 TOP_KEYS = set(PipelineFile.model_fields)
 ENGINE_KEYS = set(EngineSpec.model_fields)
 TRIGGER_KEYS = set(TriggerSpec.model_fields)
@@ -165,6 +180,16 @@ EXPECTED = {
     ("pipeline", "description"): "a string",
     ("spark", None): "a Spark setting's value (a string, number or boolean)",
     ("topics", None): 'a table with model = "module:Class" and dedup = ["field"]',
+    ("", "tables"): 'a table of keyed tables: [tables."carrier_day"] with model and key',
+    ("tables", None): 'a table with model = "module:Class" and key = ["field"]',
+    ("table", "model"): 'a model as a string "module:Class"',
+    ("table", "key"): 'a field name or a list of field names, e.g. ["carrier", "day"]',
+    ("table", "merge"): 'a table of field = merge function, e.g. { flights = "sum" } '
+                        '(replace, first, sum, max, min, last)',
+    ("table", "description"): "a string",
+    ("table", "freshness"): 'a duration such as "26h": a version written within it',
+    ("table", "max_lag"): "an integer: versions pending for any one consumer of the table",
+    ("table", "max_quarantined"): "an integer: rows in the table's quarantine",
     ("topic", "model"): 'a model as a string "module:Class"',
     ("topic", "dedup"): 'a list of field names, e.g. ["url"]',
     ("topic", "partitions"): "a number of partitions (an integer)",
@@ -182,6 +207,7 @@ EXPECTED = {
     ("stage", "job"): 'a job module as a string, e.g. "jobs.score"',
     ("stage", "inputs"): 'a list of topic names, e.g. ["rss.items"]',
     ("stage", "outputs"): 'a list of topic names, e.g. ["rss.scored"]',
+    ("stage", "lookups"): 'a list of topic or table names read whole (never acked), e.g. ["airlines"]',
     ("stage", "consumer"): "a consumer name (a string)",
     ("stage", "start"): "'earliest' (a new consumer sees every row) or 'latest' (only rows appended from then on)",
     ("stage", "strategy"): " or ".join(repr(s) for s in STRATEGIES),
@@ -264,8 +290,8 @@ class _Walk:
         key = top
         step(top)
         parts.append(str(top))
-        if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "health", "lineage", "topics", "queues",
-                                        "stages", "deliveries", "lake"):
+        if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "health", "lineage", "topics", "tables",
+                                        "queues", "stages", "deliveries", "lake"):
             return parts, "", key, value, depth
         if top in ("pipeline", "spark", "engine", "health", "lineage"):
             sub = loc[1]
@@ -288,7 +314,7 @@ class _Walk:
             return parts, top, None, value, depth
         step(field)
         parts.append(field)
-        kind = {"topics": "topic", "queues": "queue", "lake": "lake"}.get(top, "stage")
+        kind = {"topics": "topic", "tables": "table", "queues": "queue", "lake": "lake"}.get(top, "stage")
         if kind == "stage" and field in ("trigger", "window") and len(loc) > 3 and isinstance(value, dict) \
                 and isinstance(loc[3], str) and loc[3] in value:
             step(loc[3])
@@ -298,7 +324,8 @@ class _Walk:
 
 
 def _table_keys(kind: str) -> set[str]:
-    return {"": TOP_KEYS, "pipeline": set(PipelineHead.model_fields), "topic": TOPIC_KEYS, "stage": STAGE_KEYS,
+    return {"": TOP_KEYS, "pipeline": set(PipelineHead.model_fields), "topic": TOPIC_KEYS, "table": TABLE_KEYS,
+            "stage": STAGE_KEYS,
             "engine": ENGINE_KEYS, "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS, "queue": QUEUE_KEYS,
             "health": HEALTH_KEYS, "lake": set(LakeSpec.model_fields), "lineage": LINEAGE_KEYS}.get(kind, set())
 
@@ -316,6 +343,8 @@ def _kind_of(loc: tuple) -> str:
         return "queue"
     if inner[0] == "lake" and len(inner) == 2:
         return "lake"
+    if inner[0] == "tables" and len(inner) == 2:
+        return "table"
     if inner[0] == "stages" and len(inner) == 2:
         return "stage"
     if inner[0] == "stages" and len(inner) == 3 and inner[2] in ("trigger", "window"):

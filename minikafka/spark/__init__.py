@@ -19,7 +19,8 @@ from ..util.optional import require
 require("pyspark", "spark")  # before the modules below import it: one line naming the extra
 
 from .session import build_session  # noqa: E402
+from .stages.context import StageContext  # noqa: E402
 from .stages.read import read_topic  # noqa: E402
 from .stages.stage import Stage, StageFailed, run_stage  # noqa: E402
 
-__all__ = ["Stage", "StageFailed", "build_session", "read_topic", "run_stage"]
+__all__ = ["Stage", "StageContext", "StageFailed", "build_session", "read_topic", "run_stage"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 TIMESTAMP_GLOB = (
     "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
@@ -54,6 +54,27 @@ def now() -> datetime:
 def utc_now() -> str:
     """The current time in the ledger's text form."""
     return format_timestamp(now())
+
+
+def logical_date(value: date | str | None = None) -> date:
+    """A run's logical date (the night it stands for): ``value``, a date or ``YYYY-MM-DD``;
+    None: today's date in UTC (the clock's).
+
+    Raises:
+        InvalidSettingError: ``value`` is not a date of the form YYYY-MM-DD.
+    """
+    if value is None:
+        return now().date()
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and len(value) == 10:  # fromisoformat alone takes 20240331 too
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    from ..errors import InvalidSettingError
+
+    raise InvalidSettingError(f"logical date must be a date YYYY-MM-DD (e.g. 2024-03-31), got {value!r}")
 
 
 class ManualClock:

@@ -24,7 +24,8 @@ def quoted(text: str) -> str:
 
 
 def to_dot(edges: list[tuple[str, str | None]], counts: dict[str, tuple[int, int]] | None = None,
-           stages: list[str | None] | None = None, title: str | None = None) -> str:
+           stages: list[str | None] | None = None, title: str | None = None,
+           dashed: set[tuple[str, str]] | None = None) -> str:
     """DOT text of the graph (see ``mermaid.render`` for the arguments)."""
     lines = ["digraph pipeline {", "  rankdir=TB;",
              '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontname="Helvetica"];',
@@ -45,7 +46,10 @@ def to_dot(edges: list[tuple[str, str | None]], counts: dict[str, tuple[int, int
         if dst is None or (src, dst) in seen:
             continue
         seen.add((src, dst))
-        attrs = f" [label={quoted(labels[src, dst])}]" if (src, dst) in labels else ""
+        attrs = [f"label={quoted(labels[src, dst])}"] if (src, dst) in labels else []
+        if dashed and (src, dst) in dashed:  # a lookup: read whole, never acked
+            attrs.append("style=dashed")
+        attrs = f" [{', '.join(attrs)}]" if attrs else ""
         lines.append(f"  {quoted(src)} -> {quoted(dst)}{attrs};")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -78,7 +78,7 @@ def edge_labels(edges: list[tuple[str, str | None]], stages: list[str | None] | 
 
 
 def render(edges: list[tuple[str, str | None]], counts: dict[str, tuple[int, int]] | None = None,
-           stages: list[str | None] | None = None) -> str:
+           stages: list[str | None] | None = None, dashed: set[tuple[str, str]] | None = None) -> str:
     """Render edges (source, target or None) as a Mermaid graph.
 
     Args:
@@ -86,6 +86,7 @@ def render(edges: list[tuple[str, str | None]], counts: dict[str, tuple[int, int
         counts: topic -> (new, handled); when given, every node is labelled with them.
         stages: the stage name of each edge (same order as ``edges``), printed on the
             edge (``a -->|split| b``); several stages along one edge are joined by ', '.
+        dashed: edges drawn dashed (``a -.-> b``): a stage's lookups, read whole, never acked.
     """
     lines = ["graph TD"]
     names = _names(edges)
@@ -104,8 +105,8 @@ def render(edges: list[tuple[str, str | None]], counts: dict[str, tuple[int, int
         seen.add((src, dst))
         if dst is None:
             lines.append(f"    {ids[src]}")
-        elif (src, dst) in labels:
-            lines.append(f"    {ids[src]} -->|{label_text(labels[src, dst])}| {ids[dst]}")
         else:
-            lines.append(f"    {ids[src]} --> {ids[dst]}")
+            arrow = "-.->" if dashed and (src, dst) in dashed else "-->"
+            label = f"|{label_text(labels[src, dst])}|" if (src, dst) in labels else ""
+            lines.append(f"    {ids[src]} {arrow}{label} {ids[dst]}")
     return "\n".join(lines)

@@ -45,7 +45,7 @@ LEDGER = REPO / "minikafka" / "ledger"
 ROOMS: dict[str, dict[str, str]] = {
     "topics": {m: m for m in (
         "identifiers", "columns", "keys", "status", "counts", "acks", "layout", "catalog", "bulk", "table",
-        "rowfiles", "arrow", "filters", "browse", "keyed", "evolution")},
+        "rowfiles", "arrow", "filters", "browse", "keyed", "evolution", "lookups", "asof")},
     "consuming": {m: m for m in (
         "consumers", "groups", "queues", "schedules", "windows", "deliveries", "notifications", "quarantine",
         "runlog", "runlog_retention", "retention", "loads", "vitals", "metrics_read", "lineage_log")},

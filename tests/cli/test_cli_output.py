@@ -149,7 +149,7 @@ def test_run_and_check_with_nothing_pending_say_so_in_text_and_json(tmp_path):
     data = json.loads(run("run", pipeline, "--json").stdout)
     assert data["ok"] and data["nothing_to_do"] and not data["dry_run"]
     assert [s["stage"] for s in data["stages"]] == ["split_youtube", "keep_articles", "transcribe", "llm_summary",
-                                                      "score"]
+                                                      "score", "feed_day"]
     assert set(data["stages"][0]) >= {"status", "run_id", "rows_in", "rows_out", "rows_duplicate", "report",
                                       "failed_expectations"}
     dry = run("run", pipeline, "--dry-run")
@@ -157,7 +157,7 @@ def test_run_and_check_with_nothing_pending_say_so_in_text_and_json(tmp_path):
     check = run("check", pipeline)
     assert check.exit_code == 0 and check.stdout.startswith("nothing to check: no stage of homelab has new rows")
     checked = json.loads(run("check", pipeline, "--json").stdout)
-    assert checked["ok"] and checked["nothing_pending"] and len(checked["stages"]) == 5
+    assert checked["ok"] and checked["nothing_pending"] and len(checked["stages"]) == 6 and checked["warnings"] == []
 
 
 def test_ingest_and_watch_print_one_json_object(tmp_path, db_path):

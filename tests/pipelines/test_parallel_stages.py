@@ -53,11 +53,14 @@ def test_independent_stages_run_side_by_side_and_readers_wait_for_every_writer(t
     assert frozenset(("split_youtube", "keep_articles")) in launch.overlaps
     assert frozenset(("transcribe", "llm_summary")) in launch.overlaps or \
         frozenset(("transcribe", "keep_articles")) in launch.overlaps
-    assert not any("score" in pair for pair in launch.overlaps)  # it reads what both branches write
-    assert launch.started[-1] == "score"
-    assert [o.name for o in result.outcomes] == ["split_youtube", "keep_articles", "transcribe", "llm_summary", "score"]
+    # score reads what both branches write: it overlaps only feed_day, which depends on no stage of theirs
+    assert not any("score" in pair and pair != {"score", "feed_day"} for pair in launch.overlaps)
+    assert launch.started.index("score") > max(launch.started.index(s) for s in ("transcribe", "llm_summary"))
+    assert [o.name for o in result.outcomes] == ["split_youtube", "keep_articles", "transcribe", "llm_summary", "score",
+                                                 "feed_day"]
     ended = [line.split(":")[0].strip() for line in lines if line.startswith("   ")]
-    assert sorted(ended) == sorted(o.name for o in result.outcomes) and ended[-1] == "score"
+    assert sorted(ended) == sorted(o.name for o in result.outcomes)
+    assert ended.index("score") > max(ended.index(s) for s in ("transcribe", "llm_summary"))
 
 
 def test_max_parallel_one_runs_one_stage_at_a_time_in_dag_order(tmp_path):
@@ -71,7 +74,7 @@ def test_strict_starts_nothing_after_a_failure(tmp_path):
     assert launch.started == ["split_youtube"]
     assert {o.name: o.status for o in result.outcomes} == {
         "split_youtube": "failed", "keep_articles": "skipped", "transcribe": "skipped", "llm_summary": "skipped",
-        "score": "skipped"}
+        "score": "skipped", "feed_day": "skipped"}
     assert "   keep_articles: skipped (upstream stage failed)" in lines
 
 
@@ -79,7 +82,7 @@ def test_best_effort_runs_every_branch_not_downstream_of_a_failure(tmp_path):
     launch, _lines, result = schedule(tmp_path, width=2, strategy="best_effort", fail={"split_youtube"})
     status = {o.name: o.status for o in result.outcomes}
     assert status == {"split_youtube": "failed", "keep_articles": "succeeded", "transcribe": "skipped",
-                      "llm_summary": "succeeded", "score": "skipped"}
+                      "llm_summary": "succeeded", "score": "skipped", "feed_day": "succeeded"}
     assert "transcribe" not in launch.started and "score" not in launch.started
 
 

@@ -43,3 +43,28 @@ def test_run_options_take_the_pipelines_master_and_staging_when_none_is_given(tm
     defn = load_pipeline(homelab_copy(tmp_path), suites=False)
     assert RunOptions().of(defn).master == defn.master
     assert RunOptions(master="local[3]").of(defn).master == "local[3]"
+
+
+def test_the_logical_date_is_the_one_given_else_the_runs_utc_start_date_for_every_stage(tmp_path):
+    from datetime import date, datetime, timezone
+
+    from minikafka.util.clock import ManualClock, use_clock
+
+    defn = load_pipeline(homelab_copy(tmp_path), suites=False)
+    assert RunOptions(logical_date="2024-03-31").of(defn).logical_date == date(2024, 3, 31)
+    assert RunOptions(logical_date=date(2024, 3, 31)).logical_date == date(2024, 3, 31)
+    with use_clock(ManualClock(datetime(2024, 4, 1, 23, 59, 59, tzinfo=timezone.utc))):
+        fixed = RunOptions().of(defn)  # fixed once, when the run starts: a run past midnight keeps its date
+    assert fixed.logical_date == date(2024, 4, 1)
+
+
+@pytest.mark.parametrize("bad", ["2024-02-30", "31/03/2024", "20240331", "yesterday"])
+def test_a_bad_logical_date_is_one_line_naming_the_form_before_anything_runs(tmp_path, bad):
+    from click.testing import CliRunner
+
+    with pytest.raises(PipelineDefinitionError, match="logical date must be a date YYYY-MM-DD"):
+        RunOptions(logical_date=bad)
+    out = CliRunner().invoke(main, ["run", str(homelab_copy(tmp_path)), "--logical-date", bad])
+    assert out.exit_code == 2
+    assert out.output.strip().splitlines() == [
+        f"Error: logical date must be a date YYYY-MM-DD (e.g. 2024-03-31), got {bad!r}"]

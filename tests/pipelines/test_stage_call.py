@@ -4,6 +4,7 @@ the job parses them back with it; nothing else spells a stage process's argument
 from __future__ import annotations
 
 import ast
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "minikafka"
     {"staging": "file:///mnt/shared/mk", "dry_run": True},
     {"consumer_ids": {"rss.items": 3, "a.b": 12}, "py_files": "/tmp/code.zip"},
     {"remote": "sc://127.0.0.1:15002"},
+    {"logical_date": date(2024, 3, 31)},
 ])
 def test_a_stage_call_reads_back_from_its_arguments_as_it_was_built(tmp_path, given):
     defn = load_pipeline(homelab_copy(tmp_path), suites=False)
@@ -44,6 +46,13 @@ def test_a_bad_consumer_id_is_a_usage_error():
     with pytest.raises(SystemExit) as stopped:
         StageCall.from_argv(["--pipeline", "p.toml", "--stage", "s", "--consumer-id", "topic"])
     assert stopped.value.code == 2
+
+
+def test_a_bad_logical_date_is_a_usage_error_naming_the_form(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        StageCall.from_argv(["--pipeline", "p.toml", "--stage", "s", "--logical-date", "31/03/2024"])
+    assert stopped.value.code == 2
+    assert "--logical-date: logical date must be a date YYYY-MM-DD" in capsys.readouterr().err
 
 
 def test_submit_and_client_commands_end_with_the_stage_calls_arguments(tmp_path):

@@ -52,7 +52,7 @@ def test_watch_until_idle_on_the_example_pipeline_gives_the_same_ledger_as_run(s
     lines = []
     result = Watch(by_watch, spark=spark, until_idle=True, echo=lines.append).run()
     assert result.ok and [o.name for o in result.outcomes] == [s.name for s in by_watch.stages]
-    assert len([line for line in lines if "succeeded" in line]) == 5  # one status line per run
+    assert len([line for line in lines if "succeeded" in line]) == 6  # one status line per run
     assert ledger_state(by_watch) == ledger_state(by_run)
     assert Watch(by_watch, spark=spark, until_idle=True, echo=lambda m: None).run().outcomes == []
 

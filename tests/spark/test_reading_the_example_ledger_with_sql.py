@@ -23,7 +23,7 @@ from tests.util import sqldoc
 
 pytestmark = pytest.mark.spark
 
-CONSUMERS = {"rss.items": ["split_youtube", "keep_articles"], "rss.youtube": ["transcribe"],
+CONSUMERS = {"rss.items": ["split_youtube", "keep_articles", "feed_day"], "rss.youtube": ["transcribe"],
              "rss.articles": ["llm_summary"], "rss.summaries": ["score"], "rss.scored": []}
 
 

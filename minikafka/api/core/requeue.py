@@ -46,13 +46,15 @@ class RequeueResult(Result):
                 f"{self.duplicates} already in the topic; {len(self.failed)} still failing")
 
 
-def requeue(topic: TopicHandle | TopicRows, ids: list[int] | None = None) -> RequeueResult:
+def requeue(topic: TopicHandle | TopicRows, ids: list[int] | None = None, *, rerun: bool = False) -> RequeueResult:
     """Requeue quarantined rows of ``topic`` (only ``ids``; default every row), oldest first.
 
     A row a stage gave up on (origin ``stage``) becomes pending again for that stage's
     consumer; one an HTTP delivery gave up on (``delivery``), for that delivery's group.
     Any other row (a file line, an output that failed an expectation) is validated
-    against the topic's model again and appended. A row that still fails stays in the
+    against the topic's model again and appended; with ``rerun``, an output a stage's
+    expectation set aside instead makes its input row pending again for that stage, which
+    computes it again, checks included (a fact whose lookup row arrived since now joins). A row that still fails stays in the
     quarantine with its attempts counted and the new reason; the others leave it. Everything happens in one transaction.
 
     Raises:
@@ -68,7 +70,7 @@ def requeue(topic: TopicHandle | TopicRows, ids: list[int] | None = None) -> Req
             if missing:
                 raise MinikafkaError(f"no quarantined row(s) {missing} in topic {topic.name!r}")
         for row in rows:
-            reason = _requeue_one(topic, conn, row, now, result)
+            reason = _requeue_one(topic, conn, row, now, result, rerun)
             if reason is None:
                 store.purge_in_current_transaction(conn, topic.name, ids=[row["id"]])
             else:
@@ -78,7 +80,7 @@ def requeue(topic: TopicHandle | TopicRows, ids: list[int] | None = None) -> Req
 
 
 def requeue_named(source: SourceHandle, topic: str, ids: list[int] | None = None,
-                  model: type[BaseModel] | None = None) -> RequeueResult:
+                  model: type[BaseModel] | None = None, *, rerun: bool = False) -> RequeueResult:
     """``requeue`` on the topic named ``topic``, opened with ``model`` (default: the model the ledger
     recorded for it): what ``minikafka quarantine TOPIC requeue`` and the web console both call.
 
@@ -87,10 +89,12 @@ def requeue_named(source: SourceHandle, topic: str, ids: list[int] | None = None
         MinikafkaError: an id that is not a quarantined row of this topic.
     """
     cls = model or source.model_of(topic)
-    return requeue(source.topic(topic, cls, dedup=source.layout(topic).dedup or None), ids)
+    return requeue(source.topic(topic, cls, dedup=source.layout(topic).dedup or None), ids, rerun=rerun)
 
 
-def _requeue_one(topic: TopicRows, conn, row: dict, now: str, result: RequeueResult) -> str | None:
+def _requeue_one(topic: TopicRows, conn, row: dict, now: str, result: RequeueResult, rerun: bool) -> str | None:
+    if rerun and row["origin"] == "quality" and row["consumer"] and row["row_id"] is not None:
+        return _rerun(conn, row, now, result)
     if row["origin"] == "queue" and row["consumer"] and row["row_id"] is not None:
         # a work queue's dead job: pending again for that queue, with fresh attempts
         cid = acks.find_consumer(conn, topic.name, row["consumer"])
@@ -111,6 +115,8 @@ def _requeue_one(topic: TopicRows, conn, row: dict, now: str, result: RequeueRes
         acks.replay_in_current_transaction(conn, topic.name, cid, row["row_id"], row["row_id"], now)
         result.replayed += 1
         return None
+    if rerun:
+        return "not an output a stage's expectation set aside: requeue it without --rerun"
     try:
         payload = json.loads(row["payload"] or "")
     except ValueError as exc:
@@ -130,4 +136,17 @@ def _requeue_one(topic: TopicRows, conn, row: dict, now: str, result: RequeueRes
         result.duplicates += 1
     else:
         result.appended += 1
+    return None
+
+
+def _rerun(conn, row: dict, now: str, result: RequeueResult) -> str | None:
+    """The input row an output set aside by a stage's expectation came from, pending again for
+    that stage's consumer (its one input: the ledger records the parent's id, not its topic)."""
+    topics = acks.topics_of_consumer(conn, row["consumer"])
+    if len(topics) != 1:
+        return (f"stage consumer {row['consumer']!r} reads {len(topics)} topics {topics!r}: which one row "
+                f"{row['row_id']} belongs to is not recorded; use 'minikafka replay' on it")
+    cid = acks.find_consumer(conn, topics[0], row["consumer"])
+    acks.replay_in_current_transaction(conn, topics[0], cid, row["row_id"], row["row_id"], now)
+    result.replayed += 1
     return None

@@ -22,7 +22,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
-from ..topics import acks, counts, filters
+from ..topics import acks, counts, filters, keyed
 from ..topics.layout import TopicLayout
 from ..topics.table import TopicTable
 from . import quarantine, queues
@@ -82,6 +82,7 @@ class TopicOverview:
     partitions: int
     groups: list[ConsumerPositions]
     quarantined: int
+    table: dict | None = None  # a keyed table: {key, merge, current (keys), superseded (versions kept)}
 
     @property
     def consumers(self) -> list[str]:
@@ -89,17 +90,25 @@ class TopicOverview:
 
     def as_dict(self) -> dict:
         """The ``minikafka topics --json`` record: {topic, new, handled, total, high_watermark,
-        partitions, consumers, groups: [{name, partitions: [{partition, committed, lag}]}], quarantined}."""
-        return {"topic": self.topic, "new": self.new, "handled": self.handled, "total": self.total,
-                "high_watermark": self.high_watermark, "partitions": self.partitions, "consumers": self.consumers,
-                "groups": [g.as_dict() for g in self.groups], "quarantined": self.quarantined}
+        partitions, consumers, groups: [{name, partitions: [{partition, committed, lag}]}], quarantined}, and
+        for a keyed table ``table``: {key, merge, current, superseded}."""
+        out = {"topic": self.topic, "new": self.new, "handled": self.handled, "total": self.total,
+               "high_watermark": self.high_watermark, "partitions": self.partitions, "consumers": self.consumers,
+               "groups": [g.as_dict() for g in self.groups], "quarantined": self.quarantined}
+        if self.table is not None:
+            out["table"] = self.table
+        return out
 
 
 def topic_overview(conn: sqlite3.Connection, layout: TopicLayout) -> TopicOverview:
     """``layout``'s topic at a glance; every figure from positions and row marks, whatever its size."""
     tally = counts.topic_counts(conn, layout.name)  # rows committed by offset count as handled
+    spec = keyed.table_spec(conn, layout.name)
+    table = None if spec is None else {"key": list(spec.key), "merge": dict(spec.merge),
+                                       "current": keyed.count_current(conn, layout.name),
+                                       "superseded": keyed.count_superseded(conn, layout.name)}
     return TopicOverview(layout.name, tally.new, tally.handled, tally.total, tally.high_watermark, layout.partitions,
-                         topic_positions(conn, layout.name), quarantine.count_quarantined(conn, layout.name))
+                         topic_positions(conn, layout.name), quarantine.count_quarantined(conn, layout.name), table)
 
 
 # -- rows matching a filter --------------------------------------------------------------------

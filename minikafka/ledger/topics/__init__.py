@@ -5,15 +5,17 @@ layout (``layout``) and the catalog of topics (``catalog``); the one reader and 
 topic's rows (``table``) with its bulk sizing (``bulk``), row files (``rowfiles``) and Arrow
 export (``arrow``); the ack positions every way of consuming keeps (``acks``), the status
 expressions read from them (``status``) and counts that do not scan (``counts``); safe row
-filters (``filters``), a model's changes applied in place (``evolution``), the id range of a time span (``browse``), and keyed tables (``keyed``:
-merged versions of rows by key, their current rows).
+filters (``filters``), a model's changes applied in place (``evolution``), the id range of a
+time span (``browse``), keyed tables (``keyed``: merged versions of rows by key, their current
+rows), the snapshot a stage's lookups read (``lookups``), and reads as of a snapshot of every
+topic's high-water mark (``asof``).
 
 The lowest room: it imports no other room of the ledger. The acks live here, not with the
 consumption state, because a topic's rows have no status column: ``table`` reads what is
 pending from the ack positions, so the two are one floor.
 """
 
-from . import acks, browse, bulk, catalog, counts, evolution, filters, keyed, keys, rowfiles
+from . import acks, asof, browse, bulk, catalog, counts, evolution, filters, keyed, keys, lookups, rowfiles
 from .acks import find_consumer, lag
 from .arrow import rows_to_arrow
 from .catalog import stored_model_path, topic_names
@@ -32,6 +34,7 @@ from .identifiers import LEDGER_PREFIX, quote_identifier, validate_consumer_name
 from .keyed import table_spec
 from .keys import row_hashes
 from .layout import META_SELECT, N_META, TopicLayout
+from .lookups import LookupBounds, lookup_bounds, lookup_subquery
 from .rowfiles import MAX_ATTACHED, write_row_file
 from .table import (
     PAGE,
@@ -45,6 +48,7 @@ from .table import (
 
 __all__ = [
     "acks",
+    "asof",
     "browse",
     "bulk",
     "catalog",
@@ -68,6 +72,10 @@ __all__ = [
     "keys",
     "lag",
     "LEDGER_PREFIX",
+    "lookup_bounds",
+    "lookup_subquery",
+    "LookupBounds",
+    "lookups",
     "MAX_ATTACHED",
     "META_SELECT",
     "N_META",

@@ -57,6 +57,13 @@ def consumer_names(conn: sqlite3.Connection, topic: str) -> list[str]:
     )]
 
 
+def topics_of_consumer(conn: sqlite3.Connection, name: str) -> list[str]:
+    """The topics a consumer of this name is registered on, sorted (a stage's inputs)."""
+    return [r[0] for r in conn.execute(
+        "SELECT topic FROM _minikafka_consumers WHERE name = ? ORDER BY topic", (name,)
+    )]
+
+
 def find_consumer(conn: sqlite3.Connection, topic: str, name: str) -> int | None:
     row = conn.execute(
         "SELECT id FROM _minikafka_consumers WHERE topic = ? AND name = ?", (topic, name)

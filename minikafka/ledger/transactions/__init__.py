@@ -10,7 +10,7 @@ a report (``read_transaction``).
 Imports the topics and consumption rooms below it, never the file-care room above.
 """
 
-from . import filecheck
+from . import filecheck, identity
 from .commit import (
     ConcurrentRunError,
     InputState,
@@ -39,6 +39,7 @@ __all__ = [
     "failed_rows_since",
     "filecheck",
     "flush",
+    "identity",
     "InputState",
     "Ledger",
     "LEDGER_FORMAT",

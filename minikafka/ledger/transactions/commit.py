@@ -6,6 +6,9 @@ Inside one ``BEGIN IMMEDIATE`` it
    bounded by one batch), skipping rows whose dedup key the target already holds
    and keys repeated inside the batch (``ON CONFLICT DO NOTHING`` on the unique dedup
    index: an anti-join whose cost grows with the new rows, not with the target's history);
+   an output that is a keyed table is merged by key instead (``keyed.merge_rows_in_current_transaction``:
+   a version per new or changed key; ``rows_out`` counts versions, ``rows_duplicate`` the rows
+   that wrote none, and ``details["tables"]`` the inserted / updated / unchanged keys);
 2. records per-row failures (attempts; after ``max_attempts`` the row is quarantined);
 3. acks, for the stage's consumer, exactly the rows that were pending up to the
    high-watermark taken when the stage started, less the rows that failed;
@@ -38,7 +41,7 @@ from ...util.gcpause import gc_paused
 from ..consuming import loads
 from ..consuming.quarantine import Quarantined, quarantine_in_current_transaction
 from ..consuming.runlog import RunResult, write_run_in_current_transaction
-from ..topics import acks, bulk
+from ..topics import acks, bulk, keyed
 from ..topics.catalog import read_layout
 from ..topics.layout import TopicLayout
 from ..topics.table import TopicTable
@@ -90,6 +93,7 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
     """
     now = utc_now()
     counts = (run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed)
+    tables = json.loads(json.dumps(run.details["tables"])) if run.details and "tables" in run.details else None
     try:
         with bulk.page_cache(ledger.conn, [o.layout.name for o in outputs]):  # the outputs' key indexes
             _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
@@ -97,6 +101,10 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
                                    quarantine=quarantine, finishers=finishers)
     except BaseException:  # rolled back: the run's counts say what is committed, which is nothing of this
         run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed = counts
+        if run.details is not None:
+            run.details.pop("tables", None)
+        if tables is not None:
+            run.details["tables"] = tables
         raise
     checkpoint("commit:after-commit")
     return run
@@ -142,13 +150,37 @@ def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer
 
 def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResult, now: str,
                    default_parent_topic: str | None) -> None:
+    spec = keyed.table_spec(conn, output.layout.name)
     try:
+        if spec is not None:
+            _merge_output(conn, output, spec, run, now, default_parent_topic)
+            return
         written, duplicates = TopicTable(conn, output.layout).insert_arrow_in_current_transaction(
             output.batches, now, run.run_id, default_parent_topic=default_parent_topic)
     except InvalidRecordError as err:
         raise InvalidRecordError(f"{err} (output row of the stage; nothing was committed)") from None
     run.rows_out += written
     run.rows_duplicate += duplicates
+
+
+def _merge_output(conn: sqlite3.Connection, output: StagedOutput, spec: keyed.TableSpec, run: RunResult, now: str,
+                  default_parent_topic: str | None) -> None:
+    """An output into a keyed table: its rows merged by key (``keyed.merge_rows_in_current_transaction``)
+    in this transaction. ``rows_out`` counts the versions written; ``rows_duplicate`` the rows
+    that left their key's row as it was (an unchanged key); ``details["tables"][topic]`` says
+    how many keys were inserted, updated and unchanged."""
+    merged = keyed.merge_rows_in_current_transaction(conn, output.layout, output.batches, now, run.run_id, spec=spec,
+                                                     default_parent_topic=default_parent_topic)
+    run.rows_out += merged.versions
+    run.rows_duplicate += merged.rows - merged.versions
+    if run.details is None:
+        run.details = {}
+    tables = run.details.setdefault("tables", {})
+    counts = tables.setdefault(output.layout.name, {"rows": 0, "inserted": 0, "updated": 0, "unchanged": 0})
+    counts["rows"] += merged.rows
+    counts["inserted"] += merged.inserted
+    counts["updated"] += merged.updated
+    counts["unchanged"] += merged.unchanged
 
 
 def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int, consumer: str,

@@ -9,7 +9,7 @@ The arguments::
 
     JOB --pipeline FILE --stage NAME [--run-id ID] [--source FILE]
         [--remote sc://HOST:PORT | --remote-env] [--py-files ZIP]
-        [--staging URI] [--consumer-id TOPIC=ID ...] [--dry-run]
+        [--staging URI] [--consumer-id TOPIC=ID ...] [--logical-date YYYY-MM-DD] [--dry-run]
 
 An engine URL that carries a secret (a token) never goes on the command line (``ps`` and
 ``/proc`` show it): ``to_argv`` says ``--remote-env`` and ``env()`` puts the URL in
@@ -21,8 +21,11 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass, field
+from datetime import date
 
+from ...errors import InvalidSettingError
 from ...spark.engine import ENGINE_URL_ENV
+from ...util.clock import logical_date as logical_date_of
 from ...util.procs import child_env
 from ...util.redact import url_secrets
 from ..definition import PipelineDefinition, StageDefinition
@@ -37,7 +40,9 @@ class StageCall:
     ``source``: the ledger; ``staging``: a URI every node sees; ``consumer_ids``: {input: id}
     of the stage's consumer, registered by the scheduler (the process then registers nothing
     and opens only the stage's topics); ``remote``: run as a client of the engine at that URL;
-    ``py_files``: a zip of the code to ship to the engine; ``dry_run``: commit nothing.
+    ``py_files``: a zip of the code to ship to the engine; ``dry_run``: commit nothing;
+    ``logical_date``: the run's logical date (the stage's ``ctx.logical_date``; None: the
+    stage's own UTC start date).
     """
 
     job: str
@@ -50,6 +55,7 @@ class StageCall:
     remote: str | None = None
     py_files: str | None = None
     dry_run: bool = False
+    logical_date: date | None = None
 
     @classmethod
     def of(cls, defn: PipelineDefinition, sd: StageDefinition, run_id: str, **given) -> StageCall:
@@ -67,6 +73,7 @@ class StageCall:
         argv += ["--py-files", self.py_files] if self.py_files else []
         argv += ["--staging", self.staging] if self.staging else []
         argv += [arg for name, cid in sorted(self.consumer_ids.items()) for arg in ("--consumer-id", f"{name}={cid}")]
+        argv += ["--logical-date", self.logical_date.isoformat()] if self.logical_date else []
         return argv + (["--dry-run"] if self.dry_run else [])
 
     def env(self) -> dict[str, str]:
@@ -91,12 +98,18 @@ class StageCall:
             if not topic or not cid.isdigit():
                 parser.error(f"--consumer-id takes TOPIC=ID, got {value!r}")
             ids[topic] = int(cid)
+        logical = None
+        if args.logical_date is not None:
+            try:
+                logical = logical_date_of(args.logical_date)
+            except InvalidSettingError as exc:
+                parser.error(f"--logical-date: {exc}")
         remote = args.remote
         if args.remote_env:
             remote = os.environ.get(ENGINE_URL_ENV) or parser.error(f"--remote-env: ${ENGINE_URL_ENV} is not set")
         return cls(job=job, pipeline=args.pipeline, stage=args.stage, run_id=args.run_id, source=args.source,
                    staging=args.staging, consumer_ids=ids, remote=remote, py_files=args.py_files,
-                   dry_run=args.dry_run)
+                   dry_run=args.dry_run, logical_date=logical)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -112,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="as --remote, with the URL read from $MINIKAFKA_ENGINE_URL (a token stays off the "
                              "command line)")
     parser.add_argument("--py-files", help="a zip of the job's code for the engine's Python workers (with --remote)")
+    parser.add_argument("--logical-date", metavar="YYYY-MM-DD",
+                        help="the run's logical date, the transform's ctx.logical_date (default: today in UTC)")
     parser.add_argument("--consumer-id", action="append", default=[], metavar="TOPIC=ID",
                         help="the stage's consumer id on an input, registered by the runner that started this job "
                              "(which created and checked every topic): the job registers nothing and opens only "

@@ -77,14 +77,14 @@ class ChildLauncher:
     width = 1
 
     def __init__(self, defn: PipelineDefinition, *, registered: dict[tuple[str, str], int], dry_run: bool,
-                 staging: str | None, echo, width: int = 1):
+                 staging: str | None, echo, width: int = 1, logical_date=None):
         self.defn, self.registered, self.dry_run, self.staging, self.echo = defn, registered, dry_run, staging, echo
-        self.width = width
+        self.width, self.logical_date = width, logical_date
 
     def call(self, sd: StageDefinition, run_id: str, **given) -> StageCall:
         """The stage's ``StageCall`` (``given``: what this launcher adds, e.g. ``remote``)."""
         return StageCall.of(self.defn, sd, run_id, dry_run=self.dry_run, staging=self.staging,
-                            consumer_ids=stage_ids(self.registered, sd), **given)
+                            consumer_ids=stage_ids(self.registered, sd), logical_date=self.logical_date, **given)
 
     def command(self, sd: StageDefinition, run_id: str, pending: int | None) -> tuple[list[str], StageCall]:
         raise NotImplementedError

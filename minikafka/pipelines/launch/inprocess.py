@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import time
+from datetime import date
 
 from ...api.source import Source
 from ...errors import MinikafkaError, StageRunningError, StagingError
@@ -30,25 +31,26 @@ def build_stage(defn: PipelineDefinition, sd: StageDefinition, *, suites: bool =
     return Stage(sd.name, sd.inputs, sd.outputs, transform=getattr(module, "transform", None),
                  row_fn=getattr(module, "row_fn", None), consumer=sd.consumer, strategy=sd.strategy,
                  max_attempts=sd.max_attempts, partitions=sd.partitions, topic_partitions=sd.topic_partitions,
-                 suites=[copy.copy(suite) for suite in sd.suites] if suites else [], start=sd.start)
+                 suites=[copy.copy(suite) for suite in sd.suites] if suites else [], start=sd.start,
+                 lookups=list(sd.lookups))
 
 
 def run_in_process(spark, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
                    staging: str | None = None, upto: dict[str, int] | None = None,
                    run_id: str | None = None, source: Source | None = None,
-                   consumer_ids: dict[str, int] | None = None) -> StageOutcome:
+                   consumer_ids: dict[str, int] | None = None, logical_date: date | None = None) -> StageOutcome:
     """Run one stage in this process (``spark`` None: a run with no rows, no JVM), on
     ``source`` (the runner's, every topic open and ``consumer_ids`` registered) or on the
-    ledger opened for it."""
+    ledger opened for it; ``logical_date``: the run's (None: today in UTC)."""
     if source is not None:
-        return _run_on(spark, source, defn, sd, dry_run, staging, upto, run_id, consumer_ids)
+        return _run_on(spark, source, defn, sd, dry_run, staging, upto, run_id, consumer_ids, logical_date)
     with open_source(defn, register=not dry_run) as opened:
-        return _run_on(spark, opened, defn, sd, dry_run, staging, upto, run_id, None)
+        return _run_on(spark, opened, defn, sd, dry_run, staging, upto, run_id, None, logical_date)
 
 
 def _run_on(spark, source: Source, defn: PipelineDefinition, sd: StageDefinition, dry_run: bool,
             staging: str | None, upto: dict[str, int] | None, run_id: str | None,
-            consumer_ids: dict[str, int] | None) -> StageOutcome:
+            consumer_ids: dict[str, int] | None, logical_date: date | None) -> StageOutcome:
     from ...spark.stages.stage import StageFailed, run_stage
 
     t0 = time.perf_counter()
@@ -60,10 +62,12 @@ def _run_on(spark, source: Source, defn: PipelineDefinition, sd: StageDefinition
             from ...spark.stages.chunks import combine, run_stage_in_chunks
 
             row = combine(run_stage_in_chunks(spark, source, build_stage(defn, sd), sd.window_rows,
-                                              run_id=run_id, dry_run=dry_run, upto=upto, staging=staging))
+                                              run_id=run_id, dry_run=dry_run, upto=upto, staging=staging,
+                                              pipeline=defn.name, logical_date=logical_date))
             return StageOutcome(sd.name, row["status"], time.perf_counter() - t0, row)
         run = run_stage(spark, source, build_stage(defn, sd, suites=spark is not None), dry_run=dry_run,
-                        upto=upto, staging=staging, run_id=run_id, consumer_ids=consumer_ids)
+                        upto=upto, staging=staging, run_id=run_id, consumer_ids=consumer_ids, pipeline=defn.name,
+                        logical_date=logical_date)
     except StageFailed as exc:
         return StageOutcome(sd.name, "failed", time.perf_counter() - t0, run_row(source, exc.run_id), str(exc))
     except (StageRunningError, StagingError) as exc:
@@ -127,9 +131,11 @@ class InProcessLauncher:
     width = 1
 
     def __init__(self, defn: PipelineDefinition, *, source: Source, registered: dict[tuple[str, str], int],
-                 master: str, staging: str | None, dry_run: bool, url: str | None, py_files: str | None):
+                 master: str, staging: str | None, dry_run: bool, url: str | None, py_files: str | None,
+                 logical_date: date | None = None):
         self.defn, self.source, self.registered = defn, source, registered
         self.master, self.staging, self.dry_run, self.url, self.py_files = master, staging, dry_run, url, py_files
+        self.logical_date = logical_date
         self.spark = None
 
     def launch(self, sd: StageDefinition, run_id: str, procs=None, *, pending: int | None = None) -> StageOutcome:
@@ -139,7 +145,8 @@ class InProcessLauncher:
             if failed is not None:
                 return failed
         return run_in_process(self.spark, self.defn, sd, self.dry_run, self.staging, run_id=run_id,
-                              source=self.source, consumer_ids=stage_ids(self.registered, sd))
+                              source=self.source, consumer_ids=stage_ids(self.registered, sd),
+                              logical_date=self.logical_date)
 
     def starting(self, sd: StageDefinition) -> None:
         """Nothing to warm: the stage runs on this process's session."""

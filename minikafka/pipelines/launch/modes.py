@@ -76,11 +76,13 @@ def open_launcher(defn: PipelineDefinition, chosen: list[StageDefinition], opts:
         py_files = None if (is_local_master(opts.master) and url is None) else str(code_zip(defn, scratch.name))
         if opts.in_process:
             yield InProcessLauncher(defn, source=source, registered=registered, master=opts.master,
-                                    staging=opts.staging, dry_run=opts.dry_run, url=url, py_files=py_files)
+                                    staging=opts.staging, dry_run=opts.dry_run, url=url, py_files=py_files,
+                                    logical_date=opts.logical_date)
             return
         source.close()  # the stages' processes open it themselves; the runner reads their rows from their output
         width = opts.max_parallel or (defn.engine.max_parallel if url else None) or (2 if url else 1)
-        common = dict(registered=registered, dry_run=opts.dry_run, staging=opts.staging, echo=echo, width=width)
+        common = dict(registered=registered, dry_run=opts.dry_run, staging=opts.staging, echo=echo, width=width,
+                      logical_date=opts.logical_date)
         if url is None:
             yield SubmitLauncher(defn, master=opts.master, py_files=py_files, **common)
             return

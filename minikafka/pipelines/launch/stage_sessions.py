@@ -68,7 +68,7 @@ class StageSessions:
         import queue
 
         self.defn, self.url, self.code_zip = defn, url, code_zip
-        self._upstream = {sd.name: {o.name for o in stages if o is not sd and set(o.outputs) & set(sd.inputs)}
+        self._upstream = {sd.name: {o.name for o in stages if o is not sd and set(o.outputs) & set(sd.reads)}
                           for sd in stages}
         self._started: set[str] = set()
         self._made: dict[str, tuple[str, object]] = {}  # stage -> (session id, its client), once it holds the code

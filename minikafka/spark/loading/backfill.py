@@ -33,7 +33,7 @@ from ...ledger.consuming import (
     start_run_in_current_transaction,
     write_run_in_current_transaction,
 )
-from ...ledger.topics import MAX_ATTACHED, TopicLayout, bulk, catalog
+from ...ledger.topics import MAX_ATTACHED, TopicLayout, bulk, catalog, keyed
 from ...ledger.transactions import commit_slices
 from ...util import dumpfiles
 from ...util.clock import utc_now
@@ -295,6 +295,7 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
         BackfillOptionError: a nonsense option (names it); checked before anything else.
         StagingError: also raised before anything is read when a local staging path is missing.
         TopicNotFoundError: the topic does not exist.
+        BackfillError: also when the topic is a keyed table (appended slices cannot merge).
     """
     from ...errors import StageRunningError
     from ...util.filelock import LockBusy, exclusive_lock
@@ -304,6 +305,10 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
     check_staging(staging)
     model = model or source.model_of(topic)
     layout = catalog.check_model(source.ledger.conn, source.layout(topic), model)  # checked as reopening checks
+    if keyed.table_spec(source.ledger.conn, topic) is not None:  # appended slices would bypass the merge
+        raise BackfillError(f"{topic!r} is a keyed table: backfill appends rows and cannot merge them by key; "
+                            "backfill the dumps into a topic and let a stage write the table, or use "
+                            "'minikafka ingest' (which merges); nothing was written")
     found = discover(paths)
     run = RunResult(new_run_id(f"backfill-{topic}"), "backfill", stage=f"backfill:{topic}", outputs=[topic],
                     inputs=[str(p) for p in found], details={"as_handled": as_handled})

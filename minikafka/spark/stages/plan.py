@@ -2,30 +2,38 @@
 
 ``plan_stage`` reads, in one transaction, the layouts of the stage's topics, registers
 (or finds) its consumer on each input and takes each input's bounds: the high-watermark
-and the rows pending for the consumer up to it. Spark then reads exactly those rows and
+and the rows pending for the consumer up to it, and each lookup's bounds (its high-water id
+and row count: ``ledger.topics.lookups``), so lookups are read in the same snapshot. Spark then reads exactly those rows and
 the commit settles exactly them (``ledger.transactions.commit``), with the same consumer ids: nothing
 is asked twice.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...api.source import Source
-from ...ledger.topics import ReadBounds, TopicLayout, TopicTable, acks
+from ...ledger.topics import LookupBounds, ReadBounds, TopicLayout, TopicTable, acks, asof, lookup_bounds
+from ...ledger.transactions import identity
 from ...util.clock import utc_now
 
 
 @dataclass(frozen=True)
 class StagePlan:
     """Layouts by topic, the consumer's id on each input (None: a dry run of a consumer
-    not registered yet), and each input's bounds."""
+    not registered yet), each input's bounds, and the snapshot: {topic: high-water id} of
+    every topic and keyed table in the file, read in the same transaction (an input's is
+    the upper bound of its read), which the stage's context reads through."""
 
     consumer: str
     inputs: dict[str, TopicLayout]
     outputs: dict[str, TopicLayout]
     consumer_ids: dict[str, int | None]
     bounds: dict[str, ReadBounds]
+    lookups: dict[str, TopicLayout] = field(default_factory=dict)
+    lookup_bounds: dict[str, LookupBounds] = field(default_factory=dict)
+    ledger_id: str | None = None  # the ledger's identity (a cached lookup's key)
+    snapshot: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows_in(self) -> int:
@@ -70,4 +78,10 @@ def plan_stage(source: Source, stage, *, upto: dict[str, int] | None = None, dry
                                                        partitions=stage.topic_partitions, start=stage.start)
             for name, layout in inputs.items()
         }
-    return StagePlan(consumer, inputs, outputs, ids, bounds)
+        names = getattr(stage, "lookups", None) or []
+        lookups = {name: layouts.get(name) or source.layout(name) for name in names}
+        fixed = {name: lookup_bounds(conn, layout) for name, layout in lookups.items()}
+        ledger_id = identity.read_identity(conn) if lookups else None
+        snapshot = asof.high_waters(conn)
+    snapshot.update({name: min(b.upto, snapshot.get(name, b.upto)) for name, b in bounds.items()})
+    return StagePlan(consumer, inputs, outputs, ids, bounds, lookups, fixed, ledger_id, snapshot)

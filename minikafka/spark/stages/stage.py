@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from ...ledger.consuming import runlog_retention as retention
 from ...ledger.lake import finishers_for as lake_finishers
 from ...ledger.topics import TopicLayout, acks, catalog, validate_consumer_name, validate_topic_name
 from ...ledger.transactions import Event, InputState, StagedOutput, commit_stage
+from ...util.clock import logical_date as logical_date_of
 from ...util.faults import checkpoint
 from ...util.redact import redact_and_cut
 from ...util.strategy import strategy_problem
@@ -34,7 +36,9 @@ from ..engine import engine_of, engine_stopped_error, is_connect, master_of
 from ..staging import lock_path
 from ..types import quote_back, storage_sql_type
 from .conform import conform, refused_rows
+from .context import StageContext, takes_context
 from .follow import V2_COMMITTER, FollowedWrite
+from .lookup import read_lookups
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
@@ -76,8 +80,10 @@ class Stage:
         inputs: topic names it consumes.
         outputs: topic names it writes.
         transform: ``df -> df`` (one output) or ``-> {topic: df}``; with several inputs
-            it receives ``{topic: df}``. Input frames carry ``_id`` (kept, it becomes the
-            output's parent id) and the other metadata columns.
+            or any lookup it receives ``{topic: df}`` (inputs and lookups). Input frames carry ``_id`` (kept, it becomes the
+            output's parent id) and the other metadata columns. A transform that takes a
+            second positional parameter gets the stage's ``StageContext`` there
+            (``transform(df, ctx)``: run id, logical date, reads of any topic; context.py).
         row_fn: alternatively, a function on the input model returning an output model,
             a dict, a list of them, or None; run on the executors.
         strategy: "strict" (any failing row fails the stage) or "best_effort" (failing
@@ -86,6 +92,8 @@ class Stage:
             (or hosts) given disjoint partitions split a topic without overlap.
         start: where the stage's consumer starts when it is new: "earliest" (every row of
             its inputs) or "latest" (only rows appended from then on).
+        lookups: topics or keyed tables read whole beside the new rows, in the plan's
+            snapshot, never acked (``lookup.py``): their frames hold the model fields only.
     """
 
     name: str
@@ -100,6 +108,7 @@ class Stage:
     suites: list[Any] = field(default_factory=list)
     topic_partitions: list[int] | None = None  # consume only these partitions of the inputs
     start: str = "earliest"
+    lookups: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         validate_consumer_name(self.name)
@@ -107,6 +116,16 @@ class Stage:
         self.outputs = [validate_topic_name(t) for t in ([self.outputs] if isinstance(self.outputs, str) else self.outputs)]
         if not self.inputs or not self.outputs:
             raise PipelineError(f"stage {self.name!r} needs at least one input and one output topic")
+        self.lookups = [validate_topic_name(t) for t in ([self.lookups] if isinstance(self.lookups, str)
+                                                         else self.lookups or [])]
+        for name in self.lookups:
+            if name in self.inputs or name in self.outputs:
+                role = "an input" if name in self.inputs else "an output"
+                raise PipelineError(f"stage {self.name!r}: lookup {name!r} is also {role} of the stage; "
+                                    "a topic is read as new rows (inputs) or whole (lookups), not both")
+        if self.row_fn is not None and self.lookups:
+            raise PipelineError(f"stage {self.name!r}: a row_fn stage cannot take lookups; use transform= "
+                                "(it receives {topic: DataFrame} with the lookups)")
         if (self.transform is None) == (self.row_fn is None):
             raise PipelineError(f"stage {self.name!r} needs exactly one of transform= or row_fn=")
         if self.row_fn is not None and (len(self.inputs) != 1 or len(self.outputs) != 1):
@@ -198,7 +217,8 @@ def register_consumers(source: Source, stages: list[Stage]) -> list:
 def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 50_000,
               staging: str | None = None, dry_run: bool = False, run_id: str | None = None,
               lock_wait: float = 0.0, upto: dict[str, int] | None = None,
-              consumer_ids: dict[str, int] | None = None) -> RunResult:
+              consumer_ids: dict[str, int] | None = None, pipeline: str | None = None,
+              logical_date: date | str | None = None) -> RunResult:
     """Run one stage end to end and return its RunResult (also in the run log).
 
     ``upto`` caps the high-watermark of some inputs ({topic: id}): rows above it wait
@@ -213,11 +233,15 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
         consumer_ids: {input: the consumer's id} when the caller registered the stage's
             consumer already (a pipeline registers every stage's before any runs): the plan
             then registers nothing again.
+        pipeline: the pipeline's name, for the transform's context (``ctx.pipeline``).
+        logical_date: the night the run stands for (a date or ``YYYY-MM-DD``; default: today
+            in UTC): ``ctx.logical_date``, recorded in the run's ``details["logical_date"]``.
 
     Raises:
         TopicNotFoundError: an input or output topic is not in the ledger (nothing runs).
         StageRunningError: another run of this stage holds its lock (nothing was touched).
         StagingError: the staging location is missing or not writable (nothing runs).
+        InvalidSettingError: ``logical_date`` is not a date (nothing runs).
         StageFailed: anything went wrong; nothing was committed and the inputs stay new.
     """
     from ...errors import StageRunningError
@@ -227,7 +251,9 @@ def run_stage(spark, source: Source, stage: Stage, *, commit_batch_rows: int = 5
     run = RunResult(run_id or new_run_id(stage.name), "stage", stage=stage.name, consumer=stage.consumer_name,
                     inputs=list(stage.inputs), outputs=list(stage.outputs),
                     details={"strategy": stage.strategy, "engine": "spark",
-                             "session": "connect" if is_connect(spark) else "classic"})
+                             "session": "connect" if is_connect(spark) else "classic",
+                             "logical_date": logical_date_of(logical_date).isoformat(),
+                             **({"pipeline": pipeline} if pipeline else {})})
     # the lock comes first: nothing on disk (staging, leftovers) is touched without it
     try:
         lock = exclusive_lock(lock_path(source, stage.name), wait=lock_wait, note=f"run {run.run_id}")
@@ -368,19 +394,32 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     t0 = time.perf_counter()
     if run.rows_in:
         frames = _read_inputs(spark, source, stage, plan.inputs, plan.bounds, area, run_uri, run)
+        frames.update(read_lookups(spark, source, plan, area, run_uri, run))
         checkpoint("stage:read")  # the inputs are planned, Spark has run nothing yet
         if stage.row_fn is not None:
             _write_rows(work, frames, plan.inputs)
         else:
-            result = _transformed(stage, frames)
+            result = _transformed(stage, frames, _context(work, plan, area, frames))
             for dst, frame in result.items():
                 _write_output(work, dst, frame, only=len(result) == 1)
     _commit(work, plan, t0)
 
 
-def _transformed(stage: Stage, frames: dict) -> dict:
-    """The stage's transform on its inputs, as {output topic: DataFrame}."""
-    result = stage.transform(frames[stage.inputs[0]] if len(stage.inputs) == 1 else frames)
+def _context(work: _Work, plan, area, frames: dict) -> StageContext | None:
+    """The transform's context when its signature takes one (``transform(df, ctx)``), else None."""
+    if not takes_context(work.stage.transform):
+        return None
+    run = work.run
+    return StageContext(run_id=run.run_id, stage=work.stage.name, pipeline=run.details.get("pipeline"),
+                        logical_date=date.fromisoformat(run.details["logical_date"]), spark=work.spark,
+                        snapshot=plan.snapshot, source=work.source, area=area, run_uri=work.run_uri,
+                        lookups={n: frames[n] for n in getattr(work.stage, "lookups", None) or () if n in frames})
+
+
+def _transformed(stage: Stage, frames: dict, ctx: StageContext | None = None) -> dict:
+    """The stage's transform on its inputs (and its context, when it takes one), as {output topic: DataFrame}."""
+    given = frames[stage.inputs[0]] if len(stage.inputs) == 1 and not stage.lookups else frames
+    result = stage.transform(given) if ctx is None else stage.transform(given, ctx)
     if not isinstance(result, dict):
         if len(stage.outputs) != 1:
             raise PipelineError(f"stage {stage.name!r} has outputs {stage.outputs!r}: its transform must return "
