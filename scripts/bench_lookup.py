@@ -67,6 +67,11 @@ def transform(frames):
     flights, carriers = frames["flights"], frames["carriers"]
     return (carriers.select("carrier", "name").join(F.broadcast(flights), "carrier", "right")
             .select("_id", "flight_id", "carrier", "name"))
+
+if __name__ == "__main__":
+    from minikafka.job import main
+
+    raise SystemExit(main())
 '''
 
 WITHOUT_JOB = '''
@@ -75,6 +80,11 @@ from pyspark.sql import functions as F
 
 def transform(df):
     return df.select("_id", "flight_id", "carrier", F.lit(None).cast("string").alias("name"))
+
+if __name__ == "__main__":
+    from minikafka.job import main
+
+    raise SystemExit(main())
 '''
 
 PIPELINE = '''
