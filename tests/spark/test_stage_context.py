@@ -139,6 +139,20 @@ def test_rows_appended_after_the_plan_are_not_read(spark, ledger, tmp_path):
     assert ledger.topic("airlines", Airline, dedup=("carrier",)).count() == 3
 
 
+def test_a_stage_exchanging_data_through_a_staging_uri_reads_the_same_rows(spark, ledger, tmp_path):
+    seen = {}
+
+    def transform(df, ctx):
+        seen["current"] = [tuple(r) for r in ctx.read("daily").collect()]
+        seen["groups"] = sorted(r["flight"] for r in ctx.read_groups("flights", df.where(F.col("flight") == "f1"),
+                                                                     ["carrier", "day"]).collect())
+        return passthrough(df)
+
+    result = run_stage(spark, ledger, stage_of(transform), staging=f"file://{tmp_path}/shared")
+    assert result.details["staging"] == "exchange"
+    assert seen == {"current": [(2, "AA", D1, 2)], "groups": ["f1"]}
+
+
 def test_chunked_stages_get_the_context_each_chunk_reading_up_to_its_own_bound(spark, ledger):
     from minikafka.spark.stages.chunks import run_stage_in_chunks
 
