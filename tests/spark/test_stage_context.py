@@ -148,6 +148,7 @@ def test_a_stage_exchanging_data_through_a_staging_uri_reads_the_same_rows(spark
                                                                      ["carrier", "day"]).collect())
         return passthrough(df)
 
+    (tmp_path / "shared").mkdir()
     result = run_stage(spark, ledger, stage_of(transform), staging=f"file://{tmp_path}/shared")
     assert result.details["staging"] == "exchange"
     assert seen == {"current": [(2, "AA", D1, 2)], "groups": ["f1"]}
