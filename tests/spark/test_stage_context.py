@@ -139,6 +139,21 @@ def test_rows_appended_after_the_plan_are_not_read(spark, ledger, tmp_path):
     assert ledger.topic("airlines", Airline, dedup=("carrier",)).count() == 3
 
 
+def test_a_stage_exchanging_data_through_a_staging_uri_reads_the_same_rows(spark, ledger, tmp_path):
+    seen = {}
+
+    def transform(df, ctx):
+        seen["current"] = [tuple(r) for r in ctx.read("daily").collect()]
+        seen["groups"] = sorted(r["flight"] for r in ctx.read_groups("flights", df.where(F.col("flight") == "f1"),
+                                                                     ["carrier", "day"]).collect())
+        return passthrough(df)
+
+    (tmp_path / "shared").mkdir()
+    result = run_stage(spark, ledger, stage_of(transform), staging=f"file://{tmp_path}/shared")
+    assert result.details["staging"] == "exchange"
+    assert seen == {"current": [(2, "AA", D1, 2)], "groups": ["f1"]}
+
+
 def test_chunked_stages_get_the_context_each_chunk_reading_up_to_its_own_bound(spark, ledger):
     from minikafka.spark.stages.chunks import run_stage_in_chunks
 
@@ -154,8 +169,10 @@ def test_chunked_stages_get_the_context_each_chunk_reading_up_to_its_own_bound(s
 
 
 def pushed_filters(df) -> str:
+    """What the JDBC scan of ``df``'s physical plan hands SQLite (its PushedFilters)."""
     plan = df._jdf.queryExecution().executedPlan().toString()
-    return next(line for line in plan.splitlines() if "PushedFilters" in line)
+    line = next(line for line in plan.splitlines() if "PushedFilters" in line)
+    return line.split("PushedFilters:", 1)[1].split("ReadSchema", 1)[0]
 
 
 def test_where_on_a_read_is_pushed_down_to_sqlite(spark, ledger):
@@ -168,7 +185,7 @@ def test_where_on_a_read_is_pushed_down_to_sqlite(spark, ledger):
         return passthrough(df)
 
     run_stage(spark, ledger, stage_of(transform))
-    assert "EqualTo(carrier,UA)" in seen["plan"]
+    assert "carrier" in seen["plan"] and "UA" in seen["plan"]
     assert seen["rows"] == ["United"]
 
 
@@ -189,7 +206,7 @@ def test_read_groups_returns_exactly_the_rows_of_the_frames_groups_with_in_lists
 
     run_stage(spark, ledger, stage_of(transform))
     assert seen["flights"] == ["f1", "f2", "f5"]
-    assert "In(carrier, [AA,UA])" in seen["plan"] and "In(day, [2024-01-01,2024-01-02])" in seen["plan"]
+    assert all(word in seen["plan"] for word in ("carrier", "AA", "UA", "day", "2024-01-01", "2024-01-02")), seen["plan"]
 
 
 def test_read_groups_over_the_limit_is_still_exact_and_nulls_match_nulls(spark, ledger, monkeypatch):
@@ -208,7 +225,7 @@ def test_read_groups_over_the_limit_is_still_exact_and_nulls_match_nulls(spark, 
 
     run_stage(spark, ledger, stage_of(transform))
     assert seen["one"] == ["f2"] and seen["both"] == ["f1", "f2"]
-    assert "In(" not in seen["plan"]
+    assert "AA" not in seen["plan"] and "2024" not in seen["plan"], seen["plan"]
 
 
 # -- one signature on every engine: run --in-process, a client of the warm engine, spark-submit --------
