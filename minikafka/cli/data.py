@@ -394,6 +394,7 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
             if ctx.get_parameter_source(name).name == "COMMANDLINE":
                 raise click.BadParameter(f"applies to CSV files; these are {', '.join(sorted(formats))}",
                                          param_hint=flag)
+    _require_topic(source, topic)  # a topic neither stored nor declared: said before the JVM starts
     model_cls = (import_model(model) if model else pipeline_model(topic)) or source.model_of(topic)
     if remote:
         note(f"loading on the engine at {redact_url(remote)}...")
@@ -419,6 +420,24 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
                    "skipped_files": result.skipped_files, "rows_read": result.rows_read, "rows_loaded": r.rows_out,
                    "rows_duplicate": r.rows_duplicate, "rows_quarantined": r.rows_quarantined,
                    "seconds": r.duration_s})
+
+
+def _require_topic(source: Source, topic: str) -> None:
+    """A click error (exit 1) saying how to create ``topic`` unless the ledger holds it (a topic the
+    --pipeline declares is there: ``with_source`` created it)."""
+    from ..errors import TopicNotFoundError
+
+    try:
+        source.layout(topic)
+    except TopicNotFoundError as exc:
+        defn = click.get_current_context().meta.get("minikafka.pipeline")
+        if defn is not None:
+            raise click.ClickException(
+                f"topic {topic!r} is not declared in {defn.path} (declared: {', '.join(defn.topics) or 'none'}): "
+                f"add [topics.\"{topic}\"] with its model and dedup") from exc
+        raise click.ClickException(
+            f"{exc}: declare it in a pipeline file and pass --pipeline FILE (backfill creates it), or create it with "
+            f"'minikafka ingest --source {source.path} --model module:Class --dedup FIELD {topic} FILE'") from exc
 
 
 def _engine_session(url: str, model_cls):
