@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (registers the commands)
     health,
     maintenance,
     metrics,
+    nightly,
     pipelines,
     quarantine,
     queues,

@@ -81,9 +81,12 @@ def _spool_stdin(tmpdir: str) -> str:
 @json_option
 def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | None, model: str | None,
            dedup: tuple[str, ...], create_ledger: bool, as_json: bool) -> None:
-    """Append a JSONL file (or .jsonl.gz; '-' for standard input) to a topic, validating every line.
+    """Append a JSONL, CSV or Parquet file (gzip too; '-': JSONL on standard input) to a topic, no JVM.
 
-    Invalid lines go to the quarantine with file:line and the reason; duplicates are
+    The format comes from the name (.jsonl .ndjson .json, .csv .tsv, .parquet; JSONL when
+    it tells none). CSV has a header row; its text values are typed by the model (an empty
+    field is null where the model allows it). Invalid rows go to the quarantine with
+    file:line and the reason; duplicates are
     skipped. The file is one transaction: Ctrl-C (exit 130) stores nothing of it. Exit
     code 1 when no line could be stored.
 
@@ -103,7 +106,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     """
     import tempfile
 
-    from ..connectors.ingest import ingest_jsonl
+    from ..connectors.ingest import ingest_file
     from ..pipelines.opening import open_source
 
     ctx = click.get_current_context()
@@ -142,11 +145,12 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 with open_source(defn, notes=notes) as source, stage_running(f"ingest {shown}"):
                     for line in notes:  # a stage registered here that starts past rows that exist
                         note(line)
-                    r = ingest_jsonl(source.opened(topic), path)
+                    r = ingest_file(source.opened(topic), path, fmt="jsonl" if shown == "<stdin>" else None)
             else:
                 with open_ledger(source_path, create=create_ledger, parents=create_ledger,
                                  hint=SOURCE_HINT + CREATE_HINT) as source, stage_running(f"ingest {shown}"):
-                    r = ingest_jsonl(_open_topic(source, topic, model, dedup), path)
+                    r = ingest_file(_open_topic(source, topic, model, dedup), path,
+                                    fmt="jsonl" if shown == "<stdin>" else None)
         except InputFileError as exc:
             # the spooled copy of standard input is named as the user knows it
             message = str(exc).replace(str(path), shown, 1)

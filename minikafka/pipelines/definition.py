@@ -24,6 +24,7 @@ partitions = 4                         # optional; key = ["field"] routes rows b
 freshness = "26h"
 max_lag = 10000
 max_quarantined = 100
+ingest = "incoming/items/*.jsonl"      # minikafka nightly: the night's files (globs; JSONL, CSV, Parquet)
 
 [[stages]]
 name = "split_youtube"
@@ -93,6 +94,7 @@ class TopicDefinition:
     freshness: float | None = None  # seconds: a row appended within (health)
     max_lag: int | None = None  # rows pending for any one consumer (health)
     max_quarantined: int | None = None  # rows in its quarantine (health)
+    ingest: tuple[str, ...] = ()  # globs of the files 'minikafka nightly' ingests, absolute
 
 
 @dataclass
@@ -335,6 +337,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
                 raise _fail(path, f"{where}.key", f"must name fields of {spec['model']}, got {list(key)!r}")
         topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model, parts, key,
                                              **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")))
+        if spec.get("ingest") is not None:  # globs relative to the pipeline file
+            topics[topic_name].ingest = tuple(str(path.parent.resolve() / g) for g in _names(spec["ingest"]))
 
     stages: list[StageDefinition] = []
     seen: set[str] = set()

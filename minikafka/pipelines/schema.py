@@ -44,6 +44,7 @@ class TopicSpec(_Table):
     freshness: Duration | None = None
     max_lag: StrictInt | None = None
     max_quarantined: StrictInt | None = None
+    ingest: NamesOrName | None = None  # minikafka nightly: the night's files, globs relative to the pipeline file
 
 
 class TriggerSpec(_Table):
@@ -145,6 +146,8 @@ EXPECTED = {
     ("topic", "freshness"): 'a duration such as "26h": a row appended within it',
     ("topic", "max_lag"): "an integer: rows pending for any one consumer of the topic",
     ("topic", "max_quarantined"): "an integer: rows in the topic's quarantine",
+    ("topic", "ingest"): 'a glob or a list of globs relative to the pipeline file, e.g. "incoming/items/*.jsonl": '
+                         "the files 'minikafka nightly' ingests (JSONL, CSV, Parquet; each once)",
     ("stages", None): "a table with name, job, inputs and outputs",
     ("stage", "name"): "a stage name (a string)",
     ("stage", "job"): 'a job module as a string, e.g. "jobs.score"',
