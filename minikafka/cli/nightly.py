@@ -44,7 +44,7 @@ def nightly(pipeline: str, run_args: tuple[str, ...], log_dir: str | None, keep_
 
     folder = Path(log_dir) if log_dir else Path(pipeline).resolve().parent / "logs"
     try:
-        night = run_night(pipeline, log_dir=folder, keep_logs=keep_logs, run_args=run_args, notify=notify_urls,
+        night = run_night(pipeline, command=[sys.executable, "-m", "minikafka.cli"], log_dir=folder, keep_logs=keep_logs, run_args=run_args, notify=notify_urls,
                           echo=click.echo)
     except LockBusy:
         sys.exit(BUSY)

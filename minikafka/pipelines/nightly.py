@@ -5,7 +5,7 @@ directory: a second night exits 75 at once):
 
 1. **ingest**: per topic, the files its ``ingest`` globs match (JSONL, CSV, Parquet; relative to
    the pipeline file), each once: a file is known by the hash of its content (and, gzip, of its
-   bytes), noted in the ledger's load records (``_minikafka_loads``, as ``backfill`` notes its
+   bytes), noted in the ledger's load records (``ledger.consuming.loads``, as ``backfill`` notes its
    dumps) in the same transaction as its rows and its run row, so a file ingested or backfilled
    before is skipped, and a crash mid-file leaves nothing of it;
 2. **run**: ``minikafka run PIPELINE`` (extra arguments go to it), its own process;
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import glob
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -156,9 +155,9 @@ def _shown(path: Path, defn) -> str:
         return str(path)
 
 
-def _command(args: Sequence[str], echo: Callable[[str], None]) -> int:
-    """Run ``minikafka ARGS`` (this Python, its own process), each output line through ``echo``."""
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", *args], stdout=subprocess.PIPE,
+def _command(command: Sequence[str], args: Sequence[str], echo: Callable[[str], None]) -> int:
+    """Run ``COMMAND ARGS`` (``minikafka``: its own process), each output line through ``echo``."""
+    proc = subprocess.Popen([*command, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -175,10 +174,13 @@ def rotate_logs(log_dir: Path, keep: int) -> list[Path]:
     return gone
 
 
-def run_night(pipeline: str | Path, *, log_dir: str | Path, keep_logs: int = 30, run_args: Sequence[str] = (),
-              notify: Sequence[str] = (), echo: Callable[[str], None] = print,
+def run_night(pipeline: str | Path, *, command: Sequence[str], log_dir: str | Path, keep_logs: int = 30,
+              run_args: Sequence[str] = (), notify: Sequence[str] = (), echo: Callable[[str], None] = print,
               today: Callable[[], datetime] | None = None) -> Night:
     """One night (see the module docstring); ``echo`` shows each line (the log gets it too).
+
+    ``command``: how to start ``minikafka`` for the run and the health steps (the CLI gives
+    ``python -m minikafka.cli`` of its own interpreter).
 
     Raises:
         LockBusy: another night holds the lock (nothing was done; the log says so).
@@ -200,7 +202,7 @@ def run_night(pipeline: str | Path, *, log_dir: str | Path, keep_logs: int = 30,
 
         try:
             with exclusive_lock(log_dir / LOCK_NAME, note=f"minikafka nightly {pipeline}"):
-                _night(night, pipeline, run_args, notify, say, stamp)
+                _night(night, pipeline, command, run_args, notify, say, stamp)
         except LockBusy:
             say(f"{stamp()} another nightly run holds {log_dir / LOCK_NAME}; not starting")
             raise
@@ -211,7 +213,7 @@ def run_night(pipeline: str | Path, *, log_dir: str | Path, keep_logs: int = 30,
     return night
 
 
-def _night(night: Night, pipeline, run_args, notify, say, stamp) -> None:
+def _night(night: Night, pipeline, command, run_args, notify, say, stamp) -> None:
     from .definition import load_pipeline
 
     say(f"=== {stamp()} minikafka nightly {pipeline} {' '.join(run_args)}".rstrip())
@@ -230,11 +232,11 @@ def _night(night: Night, pipeline, run_args, notify, say, stamp) -> None:
         night.exit_code = 1
         return
     say(f"=== {stamp()} minikafka run {pipeline} {' '.join(run_args)}".rstrip())
-    night.run_exit = _command(["run", str(pipeline), *run_args], say)
+    night.run_exit = _command(command, ["run", str(pipeline), *run_args], say)
     if night.run_exit != 2:
         say(f"=== {stamp()} minikafka health --pipeline {pipeline}")
         notify_args = [a for url in notify for a in ("--notify", url)]
-        night.health_exit = _command(["health", "--pipeline", str(pipeline), *notify_args], say)
+        night.health_exit = _command(command, ["health", "--pipeline", str(pipeline), *notify_args], say)
     failed_ingest = any(f.status == "failed" for f in night.files)
     if night.run_exit:
         night.exit_code = night.run_exit

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import shutil
+import sys
 from datetime import date, datetime, timezone
 from pathlib import Path
 
@@ -171,7 +172,7 @@ def test_nightly_keeps_the_newest_logs_only(tmp_path):
     logs.mkdir()
     for day in ("2025-12-29", "2025-12-30", "2025-12-31"):
         (logs / f"nightly-{day}.log").write_text("old\n")
-    night = run_night(root / "pipeline.toml", log_dir=logs, keep_logs=2, echo=lambda line: None,
+    night = run_night(root / "pipeline.toml", command=[sys.executable, "-m", "minikafka.cli"], log_dir=logs, keep_logs=2, echo=lambda line: None,
                       today=lambda: datetime(2026, 1, 1, 2, 15, tzinfo=timezone.utc))
     assert night.exit_code == 0
     assert sorted(p.name for p in logs.glob("nightly-*.log")) == ["nightly-2025-12-31.log", "nightly-2026-01-01.log"]
