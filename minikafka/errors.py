@@ -54,6 +54,11 @@ class InvalidRecordError(MinikafkaError, ValueError):
     """A validated payload still cannot be stored (NaN float, int beyond 64 bits, ...)."""
 
 
+class UnknownFieldError(InvalidRecordError):
+    """An incoming row has a field the topic's model lacks, and the topic's ``unknown_fields``
+    is "quarantine" (the message names the field)."""
+
+
 class TopicNotFoundError(MinikafkaError, KeyError):
     """A topic name is not known to the Source."""
 
@@ -473,3 +478,11 @@ class ConsoleNotFoundError(MinikafkaError, LookupError):
 
 class ConsoleRequestError(MinikafkaError, ValueError):
     """A console page or action got a filter or argument it cannot use: a 400 page naming it."""
+
+
+class LakeError(MinikafkaError):
+    """A lake table (Iceberg) cannot be written or read as asked; names the target."""
+
+
+class LakeConfigError(LakeError, ValueError):
+    """A lake target is declared wrongly (unknown column, bad partitioning, a changed definition)."""

@@ -5,7 +5,8 @@
 #   Debian's chromium and chromium-driver (the web console's browser tests; no browser download),
 #   Debian's prometheus (its promtool checks docs/metrics/ alert rules and our exposition),
 #   a virtualenv in .venv with the package (distribution minikafka-spark, import name minikafka)
-#   and its dev extras at the versions in constraints.txt (only when pyproject.toml or
+#   and its dev extras (which include lake: pyiceberg, deltalake, and DuckDB with its extension
+#   wheels for the tests) at the versions in constraints.txt (only when pyproject.toml or
 #   constraints.txt changed).
 # Usage: scripts/setup.sh            (run as root, or with sudo available)
 # Without root, for the library alone: python3 -m venv .venv && .venv/bin/pip install -c constraints.txt .

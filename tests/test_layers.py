@@ -346,10 +346,10 @@ def test_the_scheduler_starts_no_process_and_imports_no_spark():
 
 # -- inside ledger/: four rooms, each with a face -------------------------------------------------
 # topics/ (topic storage) < consuming/ (consumption state) < transactions/ (the open file, commits,
-# wake-ups) < files/ (backups, snapshots, restore). A room imports only the rooms below it. The
+# wake-ups) < files/ (backups, snapshots, restore) < lake/ (Iceberg tables committed with the ledger). A room imports only the rooms below it. The
 # layers above (every module outside ledger/, job.py included) import a room's face, its
 # __init__, and only what its __all__ names, never a room's modules.
-LEDGER_ROOMS = ["topics", "consuming", "transactions", "files"]
+LEDGER_ROOMS = ["topics", "consuming", "transactions", "files", "lake"]
 FACES = {f"minikafka.ledger.{room}" for room in LEDGER_ROOMS}
 
 

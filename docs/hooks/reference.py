@@ -178,6 +178,8 @@ def _section_kind(header: str) -> str:
         return "stage-" + header[len("[stages."):].rstrip("]")
     if header.startswith("[queues."):
         return "queue"
+    if header.startswith("[lake."):
+        return "lake"
     return {"[pipeline]": "pipeline", "[spark]": "spark", "[[stages]]": "stage",
             "[[deliveries]]": "delivery", "[health]": "health"}.get(header, header)
 
@@ -218,6 +220,7 @@ def pipeline_file() -> str:
         ("[engine]", "engine", schema.EngineSpec),
         ('[queues."TOPIC:CONSUMER"]', "queue", schema.QueueSpec),
         ("[health]", "health", schema.HealthSpec),
+        ("[lake.NAME]", "lake", schema.LakeSpec),
     ]
     out = ["A pipeline file is TOML. Its shape is checked against these models before any value is "
            "used; every problem is reported at once with its key path.\n",

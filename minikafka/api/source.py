@@ -213,7 +213,8 @@ class Source:
 
     # -- topics -----------------------------------------------------------------
     def topic(self, name: str, model: type[ModelT], dedup: Sequence[str] | str | None = REQUIRED,
-              partitions: int | None = None, key: Sequence[str] | str | None = None) -> Topic[ModelT]:
+              partitions: int | None = None, key: Sequence[str] | str | None = None, *,
+              evolve: bool = False, unknown_fields: str | None = None) -> Topic[ModelT]:
         """Create or reopen the topic ``name`` typed by ``model``.
 
         Args:
@@ -225,6 +226,12 @@ class Source:
                 None on reopening means "as stored").
             key: fields whose values pick a row's partition (a stable hash); None on
                 reopening means "as stored".
+            evolve: when the topic exists and ``model`` only adds fields that are Optional
+                or have a default, add them in place first (``evolve()``); without it such a
+                model is refused with a message saying so.
+            unknown_fields: what an appended dict's field the model lacks does: "drop" (the
+                default: stored without it, a warning names it), "quarantine" (refused with
+                ``UnknownFieldError``) or "evolve" (a model with ``extra="allow"``).
 
         Returns:
             The Topic.
@@ -242,6 +249,16 @@ class Source:
         Emits:
             topic_created, when the topic is new.
         """
+        if unknown_fields is not None:  # checked before anything is created
+            from .core.unknown import check_policy
+
+            check_policy(name, unknown_fields, model)
+        topic = self._topic(name, model, dedup, partitions, key, evolve)
+        if unknown_fields is not None:
+            topic.unknown_fields = unknown_fields
+        return topic
+
+    def _topic(self, name: str, model: type[ModelT], dedup, partitions, key, evolve: bool) -> Topic[ModelT]:
         if dedup is REQUIRED:
             raise ArgumentTypeError(
                 f"source.topic({name!r}, ...) needs the keyword argument dedup: "
@@ -262,7 +279,16 @@ class Source:
             layout.partitions = stored.partitions
         if key is None:
             layout.key = stored.key
-        catalog.check_reopen(layout, row)
+        why = layout.mismatch(stored, row[4]) if evolve else None
+        if why and not why.startswith(("dedup", "partition", "key")):
+            evolved = self._evolve(layout, dry_run=False)[1]
+            if evolved is not None:
+                return evolved
+        catalog.check_reopen(layout, row, conn)
+        if model.model_config.get("extra") == "allow":  # the fields it kept before (unknown_fields = "evolve")
+            from ..ledger.topics import evolution
+
+            evolution.bind_kept_fields(layout, stored)
         return self._bind(layout, row[4])
 
     def table(self, name: str, model: type[ModelT], key: Sequence[str] | str,
@@ -301,9 +327,66 @@ class Source:
                     self._create_in_current_transaction(layout)
                     keyed.create_table_in_current_transaction(conn, layout, spec, utc_now())
                     return self._bind(layout, layout.fingerprint)
-        catalog.check_reopen(layout, row)
+        catalog.check_reopen(layout, row, self._ledger.conn)
         keyed.check_reopen(self._ledger.conn, spec)
         return self._bind(layout, row[4])
+
+    def evolve(self, name: str, model: type[BaseModel], *, dry_run: bool = False):
+        """Bring topic ``name`` to ``model`` in place when the model only adds fields.
+
+        Fields that are ``Optional`` or have a default are added in O(1), whatever the row
+        count: one ``ADD COLUMN`` each (an old row reads NULL or the default) and the stored
+        schema updated, in one transaction. Any other change (a field removed, retyped,
+        made required) is a rewrite of every row: ``Topic.migrate()``; with ``dry_run`` this
+        returns what it would change and how many rows it rewrites, else it raises.
+
+        Returns:
+            The ``Evolution`` (``kind``: same, additive, older or rewrite; ``describe()``:
+            one line per change). Nothing is written with ``dry_run``.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            SchemaMismatchError: a change that needs a rewrite (without ``dry_run``), other
+                dedup fields, key or partitions; nothing changed.
+        """
+        stored = self.layout(name)
+        layout = TopicLayout.for_model(name, model, stored.dedup or None, partitions=stored.partitions,
+                                       key=stored.key or None)
+        return self._evolve(layout, dry_run=dry_run)[0]
+
+    def _evolve(self, layout: TopicLayout, *, dry_run: bool):
+        """(the Evolution, the Topic bound to the evolved model or None)."""
+        from ..ledger.topics import evolution
+
+        def plan_of(conn):
+            row = catalog.catalog_row(conn, layout.name)
+            stored = catalog.layout_of_row(row)
+            why = layout.mismatch(stored, row[4])
+            if why and why.startswith(("dedup", "partition", "key")):
+                raise SchemaMismatchError(f"topic {layout.name!r}: {why}; evolution adds fields only")
+            plan = evolution.compare(stored, row[4], layout, conn)
+            if plan.kind == evolution.REWRITE:
+                plan.rows = evolution.rewrite_rows(conn, layout.name)
+            return plan, row
+
+        if dry_run:
+            return plan_of(self._ledger.conn)[0], None
+        with self._ledger.atomic() as conn:
+            plan, row = plan_of(conn)
+            if plan.kind == evolution.REWRITE:
+                raise SchemaMismatchError(f"topic {layout.name!r}: the model is not an additive change: "
+                                          + "; ".join(plan.describe()))
+            if plan.kind == evolution.ADDITIVE:
+                from ..ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+
+                run = RunResult(new_run_id("evolve"), "evolve", stage="evolve", outputs=[layout.name],
+                                details={"added": [c.name for c in plan.added], "changes": plan.describe()})
+                evolution.add_fields_in_current_transaction(conn, plan, layout, catalog.model_path(layout.model),
+                                                            utc_now())
+                write_run_in_current_transaction(conn, run.finish("succeeded"))  # its row commits with the change
+        if plan.kind == evolution.OLDER:
+            return plan, None
+        return plan, self._bind(layout, layout.fingerprint if plan.kind == evolution.ADDITIVE else row[4])
 
     def _create_in_current_transaction(self, layout: TopicLayout) -> None:
         catalog.create_topic_in_current_transaction(self._ledger.conn, layout)

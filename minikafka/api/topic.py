@@ -17,6 +17,7 @@ from .core.offsets import Extended, Offset, with_offset
 from .core.record import Record
 from .core.rows import LayoutNames, RecordNotFoundError, TopicRows, check_on_duplicate, check_status
 from .core.transaction import Transaction, joined
+from .core.unknown import UnknownFields, keep_fields
 
 if TYPE_CHECKING:
     from .modes.pipes import Pipeline
@@ -43,6 +44,30 @@ class Topic(LayoutNames[ModelT]):
         self._layout = layout
         self._fingerprint = fingerprint
         self.rows: TopicRows[ModelT] = self.rows_class(source.ledger, layout, fingerprint, source._fingerprints)
+
+    @property
+    def _unknown(self) -> UnknownFields:
+        """The unknown-field policy in force (made on first use: subclasses have their own __init__)."""
+        unknown = self.__dict__.get("_unknown_fields")
+        if unknown is None:
+            unknown = self.__dict__["_unknown_fields"] = self._unknown_policy("drop")
+        return unknown
+
+    def _unknown_policy(self, policy: str) -> UnknownFields:
+        unknown = UnknownFields(self.name, self.model, policy)
+        unknown.active &= type(self.rows).validate is TopicRows.validate  # a stream keeps every key
+        return unknown
+
+    @property
+    def unknown_fields(self) -> str:
+        """What an appended dict's field the model lacks does: "drop" (stored without it, a
+        warning names it; the default), "quarantine" (``UnknownFieldError``, nothing written)
+        or "evolve" (a model with ``extra="allow"``); see ``docs/how-to/schema-evolution.md``."""
+        return self._unknown.policy
+
+    @unknown_fields.setter
+    def unknown_fields(self, policy: str) -> None:
+        self.__dict__["_unknown_fields"] = self._unknown_policy(policy)
 
     # -- identity (name, model, dedup: LayoutNames) ------------------------------
     @property
@@ -99,7 +124,12 @@ class Topic(LayoutNames[ModelT]):
         ignore = check_on_duplicate(on_duplicate)
         if partition is not None:
             self._layout.check_partition(partition)
+        if isinstance(payload, dict):
+            self._unknown.check((payload,))
         model = self.rows.validate(payload)
+        if self._unknown.keeps:
+            with joined(self.source, tx) as conn:
+                keep_fields(self.rows, conn, (model,))
         if tx is None and group and self.source.group_commit and self.source.ledger.can_group_commit:
             located = self.rows.insert_grouped(model, ignore_duplicates=ignore, partition=partition)
         else:
@@ -144,8 +174,11 @@ class Topic(LayoutNames[ModelT]):
         check_status(status, allow_none=False)
         with gc_paused():
             rows = rows if isinstance(rows, list) else list(rows)
+            self._unknown.check(rows)
             models = self.rows.validate_many(rows)
-            with joined(self.source, tx):
+            with joined(self.source, tx) as conn:
+                if self._unknown.keeps:
+                    keep_fields(self.rows, conn, models)
                 before = self.rows.high_watermark()
                 written = self.rows.insert_many_in_current_transaction(models, status=status,
                                                                        ignore_duplicates=ignore)

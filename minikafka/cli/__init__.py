@@ -13,7 +13,9 @@ from . import (  # noqa: F401  (registers the commands)
     data,
     deliver,
     engine,  # noqa: F401  (minikafka serve)
+    evolve,
     health,
+    lake,
     maintenance,
     metrics,
     nightly,

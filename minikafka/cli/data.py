@@ -86,8 +86,10 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     The format comes from the name (.jsonl .ndjson .json, .csv .tsv, .parquet; JSONL when
     it tells none). CSV has a header row; its text values are typed by the model (an empty
     field is null where the model allows it). Invalid rows go to the quarantine with
-    file:line and the reason; duplicates are
-    skipped. The file is one transaction: Ctrl-C (exit 130) stores nothing of it. Exit
+    file:line and the reason; duplicates are skipped. A field the model lacks follows the
+    topic's unknown_fields in the pipeline file: dropped with a warning and a count in the
+    summary (the default), quarantined, or kept (evolve). The file is one transaction:
+    Ctrl-C (exit 130) stores nothing of it. Exit
     code 1 when no line could be stored.
 
     --json prints one object: {topic, file, lines, appended, duplicates, quarantined,

@@ -23,9 +23,11 @@ from ..errors import (
 )
 from ..ledger.consuming import RowFilter, consumers, deliveries, queues, read_models, runlog, schedules
 from ..ledger.consuming import quarantine as qstore
+from ..ledger.lake import targets_of as lake_targets
 from ..ledger.topics import acks, browse, catalog
 from ..ledger.transactions import read_snapshot
 from ..quality.report import describe
+from ..util.redact import redact_url
 
 RUN_STATUSES = runlog.STATUSES
 JOB_STATES = ("pending", "processing", "dead")
@@ -228,9 +230,11 @@ def topic(source: Source, name: str, *, after: int | None, before: int | None, w
         info = {"model": catalog.stored_model_path(conn, name), "dedup": list(layout.dedup),
                 "created_at": catalog.created_at(conn, name)}
         quarantined = qstore.count_quarantined(conn, name)
+        lake = [{"name": t.name, "format": t.format, "location": redact_url(t.location), "last_id": t.last_id,
+                 "snapshot_id": t.snapshot_id, "updated_at": t.updated_at} for t in lake_targets(conn, [name])]
     return {"topic": name, "counts": counts, "partitions": layout.partitions, "groups": groups, "columns": columns,
             "info": info, "fields": layout.field_names, "page": page, "where": where, "quarantined": quarantined,
-            "chosen": {"consumer": consumer or "", "status": status or ""}}
+            "chosen": {"consumer": consumer or "", "status": status or ""}, "lake": lake}
 
 
 # -- quarantine and dead letter ----------------------------------------------------------------

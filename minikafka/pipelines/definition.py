@@ -25,6 +25,8 @@ freshness = "26h"
 max_lag = 10000
 max_quarantined = 100
 ingest = "incoming/items/*.jsonl"      # minikafka nightly: the night's files (globs; JSONL, CSV, Parquet)
+schema_changes = "evolve"              # a model that adds optional fields adds them in place (default "refuse")
+unknown_fields = "quarantine"          # an incoming field the model lacks: "drop" (warned, default), "evolve"
 
 [[stages]]
 name = "split_youtube"
@@ -46,6 +48,12 @@ max_quarantined_per_run = 50
 [queues."rss.items:fetch"]             # a work queue's health limits ("topic:consumer", or "topic")
 max_dead = 0
 max_pending_age = "1h"
+
+[lake.scored]                          # a lake table mirroring a topic (extra lake; docs/how-to/lake-tables.md)
+format = "iceberg"                     # or "delta", or "parquet" (an incremental export)
+topic = "rss.scored"
+location = "../lake/scored"            # relative to this file, or an object-store URI
+partition_by = ["day(published)"]      # columns, or year/month/day/hour(column)
 
 [health]
 backups = "../backups"                 # relative to this file
@@ -95,6 +103,8 @@ class TopicDefinition:
     max_lag: int | None = None  # rows pending for any one consumer (health)
     max_quarantined: int | None = None  # rows in its quarantine (health)
     ingest: tuple[str, ...] = ()  # globs of the files 'minikafka nightly' ingests, absolute
+    schema_changes: str = "refuse"  # "evolve": a model that adds optional fields adds them in place
+    unknown_fields: str = "drop"  # an incoming field the model lacks: drop (warned), quarantine, evolve
 
 
 @dataclass
@@ -184,6 +194,8 @@ class PipelineDefinition:
     queues: dict[str, QueueRules] = field(default_factory=dict)
     health: HealthSettings = field(default_factory=HealthSettings)
     engine: EngineSettings = field(default_factory=lambda: EngineSettings())
+    lake: dict[str, Any] = field(default_factory=dict)  # [lake.<name>]: name -> ledger.lake.IcebergTarget
+    lineage: Any = None  # lineage.LineageSettings: [lineage], where OpenLineage events go (None: nowhere)
 
     def stage(self, name: str) -> StageDefinition:
         for s in self.stages:
@@ -336,7 +348,9 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
             if not key or any(k not in model.model_fields for k in key):
                 raise _fail(path, f"{where}.key", f"must name fields of {spec['model']}, got {list(key)!r}")
         topics[topic_name] = TopicDefinition(topic_name, spec["model"], dedup, model, parts, key,
-                                             **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")))
+                                             **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")),
+                                             schema_changes=spec.get("schema_changes") or "refuse",
+                                             unknown_fields=_unknown_fields(path, where, spec, model))
         if spec.get("ingest") is not None:  # globs relative to the pipeline file
             topics[topic_name].ingest = tuple(str(path.parent.resolve() / g) for g in _names(spec["ingest"]))
 
@@ -395,9 +409,46 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
         order = topological_order([s.name for s in stages], edges)
     except PipelineCycleError as exc:
         raise PipelineDefinitionError(f"{path}: stages form a cycle: {str(exc).split(': ', 1)[1]}") from exc
+    from .lineage import parse_lineage
+
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
                               staging, _queues(path, raw.get("queues") or {}), _health(path, raw.get("health") or {}),
-                              engine)
+                              engine, _lake(path, raw.get("lake") or {}, topics),
+                              parse_lineage(path, raw.get("lineage")))
+
+
+def _lake(path: Path, specs: dict[str, dict[str, Any]], topics: dict[str, TopicDefinition]) -> dict[str, Any]:
+    """The ``[lake.<name>]`` tables as ``IcebergTarget``s or ``DeltaTarget``s (a relative location is
+    relative to the file)."""
+    from ..errors import LakeConfigError
+    from ..ledger.lake import DeltaTarget, IcebergTarget, ParquetTarget
+
+    out = {}
+    for name, spec in specs.items():
+        where = f"lake.{name}"
+        if spec["topic"] not in topics:
+            raise _fail(path, f"{where}.topic", f"unknown topic {spec['topic']!r} (declared: {sorted(topics)})")
+        location = spec["location"]
+        if "://" not in location:
+            location = str((path.parent / location).resolve())
+        parts = tuple(_names(spec.get("partition_by") or []))
+        try:
+            if spec["format"] == "delta":
+                target = DeltaTarget(name, spec["topic"], location, parts)
+            elif spec["format"] == "parquet":
+                target = ParquetTarget(name, spec["topic"], location, parts)
+            else:
+                target = IcebergTarget(name, spec["topic"], location, parts,
+                                       **({"namespace": spec["namespace"]} if spec.get("namespace") else {}))
+        except LakeConfigError as exc:
+            raise _fail(path, where, str(exc)) from exc
+        model = topics[spec["topic"]].model
+        for part in target.partition_by:
+            column = part.rstrip(") ").split("(")[-1].strip()
+            if column not in model.model_fields:
+                raise _fail(path, f"{where}.partition_by", f"{column!r} is not a field of {topics[spec['topic']].model_path}")
+        out[name] = target
+    return out
 
 
 def _limits(path: Path, where: str, spec: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -509,6 +560,17 @@ def _window(path: Path, where: str, spec: dict[str, Any] | None) -> int | None:
     if spec["rows"] < 1:
         raise _fail(path, f"{where}.window.rows", f"must be a positive integer, got {spec['rows']!r}")
     return spec["rows"]
+
+
+def _unknown_fields(path: Path, where: str, spec: dict, model: type[BaseModel]) -> str:
+    """``unknown_fields``: "evolve" keeps an incoming field the model lacks, which only a model
+    that takes extra fields (``extra="allow"``) can."""
+    policy = spec.get("unknown_fields") or "drop"
+    if policy == "evolve" and model.model_config.get("extra") != "allow":
+        raise _fail(path, f"{where}.unknown_fields", f'"evolve" needs a model with extra="allow" ({spec["model"]} '
+                    'drops unknown fields): add the field to the model and run minikafka evolve, or use "drop" or '
+                    '"quarantine"')
+    return policy
 
 
 def _stage_partitions(path: Path, where: str, value: int | list[int] | None, inputs: list[str],

@@ -33,6 +33,10 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
         for t in defn.topics.values():
             if topics is None or t.name in topics:
                 _open_declared(source, t)
+        if register and defn.lake:  # lake targets of the pipeline file, recorded before any stage commits
+            from ..ledger.lake import declare
+
+            declare(source.ledger, defn.lake.values())
         if register:
             lines = register_stage_consumers(source, defn, registered=registered)
             if notes is not None:
@@ -44,7 +48,8 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
 
 
 def _open_declared(source: Source, t) -> None:
-    source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key)
+    source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key,
+                 evolve=t.schema_changes == "evolve").unknown_fields = t.unknown_fields
 
 
 def create_declared(source: Source, defn: PipelineDefinition) -> list[str]:

@@ -21,6 +21,7 @@ from ..util.progress import heartbeat
 from .definition import PipelineDefinition, StageDefinition, has_upstream, select_stages
 from .failures import note_quarantine, record_interrupted
 from .launch import Children, Launcher, open_launcher, run_in_process, sweep_staging
+from .lineage import Lineage
 from .opening import has_pending, open_source, pending_in, register_stage_consumers, require_ledger, stage_ids
 from .options import RunOptions
 from .results import PipelineRun, StageOutcome
@@ -107,6 +108,9 @@ def _run_on(source, defn: PipelineDefinition, chosen: list[StageDefinition], opt
         echo(line)
     for line in retired_messages(defn, source.ledger.conn):
         echo(line)
+    lineage = None if opts.dry_run else Lineage.of(defn, source, echo)
+    if lineage is not None:
+        lineage.recover()  # the endings of earlier runs whose process was killed
     pending = {sd.name: pending_in(source, defn, sd, registered) for sd in chosen}
     if opts.backup_before and not opts.dry_run:
         from ..ledger.files import backup
@@ -115,16 +119,31 @@ def _run_on(source, defn: PipelineDefinition, chosen: list[StageDefinition], opt
     if not any(pending.values()):  # nothing new anywhere: every stage records its empty run, no JVM, no engine
         for sd in chosen:
             echo(_arrow(sd))
-            result.outcomes.append(run_in_process(None, defn, sd, opts.dry_run, source=source,
-                                                  consumer_ids=stage_ids(registered, sd)))
+            run_id = new_run_id(sd.name)
+            _lineage_started(lineage, sd, run_id, opts)
+            outcome = run_in_process(None, defn, sd, opts.dry_run, run_id=run_id, source=source,
+                                     consumer_ids=stage_ids(registered, sd))
+            _lineage_ended(lineage, sd, run_id, outcome)
+            result.outcomes.append(outcome)
         return
     with open_launcher(defn, chosen, opts, source=source, registered=registered, pending=pending, echo=echo,
                        stage_host=stage_host) as launcher:
         if opts.in_process:
-            run_in_order(defn, chosen, result, opts, launcher, source, registered, echo, running)
+            run_in_order(defn, chosen, result, opts, launcher, source, registered, echo, running, lineage)
         else:
             launch = _launching(defn, chosen, opts, launcher, pending, running)
-            run_scheduled(defn, chosen, result, opts.strategy, launcher.width, launch, opts.dry_run, echo)
+            run_scheduled(defn, chosen, result, opts.strategy, launcher.width, launch, opts.dry_run, echo,
+                          lineage=lineage, opts=opts)
+
+
+def _lineage_started(lineage, sd: StageDefinition, run_id: str, opts: RunOptions) -> None:
+    if lineage is not None:
+        lineage.started(sd, run_id, logical_date=getattr(opts, "logical_date", None))
+
+
+def _lineage_ended(lineage, sd: StageDefinition, run_id: str, outcome: StageOutcome | None = None) -> None:
+    if lineage is not None:
+        lineage.ended(sd, run_id, outcome)
 
 
 def _arrow(sd: StageDefinition) -> str:
@@ -160,7 +179,8 @@ class Ready:
 
 
 def run_in_order(defn: PipelineDefinition, chosen: list[StageDefinition], result: PipelineRun, opts: RunOptions,
-                 launcher: Launcher, source, registered: dict[tuple[str, str], int], echo, running) -> None:
+                 launcher: Launcher, source, registered: dict[tuple[str, str], int], echo, running,
+                 lineage=None) -> None:
     """``--in-process``: every stage in DAG order, one at a time, on the scheduler's ``source``."""
     ready = Ready(chosen, opts.strategy)
     for sd in chosen:
@@ -168,6 +188,7 @@ def run_in_order(defn: PipelineDefinition, chosen: list[StageDefinition], result
             result.outcomes.append(ready.skip(sd))
             continue
         run_id = new_run_id(sd.name)  # the stage's one run row, whoever writes it
+        _lineage_started(lineage, sd, run_id, opts)
         try:
             echo(_arrow(sd))
             if not pending_in(source, defn, sd, registered):
@@ -180,7 +201,9 @@ def run_in_order(defn: PipelineDefinition, chosen: list[StageDefinition], result
         except KeyboardInterrupt as exc:
             if not opts.dry_run:
                 record_interrupted(defn, sd, run_id, error=interruption(exc))
+                _lineage_ended(lineage, sd, run_id)
             raise
+        _lineage_ended(lineage, sd, run_id, outcome)
         note_quarantine(defn, outcome, source)
         result.outcomes.append(outcome)
         ready.ended(sd, outcome)
@@ -207,7 +230,7 @@ def _launching(defn: PipelineDefinition, chosen: list[StageDefinition], opts: Ru
 
 
 def run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], result: PipelineRun, strategy: str,
-                  width: int, launch, dry_run: bool, echo) -> None:
+                  width: int, launch, dry_run: bool, echo, *, lineage=None, opts: RunOptions | None = None) -> None:
     """Start each stage once every selected stage that writes one of its inputs has ended,
     at most ``width`` at once, each by ``launch(sd, run_id, procs)`` in a thread of its own;
     one line per stage as it ends; outcomes in DAG order."""
@@ -230,15 +253,17 @@ def run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resul
                     continue
                 waiting.remove(sd)
                 started[sd.name] = (sd, new_run_id(sd.name))  # from here on, Ctrl-C leaves that run a row
+                _lineage_started(lineage, sd, started[sd.name][1], opts)
                 echo(_arrow(sd))
                 in_flight[pool.submit(launch, *started[sd.name], procs)] = started[sd.name]
             if not in_flight:
                 break
             done, _ = wait(list(in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
             for future in done:
-                sd, _run_id = in_flight.pop(future)
+                sd, run_id = in_flight.pop(future)
                 outcome = future.result()
                 started.pop(sd.name, None)
+                _lineage_ended(lineage, sd, run_id, outcome)
                 note_quarantine(defn, outcome)
                 outcomes[sd.name] = outcome
                 ready.ended(sd, outcome)
@@ -253,6 +278,7 @@ def run_scheduled(defn: PipelineDefinition, chosen: list[StageDefinition], resul
         if not dry_run:  # every stage started gets its run's row: the one its process wrote, or this
             for sd, run_id in started.values():
                 record_interrupted(defn, sd, run_id, procs.phases.get(sd.name, "start"), error=interruption(exc))
+                _lineage_ended(lineage, sd, run_id)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

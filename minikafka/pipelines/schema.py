@@ -45,6 +45,8 @@ class TopicSpec(_Table):
     max_lag: StrictInt | None = None
     max_quarantined: StrictInt | None = None
     ingest: NamesOrName | None = None  # minikafka nightly: the night's files, globs relative to the pipeline file
+    schema_changes: Literal["refuse", "evolve"] | None = None  # a model that adds fields: refused or added in place
+    unknown_fields: Literal["drop", "quarantine", "evolve"] | None = None  # an incoming field the model lacks
 
 
 class TriggerSpec(_Table):
@@ -97,6 +99,23 @@ class EngineSpec(_Table):
     max_parallel: StrictInt | None = None
 
 
+class LakeSpec(_Table):
+    format: Literal["iceberg", "delta", "parquet"]
+    topic: StrictStr
+    location: StrictStr
+    partition_by: NamesOrName | None = None
+    namespace: StrictStr | None = None
+    description: StrictStr | None = None
+
+
+class LineageSpec(_Table):
+    namespace: StrictStr | None = None
+    file: StrictStr | None = None
+    url: StrictStr | None = None
+    api_key_env: StrictStr | None = None
+    timeout: StrictInt | StrictFloat | None = None
+
+
 class PipelineFile(_Table):
     pipeline: PipelineHead
     spark: dict[str, Scalar] | None = None
@@ -106,6 +125,8 @@ class PipelineFile(_Table):
     deliveries: list[dict[str, Any]] | None = None  # each checked by connectors.delivery.parse_delivery
     queues: dict[str, QueueSpec] | None = None
     health: HealthSpec | None = None
+    lake: dict[str, LakeSpec] | None = None
+    lineage: LineageSpec | None = None
 
 
 STAGE_KEYS = set(StageSpec.model_fields)
@@ -116,6 +137,7 @@ TRIGGER_KEYS = set(TriggerSpec.model_fields)
 WINDOW_KEYS = set(WindowSpec.model_fields)
 QUEUE_KEYS = set(QueueSpec.model_fields)
 HEALTH_KEYS = set(HealthSpec.model_fields)
+LINEAGE_KEYS = set(LineageSpec.model_fields)
 
 # what each key expects, in words (by the key's name within its table)
 EXPECTED = {
@@ -132,6 +154,12 @@ EXPECTED = {
     ("engine", "max_parallel"): "how many independent stages run at once (an integer >= 1)",
     ("", "queues"): 'a table of queues: [queues."jobs:workers"] with max_dead and max_pending_age',
     ("", "health"): 'a table: [health] with backups = "../backups" and backup_freshness = "26h"',
+    ("", "lineage"): 'a table: [lineage] with file = "lineage.jsonl" or url = "http://host:5000/api/v1/lineage"',
+    ("lineage", "namespace"): "the OpenLineage namespace of the pipeline's jobs (a string)",
+    ("lineage", "file"): 'a JSON-lines file the events are appended to, e.g. "../lineage/events.jsonl"',
+    ("lineage", "url"): 'an OpenLineage HTTP endpoint, e.g. "http://127.0.0.1:5000/api/v1/lineage"',
+    ("lineage", "api_key_env"): 'the name of the environment variable holding a bearer token, e.g. "LINEAGE_API_KEY"',
+    ("lineage", "timeout"): "seconds each POST may take (a number)",
     ("pipeline", "name"): "a name (a string)",
     ("pipeline", "source"): 'the SQLite ledger\'s path as a string, e.g. "../data/homelab.sqlite"',
     ("pipeline", "master"): 'a Spark master URL as a string, e.g. "local[2]" or "spark://host:7077"',
@@ -148,6 +176,10 @@ EXPECTED = {
     ("topic", "max_quarantined"): "an integer: rows in the topic's quarantine",
     ("topic", "ingest"): 'a glob or a list of globs relative to the pipeline file, e.g. "incoming/items/*.jsonl": '
                          "the files 'minikafka nightly' ingests (JSONL, CSV, Parquet; each once)",
+    ("topic", "schema_changes"): '"evolve" (a model that adds optional fields adds them in place) or "refuse" '
+                                 '(the default)',
+    ("topic", "unknown_fields"): '"drop" (with a warning, the default), "quarantine" or "evolve" (a model with '
+                                 'extra="allow")',
     ("stages", None): "a table with name, job, inputs and outputs",
     ("stage", "name"): "a stage name (a string)",
     ("stage", "job"): 'a job module as a string, e.g. "jobs.score"',
@@ -179,6 +211,16 @@ EXPECTED = {
     ("trigger", "fixed"): "true or false",
     ("window", "rows"): "a positive integer",
     ("deliveries", None): "a table with name, topic and endpoint",
+    ("", "lake"): 'a table of lake tables: [lake.scored] with format = "iceberg", topic and location',
+    ("lake", None): "a table with format, topic and location",
+    ("lake", "format"): '"iceberg" (an Iceberg table whose catalog lives in the ledger) or "delta" (delta-rs, '
+                        'an app transaction checked before each write) or "parquet" (an incremental, '
+                        'partitioned export)',
+    ("lake", "topic"): "the topic the table mirrors (a topic of this file)",
+    ("lake", "location"): "the table's directory as a string",
+    ("lake", "partition_by"): 'a list of partition fields, e.g. ["day(published)"]',
+    ("lake", "namespace"): 'the catalog namespace (default "minikafka")',
+    ("lake", "description"): "a string",
 }
 
 
@@ -225,10 +267,10 @@ class _Walk:
         key = top
         step(top)
         parts.append(str(top))
-        if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "health", "topics", "queues", "stages",
-                                        "deliveries"):
+        if len(loc) == 1 or top not in ("pipeline", "spark", "engine", "health", "lineage", "topics", "queues",
+                                        "stages", "deliveries", "lake"):
             return parts, "", key, value, depth
-        if top in ("pipeline", "spark", "engine", "health"):
+        if top in ("pipeline", "spark", "engine", "health", "lineage"):
             sub = loc[1]
             step(sub)
             parts.append(_quote(str(sub)))
@@ -249,7 +291,7 @@ class _Walk:
             return parts, top, None, value, depth
         step(field)
         parts.append(field)
-        kind = {"topics": "topic", "queues": "queue"}.get(top, "stage")
+        kind = {"topics": "topic", "queues": "queue", "lake": "lake"}.get(top, "stage")
         if kind == "stage" and field in ("trigger", "window") and len(loc) > 3 and isinstance(value, dict) \
                 and isinstance(loc[3], str) and loc[3] in value:
             step(loc[3])
@@ -261,7 +303,7 @@ class _Walk:
 def _table_keys(kind: str) -> set[str]:
     return {"": TOP_KEYS, "pipeline": set(PipelineHead.model_fields), "topic": TOPIC_KEYS, "stage": STAGE_KEYS,
             "engine": ENGINE_KEYS, "trigger": TRIGGER_KEYS, "window": WINDOW_KEYS, "queue": QUEUE_KEYS,
-            "health": HEALTH_KEYS}.get(kind, set())
+            "health": HEALTH_KEYS, "lake": set(LakeSpec.model_fields), "lineage": LINEAGE_KEYS}.get(kind, set())
 
 
 def _kind_of(loc: tuple) -> str:
@@ -269,12 +311,14 @@ def _kind_of(loc: tuple) -> str:
     inner = loc[:-1]
     if not inner:
         return ""
-    if inner in (("pipeline",), ("health",), ("engine",)):
+    if inner in (("pipeline",), ("health",), ("engine",), ("lineage",)):
         return inner[0]
     if inner[0] == "topics" and len(inner) == 2:
         return "topic"
     if inner[0] == "queues" and len(inner) == 2:
         return "queue"
+    if inner[0] == "lake" and len(inner) == 2:
+        return "lake"
     if inner[0] == "stages" and len(inner) == 2:
         return "stage"
     if inner[0] == "stages" and len(inner) == 3 and inner[2] in ("trigger", "window"):

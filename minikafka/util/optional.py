@@ -10,7 +10,8 @@ from ..errors import MissingDependencyError
 DISTRIBUTION = "minikafka-spark"
 # the top-level module of each optional dependency and the extra that installs it
 EXTRAS = {"pyspark": "spark", "great_expectations": "quality", "paho": "mqtt", "polars": "polars",
-          "pandas": "pandas", "starlette": "ui", "uvicorn": "ui", "jinja2": "ui"}
+          "pandas": "pandas", "starlette": "ui", "uvicorn": "ui", "jinja2": "ui", "pyiceberg": "lake",
+          "deltalake": "lake"}
 
 
 def install_command(extra: str) -> str:

@@ -83,3 +83,26 @@ def child_env() -> dict[str, str]:
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     return env
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat`` field 22), so a
+    pid the kernel reused for another process is told apart; None when no such process runs
+    (a zombie counts as gone) or ``/proc`` is not there."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            after_name = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if not after_name or after_name[0] in (b"Z", b"X"):
+        return None
+    try:
+        return int(after_name[19])  # field 22; the fields after the name start at field 3
+    except (IndexError, ValueError):
+        return None
+
+
+def is_running(pid: int, started: int | None) -> bool:
+    """Process ``pid`` runs and is the one that started at ``started`` (None: any process with that pid)."""
+    now = process_start(pid)
+    return now is not None and (started is None or now == started)

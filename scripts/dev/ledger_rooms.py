@@ -45,10 +45,10 @@ LEDGER = REPO / "minikafka" / "ledger"
 ROOMS: dict[str, dict[str, str]] = {
     "topics": {m: m for m in (
         "identifiers", "columns", "keys", "status", "counts", "acks", "layout", "catalog", "bulk", "table",
-        "rowfiles", "arrow", "filters", "browse", "keyed")},
+        "rowfiles", "arrow", "filters", "browse", "keyed", "evolution")},
     "consuming": {m: m for m in (
         "consumers", "groups", "queues", "schedules", "windows", "deliveries", "notifications", "quarantine",
-        "runlog", "runlog_retention", "retention", "loads", "vitals", "metrics_read")},
+        "runlog", "runlog_retention", "retention", "loads", "vitals", "metrics_read", "lineage_log")},
     "transactions": {**{m: m for m in (
         "connection", "schema", "upgrade", "filecheck", "identity", "commit", "group_commit", "events",
         "watcher")},
@@ -56,6 +56,7 @@ ROOMS: dict[str, dict[str, str]] = {
     "files": {**{m: m for m in (
         "backups", "snapshots", "filecopy", "walfold", "litestream", "maintenance_runs")},
         "restore": "restoring"},
+    "lake": {m: m for m in ("state", "rows", "delta", "parquet", "iceberg")},
 }
 MOVES: dict[str, tuple[str, str]] = {old: (room, new) for room, mods in ROOMS.items() for old, new in mods.items()}
 

@@ -98,7 +98,7 @@ class TopicRows(LayoutNames[ModelT]):
         conn = self.ledger.conn
         if self._fingerprints.get(self.name) != self.fingerprint:
             raise SchemaMismatchError(
-                f"topic {self.name!r} was migrated; use the Topic returned by migrate()"
+                f"topic {self.name!r} was migrated or evolved; use the Topic returned by migrate() or evolve()"
             )
         return conn
 

@@ -5,7 +5,7 @@ layout (``layout``) and the catalog of topics (``catalog``); the one reader and 
 topic's rows (``table``) with its bulk sizing (``bulk``), row files (``rowfiles``) and Arrow
 export (``arrow``); the ack positions every way of consuming keeps (``acks``), the status
 expressions read from them (``status``) and counts that do not scan (``counts``); safe row
-filters (``filters``), the id range of a time span (``browse``), and keyed tables (``keyed``:
+filters (``filters``), a model's changes applied in place (``evolution``), the id range of a time span (``browse``), and keyed tables (``keyed``:
 merged versions of rows by key, their current rows).
 
 The lowest room: it imports no other room of the ledger. The acks live here, not with the
@@ -13,7 +13,7 @@ consumption state, because a topic's rows have no status column: ``table`` reads
 pending from the ack positions, so the two are one floor.
 """
 
-from . import acks, browse, bulk, catalog, counts, filters, keyed, keys, rowfiles
+from . import acks, browse, bulk, catalog, counts, evolution, filters, keyed, keys, rowfiles
 from .acks import find_consumer, lag
 from .arrow import rows_to_arrow
 from .catalog import stored_model_path, topic_names
@@ -52,6 +52,7 @@ __all__ = [
     "counts",
     "decimal_layout",
     "decimal_refusal",
+    "evolution",
     "filters",
     "find_consumer",
     "FLOAT_NAN_REFUSED",

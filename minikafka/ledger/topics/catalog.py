@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from ...errors import InvalidNameError, SchemaMismatchError, TopicNotFoundError
 from ...util.clock import utc_now
+from . import evolution
 from .identifiers import validate_topic_name
 from .layout import TopicLayout, canonical_json
 from .status import consumers_view_name, status_view_name
@@ -78,12 +79,17 @@ def record_migration_in_current_transaction(conn: sqlite3.Connection, layout: To
     )
 
 
-def check_reopen(layout: TopicLayout, row: tuple) -> None:
+def check_reopen(layout: TopicLayout, row: tuple, conn: sqlite3.Connection | None = None) -> None:
     """Raise unless ``layout`` matches the stored catalog ``row`` of the same topic.
+
+    A model older than the stored schema (it lacks fields the topic gained by evolution,
+    all nullable or with a default) matches: it reads without them and appends NULL or the
+    default (``evolution``). ``conn``: to read the table's column defaults.
 
     Raises:
         InvalidNameError: the names differ only by case.
-        SchemaMismatchError: another schema or other dedup fields.
+        SchemaMismatchError: another schema or other dedup fields; the message says whether
+            the change can be applied in place (``minikafka evolve``) or needs a migration.
     """
     stored_name = row[0]
     if stored_name != layout.name:
@@ -91,13 +97,20 @@ def check_reopen(layout: TopicLayout, row: tuple) -> None:
             f"topic {layout.name!r} clashes with existing topic {stored_name!r}: "
             "topic names are case-insensitive"
         )
-    why = layout.mismatch(layout_of_row(row), row[4])
-    if why:
+    stored = layout_of_row(row)
+    why = layout.mismatch(stored, row[4])
+    if not why:
+        return
+    if why.startswith(("dedup", "partition", "key")):
         what = "dedup config" if why.startswith("dedup") else "schema"
         raise SchemaMismatchError(
             f"topic {layout.name!r} exists with a different {what} ({why}); "
             "reopen it with the stored model and dedup, or change the model with Topic.migrate()"
         )
+    plan = evolution.compare(stored, row[4], layout, conn)
+    if plan.kind in (evolution.SAME, evolution.OLDER):
+        return
+    raise SchemaMismatchError(f"topic {layout.name!r} exists with a different schema ({why}); {plan.hint()}")
 
 
 def check_model(conn: sqlite3.Connection, stored: TopicLayout, model: type[BaseModel]) -> TopicLayout:
@@ -112,7 +125,7 @@ def check_model(conn: sqlite3.Connection, stored: TopicLayout, model: type[BaseM
     row = catalog_row(conn, stored.name)
     if row is None:
         raise TopicNotFoundError(f"topic {stored.name!r} is not in the ledger")
-    check_reopen(layout, row)
+    check_reopen(layout, row, conn)
     return layout
 
 

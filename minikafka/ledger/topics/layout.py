@@ -349,11 +349,29 @@ class TopicLayout:
             if values[j] is not None:
                 check_int_range(values[j], name)
 
+    def extra_names(self) -> list[str]:
+        """Columns that are no field of the model: fields an ``extra="allow"`` model kept
+        (``unknown_fields = "evolve"``), always the last columns; read from and written to
+        the model's extras."""
+        if self.model is None:
+            return []
+        fields = self.model.model_fields
+        return [c.name for c in self.columns if c.name not in fields]
+
+    def add_columns(self, columns: list[ColumnSpec]) -> None:
+        """Append columns (an evolution) and forget the SQL built for the old ones."""
+        self.columns.extend(columns)
+        for cached in ("_insert_cache", "_select_cache", "_int_positions", "_key_idx"):
+            self.__dict__.pop(cached, None)
+
     def encoder(self):
-        """A function model -> list of column values, in field order."""
+        """A function model -> list of column values, in field order (a model's kept extra
+        fields last: ``extra_names``)."""
         names = self.field_names
-        getter = attrgetter(*names)
-        single = len(names) == 1
+        extras = self.extra_names()
+        fields = names[:len(names) - len(extras)]
+        getter = attrgetter(*fields)
+        single = len(fields) == 1
         steps = [(i, c.name, c.encode) for i, c in enumerate(self.columns) if c.encode]
         topic = self.name
 
@@ -361,6 +379,9 @@ class TopicLayout:
             values = getter(instance)
             if single:
                 values = (values,)
+            if extras:
+                bag = instance.__pydantic_extra__ or {}
+                values = (*values, *(bag.get(n) for n in extras))
             if not steps:
                 return values
             values = list(values)

@@ -492,3 +492,15 @@ class TopicTable:
                 yield rows
         finally:
             cursor.close()
+
+    def field_rows(self, after: int, upto: int, fetch: int) -> Iterator[list[tuple]]:
+        """Batches of at most ``fetch`` rows with ids in ``(after, upto]``, in id order: ``_id`` then
+        the fields in storage form (what a lake table copies, ``ledger/lake``)."""
+        fields = ", ".join(quote_identifier(n) for n in self.layout.field_names)
+        cursor = self.conn.execute(f'SELECT "_id", {fields} FROM {self.layout.table} WHERE "_id" > ? AND "_id" <= ? '
+                                   'ORDER BY "_id"', (after, upto))
+        try:
+            while rows := cursor.fetchmany(fetch):
+                yield rows
+        finally:
+            cursor.close()

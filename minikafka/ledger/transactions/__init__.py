@@ -23,6 +23,7 @@ from .commit import (
 from .connection import Ledger, connect_read_only
 from .events import Event, Observer
 from .group_commit import flush
+from .identity import read_identity
 from .read_transaction import read_snapshot
 from .schema import LEDGER_FORMAT
 from .watcher import Pause, Watcher, drive, drive_async, pause, pause_async, until
@@ -46,6 +47,7 @@ __all__ = [
     "Pause",
     "pause",
     "pause_async",
+    "read_identity",
     "read_snapshot",
     "StagedOutput",
     "until",

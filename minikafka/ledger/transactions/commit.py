@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,8 +72,12 @@ class InputState:
 def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[InputState],
                  outputs: list[StagedOutput], max_attempts: int | None = None,
                  default_parent_topic: str | None = None,
-                 quarantine: list[tuple] | Callable[[], list[tuple]] = ()) -> RunResult:
+                 quarantine: list[tuple] | Callable[[], list[tuple]] = (),
+                 finishers: Sequence[Callable[[sqlite3.Connection, RunResult], None]] = ()) -> RunResult:
     """Commit a stage's outputs and acks in one transaction; fill in ``run``'s counts.
+
+    ``finishers`` run inside the transaction after the acks, before the run row (e.g. a lake
+    table's pointer swap, ``ledger/lake``): what they write commits or rolls back with the rest.
 
     ``quarantine`` holds output rows that failed a row-level expectation or that the
     ledger refuses: (topic, parent id, JSON payload, reason); or a function returning
@@ -90,7 +94,7 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
         with bulk.page_cache(ledger.conn, [o.layout.name for o in outputs]):  # the outputs' key indexes
             _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
                                    max_attempts=max_attempts, default_parent_topic=default_parent_topic,
-                                   quarantine=quarantine)
+                                   quarantine=quarantine, finishers=finishers)
     except BaseException:  # rolled back: the run's counts say what is committed, which is nothing of this
         run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed = counts
         raise
@@ -100,7 +104,8 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
 
 def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer: str, inputs: list[InputState],
                            outputs: list[StagedOutput], max_attempts: int | None, default_parent_topic: str | None,
-                           quarantine: list[tuple] | Callable[[], list[tuple]]) -> None:
+                           quarantine: list[tuple] | Callable[[], list[tuple]],
+                           finishers: Sequence[Callable[[sqlite3.Connection, RunResult], None]] = ()) -> None:
     with gc_paused(), ledger.atomic() as conn:
         consumer_ids = {}
         for state in inputs:
@@ -125,6 +130,8 @@ def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer
         checkpoint("commit:outputs-inserted")
         for state in inputs:
             _settle_input(conn, state, consumer_ids[state.topic], consumer, run, now, max_attempts)
+        for finish in finishers:
+            finish(conn, run)
         if run.rows_failed:
             run.finish("partial", f"{run.rows_failed} row(s) failed and stay pending for a retry")
         elif run.status == "running":

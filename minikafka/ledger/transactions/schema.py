@@ -369,8 +369,25 @@ CREATE TABLE IF NOT EXISTS _minikafka_tables (
 ) STRICT;
 """
 
+# OpenLineage (pipelines/lineage.py): each stage run whose START event was sent, the process
+# that sent it, and the terminal event sent for it (NULL until one is), so the next run sends
+# a FAIL for a run whose process was killed before it could.
+LINEAGE = """
+CREATE TABLE IF NOT EXISTS _minikafka_lineage (
+    run_id TEXT PRIMARY KEY,
+    pipeline TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    proc_start INTEGER,
+    ended TEXT CHECK (ended IN ('COMPLETE', 'FAIL', 'ABORT'))
+) STRICT;
+CREATE INDEX IF NOT EXISTS _minikafka_lineage_open ON _minikafka_lineage(pipeline) WHERE ended IS NULL;
+"""
+
 PARTS: list[str] = [CORE, OFFSETS, STREAMS, QUEUES, NOTIFICATIONS, DELIVERIES, JOBS, SCHEDULES, LOADS, ROW_COUNTS,
-                    TABLES]
+                    TABLES, LINEAGE]
 
 
 def schema_statements() -> list[str]:

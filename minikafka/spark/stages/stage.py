@@ -15,6 +15,7 @@ from ...api.source import Source
 from ...errors import PipelineError, SchemaMismatchError, StageFailed
 from ...ledger.consuming import RunResult, failure_status, interruption, new_run_id, write_run_in_current_transaction
 from ...ledger.consuming import runlog_retention as retention
+from ...ledger.lake import finishers_for as lake_finishers
 from ...ledger.topics import TopicLayout, acks, catalog, validate_consumer_name, validate_topic_name
 from ...ledger.transactions import Event, InputState, StagedOutput, commit_stage
 from ...util.faults import checkpoint
@@ -428,11 +429,13 @@ def _commit(work: _Work, plan, t0: float) -> None:
         outputs = [StagedOutput(work.out_layouts[dst], _batches(datasets[dst], work.batch_rows, *work.staged[dst]))
                    for dst in work.staged]
 
+    finishers = () if work.dry_run else lake_finishers(work.source.ledger.conn, stage.outputs)  # ledger/lake
+
     def commit(outputs: list[StagedOutput], quarantine: list[tuple] | Callable[[], list[tuple]]) -> None:
         commit_stage(work.source.ledger, run, consumer=stage.consumer_name, inputs=inputs, outputs=outputs,
                      max_attempts=stage.max_attempts if stage.strategy == "best_effort" else None,
                      default_parent_topic=stage.inputs[0] if len(stage.inputs) == 1 else None,
-                     quarantine=quarantine)
+                     quarantine=quarantine, finishers=finishers)
 
     if work.followed is not None:
         dst, write = work.followed

@@ -1,0 +1,143 @@
+"""Delta tables mirroring a topic, written with delta-rs and an app transaction per target.
+
+A Delta table has no catalog the ledger could hold, so its commit (the next ``_delta_log``
+entry) cannot join the ledger's transaction. Instead each write carries an app transaction
+(``app_id`` ``minikafka:<target>``, version the highest topic row id it holds) and
+``sync_in_current_transaction`` reads ``transaction_version()`` before writing (delta-rs does
+not check it itself): inside the ledger's transaction it
+
+1. reads how far the ledger says the table holds the topic (``last_id``) and how far the
+   table's own app transaction says it does;
+2. writes the topic's rows above the larger of the two, up to the topic's last row, in one
+   Delta commit whose app transaction version is that last row id;
+3. moves ``last_id`` in the caller's transaction.
+
+Crash contract: a crash before the Delta commit leaves both as they were (delta-rs's data
+files of the attempt are not in the log; ``DeltaTable.vacuum`` removes them). A crash after
+the Delta commit and before the ledger's COMMIT leaves the table ahead of the ledger; the
+re-run finds the app transaction's version at or above the rows it would write and skips
+them, so the acks commit once and no row is written twice. That holds when the re-run
+commits the same rows under the same ids as the attempt that died (a deterministic stage
+over the same pending inputs); an Iceberg target has no such condition, its pointer swap is
+inside the ledger's transaction.
+
+Types as the Iceberg targets' (``rows.arrow_schema``); partitions are identity columns.
+deltalake is imported only here (extra ``lake``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ...errors import LakeConfigError, LakeError
+from ...util.clock import utc_now
+from ...util.faults import checkpoint
+from ...util.optional import require
+from ..topics.catalog import read_layout
+from ..topics.layout import TopicLayout
+from ..topics.table import TopicTable
+from . import state
+from .rows import SyncResult, arrow_rows, arrow_schema
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+@dataclass(frozen=True)
+class DeltaTarget:
+    """A Delta table that mirrors a topic (written with delta-rs, an app transaction per write).
+
+    Args:
+        name: the target's name (letters, digits, ``_``); the app id is ``minikafka:<name>``.
+        topic: the topic whose rows it holds.
+        location: the table's directory (a local path, made absolute) or an object-store URI.
+        partition_by: identity partition columns (fields of the topic's model).
+    """
+
+    name: str
+    topic: str
+    location: str
+    partition_by: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise LakeConfigError(f"lake target {self.name!r}: name must be letters, digits and _")
+        if not self.location:
+            raise LakeConfigError(f"lake target {self.name!r}: location is empty")
+        if not urlparse(self.location).scheme or len(urlparse(self.location).scheme) == 1:
+            object.__setattr__(self, "location", str(Path(self.location).expanduser().resolve()))
+        parts = (self.partition_by,) if isinstance(self.partition_by, str) else tuple(self.partition_by)
+        object.__setattr__(self, "partition_by", parts)
+        for column in parts:
+            if not isinstance(column, str) or not _NAME.match(column):
+                raise LakeConfigError(f"lake target {self.name!r}: a Delta table's partition_by names columns, "
+                                      f"not {column!r}")
+
+    @property
+    def app_id(self) -> str:
+        return f"minikafka:{self.name}"
+
+    def row(self) -> state.TargetRow:
+        return state.TargetRow(self.name, "delta", self.topic, self.location, "", self.partition_by)
+
+
+def check_partitions(target: DeltaTarget, layout: TopicLayout) -> None:
+    """Raises LakeConfigError naming a partition column the topic's model lacks."""
+    for column in target.partition_by:
+        if column not in layout.field_names:
+            raise LakeConfigError(f"lake target {target.name!r}: partition column {column!r} is not a field of "
+                                  f"topic {target.topic!r}")
+
+
+def _table(location: str):
+    deltalake = require("deltalake", "lake")
+    try:
+        return deltalake.DeltaTable(location)
+    except deltalake.exceptions.TableNotFoundError:
+        return None
+
+
+def sync_in_current_transaction(conn: sqlite3.Connection, target: DeltaTarget, run_id: str | None,
+                                now: str | None = None):
+    """Append the topic's rows the table does not hold yet (checked by its app transaction).
+
+    Returns a ``rows.SyncResult`` (``snapshot_id``: the Delta table's version).
+
+    Raises:
+        LakeConfigError: the target's definition changed or a partition column is not a field.
+        LakeError: delta-rs could not write the table (names the target and the cause).
+    """
+    deltalake = require("deltalake", "lake")
+    now = now or utc_now()
+    stored = state.declare_target_in_current_transaction(conn, target.row(), now)
+    layout = read_layout(conn, target.topic)
+    check_partitions(target, layout)
+    upto = TopicTable(conn, layout).high_watermark()
+    checkpoint("lake:before-data-files")
+    try:
+        table = _table(target.location)
+        held = (table.transaction_version(target.app_id) if table is not None else None) or 0
+        start = max(stored.last_id, held)
+        if upto <= start:  # nothing new, or written by an attempt whose ledger commit died
+            version = table.version() if table is not None else None
+            state.record_sync_in_current_transaction(conn, target.name, max(upto, start), version, run_id, now)
+            return SyncResult(target.name, 0, version, max(upto, start))
+        rows = arrow_rows(conn, layout, start, upto, arrow_schema(layout))
+        deltalake.write_deltalake(
+            target.location, rows, mode="append", partition_by=list(target.partition_by) or None,
+            commit_properties=deltalake.CommitProperties(
+                app_transactions=[deltalake.Transaction(target.app_id, upto)],
+                custom_metadata={"minikafka.topic": target.topic, "minikafka.run-id": run_id or ""}))
+        checkpoint("lake:after-delta-commit")
+        version = deltalake.DeltaTable(target.location).version()
+    except LakeConfigError:
+        raise
+    except Exception as exc:  # delta-rs's and the file system's errors, named once
+        if type(exc).__module__.startswith(("deltalake", "pyarrow")) or isinstance(exc, OSError | ValueError):
+            raise LakeError(f"lake target {target.name!r}: {type(exc).__name__}: {exc}") from exc
+        raise
+    state.record_sync_in_current_transaction(conn, target.name, upto, version, run_id, now)
+    return SyncResult(target.name, rows.num_rows, version, upto)

@@ -1,0 +1,268 @@
+"""OpenLineage events of pipeline runs: valid against the spec's own JSON schemas, naming the
+DAG's datasets, sent to a file and a real HTTP endpoint, and a FAIL for a run whose process
+was SIGKILLed, sent by the next run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+
+from minikafka import Source
+from minikafka.errors import PipelineDefinitionError
+from minikafka.ledger.consuming import lineage_log
+from minikafka.observe.lineage import KILLED, Dataset, StageJob, end_event
+from minikafka.pipelines import load_pipeline
+from minikafka.pipelines.opening import open_source
+from minikafka.pipelines.runner import run_pipeline
+from minikafka.util.faults import ENV
+from minikafka.util.procs import process_start
+from tests.pipelines.helpers import ROOT, generate, homelab_copy
+
+SPEC_DIR = ROOT / "tests" / "data" / "openlineage"
+
+
+def validator():
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    resources = []
+    for path in SPEC_DIR.glob("*.json"):
+        schema = json.loads(path.read_text())
+        resources.append((schema["$id"], Resource.from_contents(schema)))
+    registry = Registry().with_resources(resources)
+    spec = json.loads((SPEC_DIR / "OpenLineage.json").read_text())
+    return Draft202012Validator({"$ref": spec["$id"] + "#/$defs/RunEvent"}, registry=registry,
+                                format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def check_events(events: list[dict]) -> None:
+    """Every event valid, and every facet valid against its own schema (the spec's RunEvent
+    accepts any object as a facet: each facet's schema is what says it is well formed)."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    check = validator()
+    schemas = {json.loads(p.read_text())["$id"]: json.loads(p.read_text()) for p in SPEC_DIR.glob("*.json")}
+    registry = Registry().with_resources([(k, Resource.from_contents(v)) for k, v in schemas.items()])
+    for event in events:
+        errors = sorted(check.iter_errors(event), key=str)
+        assert not errors, (event["eventType"], [e.message for e in errors])
+        facets = [*event["run"].get("facets", {}).values(), *event["job"].get("facets", {}).values()]
+        for ds in (*event.get("inputs", []), *event.get("outputs", [])):
+            for group in ("facets", "inputFacets", "outputFacets"):
+                facets += list(ds.get(group, {}).values())
+        for facet in facets:
+            url = facet["_schemaURL"]
+            base, _, pointer = url.partition("#")
+            assert base in schemas, url
+            facet_check = Draft202012Validator({"$ref": url}, registry=registry)
+            assert not list(facet_check.iter_errors(facet)), (url, [e.message for e in facet_check.iter_errors(facet)])
+
+
+def lineage_project(tmp_path: Path, extra: str = "") -> Path:
+    return homelab_copy(tmp_path, extra=f'\n[lineage]\nnamespace = "homelab-test"\nfile = "{tmp_path / "events.jsonl"}"\n'
+                        + extra)
+
+
+def read_events(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def by_run(events: list[dict]) -> dict[str, list[str]]:
+    runs: dict[str, list[str]] = {}
+    for e in events:
+        runs.setdefault(e["run"]["runId"], []).append(e["eventType"])
+    return runs
+
+
+def dag_datasets(defn) -> dict[str, tuple[list[str], list[str]]]:
+    return {f"{defn.name}.{sd.name}": (sorted(sd.inputs), sorted(sd.outputs)) for sd in defn.stages}
+
+
+def test_every_event_of_a_run_is_valid_and_names_the_dags_topics(tmp_path):
+    defn = load_pipeline(lineage_project(tmp_path))
+    with open_source(defn):
+        pass
+    result = run_pipeline(defn, in_process=True, echo=lambda m: None)  # nothing new: no JVM
+    assert result.ok
+    events = read_events(tmp_path)
+    check_events(events)
+    assert {r: tuple(v) for r, v in by_run(events).items()} == {r: ("START", "COMPLETE") for r in by_run(events)}
+    assert len(by_run(events)) == len(defn.stages)
+    seen = {e["job"]["name"]: (sorted(d["name"] for d in e["inputs"]), sorted(d["name"] for d in e["outputs"]))
+            for e in events}
+    assert seen == dag_datasets(defn)
+    assert {e["job"]["namespace"] for e in events} == {"homelab-test"}
+    assert {d["namespace"] for e in events for d in e["inputs"] + e["outputs"]} == {f"sqlite:{defn.source}"}
+    for e in events:
+        uuid.UUID(e["run"]["runId"])
+        fields = {d["name"]: [f["name"] for f in d["facets"]["schema"]["fields"]] for d in e["outputs"]}
+        assert all(fields.values()), fields
+
+
+def test_a_dry_run_sends_no_event(tmp_path):
+    defn = load_pipeline(lineage_project(tmp_path))
+    with open_source(defn):
+        pass
+    run_pipeline(defn, in_process=True, dry_run=True, echo=lambda m: None)
+    assert read_events(tmp_path) == []
+
+
+def test_a_runner_sigkilled_after_a_start_gets_its_fail_from_the_next_run(tmp_path):
+    path = lineage_project(tmp_path)
+    defn = load_pipeline(path)
+    with open_source(defn):
+        pass
+    env = {**os.environ, ENV: "lineage:started", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "run", "--pipeline", str(path), "--in-process"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if "FROZEN lineage:started" in line:
+                break
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    killed = read_events(tmp_path)
+    assert [e["eventType"] for e in killed] == ["START"]
+
+    lines: list[str] = []
+    assert run_pipeline(defn, in_process=True, echo=lines.append).ok
+    events = read_events(tmp_path)
+    check_events(events)
+    first = killed[0]["run"]["runId"]
+    assert by_run(events)[first] == ["START", "FAIL"]
+    fail = next(e for e in events if e["run"]["runId"] == first and e["eventType"] == "FAIL")
+    assert fail["run"]["facets"]["errorMessage"]["message"] == KILLED
+    assert fail["job"]["name"] == killed[0]["job"]["name"]
+    assert any("earlier run" in line for line in lines)
+    # every run now has exactly one ending; a third run sends nothing more for the killed one
+    assert all(v[0] == "START" and len(v) == 2 for v in by_run(events).values())
+    run_pipeline(defn, in_process=True, echo=lambda m: None)
+    assert by_run(read_events(tmp_path))[first] == ["START", "FAIL"]
+
+
+def test_a_start_sent_by_a_process_still_running_is_left_open(tmp_path):
+    defn = load_pipeline(lineage_project(tmp_path))
+    with open_source(defn) as source:
+        with source.ledger.atomic() as conn:
+            lineage_log.note_start_in_current_transaction(conn, lineage_log.OpenRun(
+                "split_youtube-live", defn.name, "split_youtube", "2026-11-28T00:00:00Z", os.uname().nodename,
+                os.getpid(), process_start(os.getpid())))
+            lineage_log.note_start_in_current_transaction(conn, lineage_log.OpenRun(
+                "split_youtube-reused-pid", defn.name, "split_youtube", "2026-11-28T00:00:01Z", os.uname().nodename,
+                os.getpid(), (process_start(os.getpid()) or 0) + 1))  # this pid, another process's start time
+    run_pipeline(defn, in_process=True, echo=lambda m: None)
+    with Source(str(defn.source)) as src:
+        assert lineage_log.ending_of(src.ledger.conn, "split_youtube-live") is None
+        assert lineage_log.ending_of(src.ledger.conn, "split_youtube-reused-pid") == "FAIL"
+
+
+class Collector(BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Collector.received.append((self.path, dict(self.headers), json.loads(body)))
+        self.send_response(201)
+        self.end_headers()
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+def test_events_are_posted_with_the_bearer_token_which_is_never_written_anywhere(tmp_path, monkeypatch):
+    token = "tok-" + uuid.uuid4().hex
+    monkeypatch.setenv("LINEAGE_TEST_TOKEN", token)
+    Collector.received = []
+    server = HTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/api/v1/lineage"
+        defn = load_pipeline(lineage_project(tmp_path, f'url = "{url}"\napi_key_env = "LINEAGE_TEST_TOKEN"\n'))
+        with open_source(defn):
+            pass
+        lines: list[str] = []
+        assert run_pipeline(defn, in_process=True, echo=lines.append).ok
+    finally:
+        server.shutdown()
+    assert len(Collector.received) == 2 * len(defn.stages)
+    assert {p for p, _, _ in Collector.received} == {"/api/v1/lineage"}
+    assert {h["Authorization"] for _, h, _ in Collector.received} == {f"Bearer {token}"}
+    assert [e for _, _, e in Collector.received] == read_events(tmp_path)  # the file got the same events
+    written = (tmp_path / "events.jsonl").read_bytes() + Path(defn.source).read_bytes() + "\n".join(lines).encode()
+    assert token.encode() not in written
+
+
+def test_an_endpoint_that_does_not_answer_costs_a_warning_line_not_the_run(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    defn = load_pipeline(lineage_project(tmp_path, f'url = "http://user:hunter2secret@127.0.0.1:{port}/x"\ntimeout = 2\n'))
+    with open_source(defn):
+        pass
+    lines: list[str] = []
+    assert run_pipeline(defn, in_process=True, echo=lines.append).ok
+    warnings = [line for line in lines if line.startswith("lineage: could not send")]
+    assert len(warnings) == 2 * len(defn.stages)
+    assert not any("hunter2secret" in line for line in lines)
+
+
+@pytest.mark.parametrize("table, problem", [
+    ('namespace = "x"\n', "give file"),
+    ('url = "ftp://host/x"\n', "lineage.url"),
+    ('file = "e.jsonl"\ntimeout = 0\n', "lineage.timeout"),
+    ('file = "e.jsonl"\napi_key_env = "NOT A NAME"\n', "lineage.api_key_env"),
+    ('file = "e.jsonl"\nbogus = 1\n', "lineage: unknown key 'bogus'"),
+])
+def test_a_bad_lineage_table_is_an_error_naming_the_key(tmp_path, table, problem):
+    path = homelab_copy(tmp_path, extra="\n[lineage]\n" + table)
+    with pytest.raises(PipelineDefinitionError, match=problem.replace(".", r"\.")):
+        load_pipeline(path)
+
+
+def test_a_failed_runs_error_is_masked_in_its_fail_event():
+    job = StageJob("ns", "p", "s", "/l.sqlite", "id", (Dataset("a", (("x", "int"),)),), (Dataset("b"),))
+    event = end_event(job, "s-1", "2026-11-28T00:00:00Z",
+                      {"status": "failed", "error": "could not open https://bob:s3cretpw@host/x?token=abcdef123456"})
+    check_events([event])
+    message = event["run"]["facets"]["errorMessage"]["message"]
+    assert "s3cretpw" not in message and "abcdef123456" not in message
+    assert event["eventType"] == "FAIL"
+    assert end_event(job, "s-1", "2026-11-28T00:00:00Z", {"status": "interrupted", "error": "Ctrl-C"})["eventType"] \
+        == "ABORT"
+
+
+@pytest.mark.spark
+def test_the_example_pipelines_events_carry_row_counts_and_quality_assertions(spark, tmp_path):
+    from minikafka.connectors.ingest import ingest_jsonl
+
+    defn = load_pipeline(lineage_project(tmp_path))
+    with open_source(defn) as src:
+        ingest_jsonl(src._topics["rss.items"], generate(tmp_path, 120))
+    result = run_pipeline(defn, in_process=True, echo=lambda m: None)
+    assert result.ok, result.table()
+    events = read_events(tmp_path)
+    check_events(events)
+    assert {e["job"]["name"]: (sorted(d["name"] for d in e["inputs"]), sorted(d["name"] for d in e["outputs"]))
+            for e in events} == dag_datasets(defn)
+    rows_out = {f"{defn.name}.{o.name}": o.run["rows_out"] for o in result.outcomes}
+    for e in events:
+        if e["eventType"] == "COMPLETE" and len(e["outputs"]) == 1:
+            assert e["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == rows_out[e["job"]["name"]]
+    checked = [e for e in events if any("dataQualityAssertions" in d["facets"] for d in e["outputs"])]
+    suites = [sd for sd in defn.stages if sd.expectations]
+    assert len(checked) == len(suites) and suites
