@@ -1,6 +1,7 @@
-"""mkdocs hook: reference pages generated from the code at build time, never copied by hand.
+"""The reference pages' generated text, made from the code and committed into the pages.
 
-A page holds a marker such as ``<!-- generated: cli -->``; ``on_page_markdown`` replaces it:
+A page holds a block ``<!-- generated: NAME -->`` ... ``<!-- end of generated: NAME -->``;
+``python scripts/dev/gen_reference.py`` fills it (``render``) with:
 
 - ``cli``: every ``minikafka`` command with its ``--help`` text, from the click command tree;
 - ``pipeline-file``: the pipeline TOML format, from ``minikafka.pipelines.schema`` (one table per
@@ -8,17 +9,21 @@ A page holds a marker such as ``<!-- generated: cli -->``; ``on_page_markdown`` 
   ``minikafka.pipelines.definition``;
 - ``deliveries-file``: the deliveries TOML format, from ``minikafka.connectors.delivery``;
 - ``quality-suite``: the expectation suite TOML format, from ``minikafka.quality.suite``;
+- ``errors``: the error classes ``minikafka`` exports;
+- ``python-api``: the public API (``API_SECTIONS``), each object's signature and docstring;
 - ``layout``: the code layout, one table a layer (lowest first, as ``tests/test_layers.py`` orders
   them), each folder and module with the first paragraph of its docstring.
 
-A marker the hook does not know is an error, so a typo cannot ship an empty page.
+The text is committed, so a page reads on the forge as on the site, and ``mkdocs build`` (this
+file is its hook) imports nothing of the project: it only refuses a block left unfilled.
+``tests/docs/test_reference_pages.py`` fails when a committed block is stale. A marker the
+generators do not know is an error, so a typo cannot ship an empty page.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import logging
 import re
 import sys
 import textwrap
@@ -361,31 +366,229 @@ def code_layout() -> str:
     return "\n".join(out)
 
 
+# -- the Python API ------------------------------------------------------------------------
+
+API_SECTIONS = [
+    ("The ledger", "minikafka", ["Source", "Topic", "KeyedTable", "Record", "Transaction"]),
+    ("Row-level pipelines", "minikafka", ["Pipeline", "FullPipeline"]),
+    ("Consumer groups, queues, notifications", "minikafka", ["ConsumerGroup", "Queue", "Job", "Notification",
+                                                             "Listener"]),
+    ("Streams and windows", "minikafka", ["Stream", "StreamingConsumer", "Window", "WindowEmitter", "CountWindow",
+                                          "RelaxedTimeWindow", "FixedTimeWindow"]),
+    ("Events and runs", "minikafka", ["Event", "RunResult"]),
+    ("The Spark engine", "minikafka.spark", ["build_session", "Stage", "StageContext", "run_stage", "read_topic",
+                                            "StageFailed"]),
+]
+DOC_SECTIONS = re.compile(r"^(Args|Arguments|Parameters|Returns|Return|Yields|Raises|Example|Examples|Attributes|"
+                          r"Note|Notes|Warning|Warns)\s*:\s*$")
+
+
+class _Annotation:
+    """An annotation string shown as written (``inspect`` would quote it)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _signature(fn, name: str, *, drop_self: bool = False) -> str:
+    """``name(params) -> return`` with annotations as written; one parameter a line when long."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return f"{name}(...)"
+
+    def ann(value):
+        return value if value is inspect.Parameter.empty else _Annotation(str(value) if isinstance(value, str)
+                                                                             else inspect.formatannotation(value))
+
+    params = [p.replace(annotation=ann(p.annotation)) for p in sig.parameters.values()]
+    if drop_self and params and params[0].name in ("self", "cls"):
+        params = params[1:]
+    sig = sig.replace(parameters=params, return_annotation=ann(sig.return_annotation))
+    text = f"{name}{sig}"
+    if len(text) <= HELP_WIDTH:
+        return text
+    shown = str(sig.replace(return_annotation=inspect.Signature.empty))[1:-1]
+    parts, depth, current = [], 0, ""
+    for ch in shown:  # split on the commas between parameters, not inside brackets
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    parts.append(current.strip())
+    ret = "" if sig.return_annotation is inspect.Signature.empty else f" -> {sig.return_annotation!r}"
+    return f"{name}(\n" + "".join(f"    {p},\n" for p in parts if p) + f"){ret}"
+
+
+def _escape_text(line: str) -> str:
+    """A prose line for markdown: RST ``code`` as `code`; ``<`` and ``*`` outside code escaped."""
+    line = line.replace("``", "`")
+    pieces = line.split("`")
+    for i in range(0, len(pieces), 2):  # outside code spans
+        pieces[i] = pieces[i].replace("<", "&lt;").replace("*", "\\*")
+    return "`".join(pieces)
+
+
+def _doc_markdown(doc: str) -> str:
+    """A Google-style docstring as markdown: sections as bold titles with lists, ``::`` blocks fenced."""
+    lines = doc.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        section = DOC_SECTIONS.match(line)
+        block_follows = line.rstrip().endswith("::")
+        if section or block_follows:
+            i += 1
+            body = []
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith((" ", "\t"))):
+                body.append(lines[i])
+                i += 1
+            text = textwrap.dedent("\n".join(body)).strip("\n")
+            if block_follows:
+                intro = line.rstrip()[:-1].rstrip()
+                if intro:
+                    out.append(_escape_text(intro + ":") + "\n")
+                out.append("```text\n" + text + "\n```\n")
+                continue
+            out.append(f"**{section.group(1)}:**\n")
+            if section.group(1) in ("Example", "Examples"):
+                out.append("```text\n" + text + "\n```\n")
+                continue
+            if section.group(1) in ("Returns", "Return", "Yields"):  # free text, not a list of names
+                out.append(" ".join(_escape_text(t.strip()) for t in text.splitlines() if t.strip()) + "\n")
+                continue
+            entries: list[str] = []
+            for entry in text.splitlines():
+                if entry and not entry.startswith((" ", "\t")) or not entries:
+                    entries.append(entry.strip())
+                elif entry.strip():
+                    entries[-1] += " " + entry.strip()
+            for entry in entries:
+                head, sep, rest = entry.partition(":")
+                if sep and re.fullmatch(r"[\w.*]+( \(.*\))?", head.strip()):
+                    out.append(f"- `{head.strip()}`: {_escape_text(rest.strip())}")
+                else:
+                    out.append(f"- {_escape_text(entry)}")
+            out.append("")
+            continue
+        out.append(_escape_text(line))
+        i += 1
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip() + "\n"
+
+
+def _members(cls) -> list[tuple[str, object]]:
+    """The public methods and properties a class defines itself, in source order."""
+    fields = getattr(cls, "__dataclass_fields__", {})
+    out = []
+    for name, value in cls.__dict__.items():
+        if name.startswith("_") or name in fields:
+            continue
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if inspect.isfunction(value) or isinstance(value, property):
+            out.append((name, value))
+    return out
+
+
+def _api_object(module: str, name: str) -> str:
+    import importlib
+
+    obj = getattr(importlib.import_module(module), name)
+    anchor = f"{module}.{name}"
+    out = [f"### {name} {{ #{anchor} }}\n"]
+    if inspect.isclass(obj):
+        kind = "exception" if issubclass(obj, BaseException) else "class"
+        init = obj.__dict__.get("__init__") or (obj if dataclasses.is_dataclass(obj) else None)
+        shown = _signature(init, name, drop_self=True) if init is not None else f"{name}(...)"
+        out.append(f"```text\n{kind} {shown}\n```\n")
+    else:
+        out.append(f"```text\n{_signature(obj, name)}\n```\n")
+    doc = inspect.getdoc(obj) or ""
+    if inspect.isclass(obj) and "__init__" in obj.__dict__ and obj.__dict__["__init__"].__doc__:
+        doc = doc + "\n\n" + inspect.cleandoc(obj.__dict__["__init__"].__doc__)
+    if doc:
+        out.append(_doc_markdown(doc))
+    if inspect.isclass(obj):
+        for member, value in _members(obj):
+            out.append(f"#### {name}.{member} {{ #{anchor}.{member} }}\n")
+            if isinstance(value, property):
+                out.append(f"```text\nproperty {member}\n```\n")
+                fdoc = inspect.getdoc(value)
+            else:
+                out.append(f"```text\n{_signature(value, member, drop_self=True)}\n```\n")
+                fdoc = inspect.getdoc(value)
+            if fdoc:
+                out.append(_doc_markdown(fdoc))
+    return "\n".join(out)
+
+
+def python_api() -> str:
+    out = []
+    for title, module, names in API_SECTIONS:
+        out.append(f"## {title}\n")
+        out += [_api_object(module, name) for name in names]
+    return "\n".join(out)
+
+
 GENERATORS = {"errors": errors, "cli": cli_reference, "pipeline-file": pipeline_file, "deliveries-file": deliveries_file,
-              "quality-suite": quality_suite, "layout": code_layout}
+              "quality-suite": quality_suite, "layout": code_layout, "python-api": python_api}
+
+# a filled block: the start marker, the generated text, the end marker (a bare start marker: not filled yet)
+REGENERATE = "python scripts/dev/gen_reference.py"
+BLOCK = re.compile(r"<!--\s*generated:\s*([a-z-]+)\s*-->\n(?:.*?<!--\s*end of generated:\s*\1\s*-->\n?)?", re.S)
 
 
 def render(markdown: str) -> str:
-    """Replace every ``<!-- generated: NAME -->`` marker (an unknown NAME raises KeyError)."""
-    return MARKER.sub(lambda m: GENERATORS[m.group(1)](), markdown)
+    """Fill every ``<!-- generated: NAME -->`` block with what the code declares now (an unknown NAME
+    raises KeyError); the markers stay, so the page can be regenerated again."""
+    def fill(m: re.Match) -> str:
+        name = m.group(1)
+        text = GENERATORS[name]().rstrip("\n")
+        return (f"<!-- generated: {name} -->\n<!-- regenerate with: {REGENERATE} -->\n\n{text}\n\n"
+                f"<!-- end of generated: {name} -->\n")
+
+    return BLOCK.sub(fill, markdown)
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """The pages holding a generated block."""
+    return sorted(p for p in (root / "docs").rglob("*.md") if MARKER.search(p.read_text(encoding="utf-8")))
+
+
+def stale_pages(root: Path = ROOT) -> list[Path]:
+    """The pages whose committed text differs from what the code generates now."""
+    return [p for p in pages(root) if render(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")]
+
+
+def write_pages(root: Path = ROOT) -> list[Path]:
+    """Regenerate every page's blocks in place; the pages that changed."""
+    changed = []
+    for page in pages(root):
+        old = page.read_text(encoding="utf-8")
+        new = render(old)
+        if new != old:
+            page.write_text(new, encoding="utf-8")
+            changed.append(page)
+    return changed
 
 
 def on_page_markdown(markdown, page, config, files):  # noqa: ARG001 - mkdocs hook signature
-    return render(markdown)
+    """The committed text is the page: nothing is imported at build time (no PYTHONPATH needed).
+    A block left unfilled stops the build, naming the command that fills it."""
+    for m in MARKER.finditer(markdown):
+        end = f"<!-- end of generated: {m.group(1)} -->"
+        if end not in markdown[m.end():]:
+            raise ValueError(f"{page.file.src_path}: the generated block {m.group(1)!r} is not filled: run {REGENERATE}")
+    return FRAME.sub("", markdown)  # the markers are for the generator, not the reader
 
 
-class _KnownDocstringWarnings(logging.Filter):
-    """Until the docstrings below are fixed (their modules are being reorganised), their
-    prose-only ``Raises:`` entries are reported at INFO instead of failing ``--strict``."""
-
-    KNOWN = ("Failed to get 'exception: description' pair",)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.WARNING and any(k in record.getMessage() for k in self.KNOWN):
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return True
-
-
-def on_config(config):
-    logging.getLogger("mkdocs.plugins.griffe").addFilter(_KnownDocstringWarnings())
-    return config
+FRAME = re.compile(r"^<!--\s*(?:generated:|end of generated:|regenerate with:)[^>]*-->\n", re.M)

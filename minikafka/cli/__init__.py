@@ -18,6 +18,7 @@ from . import (  # noqa: F401  (registers the commands)
     lake,
     maintenance,
     metrics,
+    nightly,
     pipelines,
     quarantine,
     queues,

@@ -248,8 +248,10 @@ def require_ledger(path: str | Path, *, hint: str = SOURCE_HINT) -> None:
 
 
 def pipeline_hint(defn, *, creates: bool = False) -> str:
-    """What a missing pipeline ledger's error suggests."""
-    return f"check 'source =' in {defn.path} (or --source)" + (CREATE_HINT if creates else "")
+    """What a missing pipeline ledger's error suggests: the path to check, how to start it."""
+    from ..pipelines.opening import start_hint
+
+    return f"check 'source =' in {defn.path} (or --source); {start_hint(defn, flag=creates)}"
 
 
 def ensure_pipeline_ledger(defn, *, create: bool = False, parents: bool = False, creates: bool = False) -> None:
@@ -296,10 +298,18 @@ def with_source(fn=None, *, read_only=False, creates: bool = False):
         declared = (ledger_pipeline is not None and "minikafka.pipeline" in ctx.meta
                     and path == str(ctx.meta["minikafka.pipeline"].source))
         ro = read_only(kwargs) if callable(read_only) else bool(read_only)
+        defn = ctx.meta["minikafka.pipeline"] if declared else None
+        hint = SOURCE_HINT + (CREATE_HINT if creates else "")
+        if defn is not None and not creates:  # the pipeline's own ledger: say how it starts
+            hint = pipeline_hint(defn)
         source = open_ledger(path, read_only=ro, create=creates and (create_flag or declared), parents=create_flag,
-                             hint=SOURCE_HINT + (CREATE_HINT if creates else ""))
+                             hint=hint)
         try:
             with source:
+                if defn is not None and not ro:  # a command that writes: the declared topics exist first
+                    from ..pipelines.opening import create_declared
+
+                    create_declared(source, defn)
                 return fn(source, **kwargs)
         except sqlite3.Error as exc:  # locked, corrupt, read-only: name the file (library errors: main's group)
             raise click.ClickException(f"{path}: {exc}") from exc

@@ -81,12 +81,15 @@ def _spool_stdin(tmpdir: str) -> str:
 @json_option
 def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | None, model: str | None,
            dedup: tuple[str, ...], create_ledger: bool, as_json: bool) -> None:
-    """Append a JSONL file (or .jsonl.gz; '-' for standard input) to a topic, validating every line.
+    """Append a JSONL, CSV or Parquet file (gzip too; '-': JSONL on standard input) to a topic, no JVM.
 
-    Invalid lines go to the quarantine with file:line and the reason; duplicates are
-    skipped. A field the model lacks follows the topic's unknown_fields in the pipeline
-    file: dropped with a warning and a count in the summary (the default), quarantined,
-    or kept (evolve). The file is one transaction: Ctrl-C (exit 130) stores nothing of it. Exit
+    The format comes from the name (.jsonl .ndjson .json, .csv .tsv, .parquet; JSONL when
+    it tells none). CSV has a header row; its text values are typed by the model (an empty
+    field is null where the model allows it). Invalid rows go to the quarantine with
+    file:line and the reason; duplicates are skipped. A field the model lacks follows the
+    topic's unknown_fields in the pipeline file: dropped with a warning and a count in the
+    summary (the default), quarantined, or kept (evolve). The file is one transaction:
+    Ctrl-C (exit 130) stores nothing of it. Exit
     code 1 when no line could be stored.
 
     --json prints one object: {topic, file, lines, appended, duplicates, quarantined,
@@ -105,7 +108,7 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
     """
     import tempfile
 
-    from ..connectors.ingest import ingest_jsonl
+    from ..connectors.ingest import ingest_file
     from ..pipelines.opening import open_source
 
     ctx = click.get_current_context()
@@ -144,11 +147,12 @@ def ingest(args: tuple[str, ...], pipeline_opt: str | None, source_path: str | N
                 with open_source(defn, notes=notes) as source, stage_running(f"ingest {shown}"):
                     for line in notes:  # a stage registered here that starts past rows that exist
                         note(line)
-                    r = ingest_jsonl(source.opened(topic), path)
+                    r = ingest_file(source.opened(topic), path, fmt="jsonl" if shown == "<stdin>" else None)
             else:
                 with open_ledger(source_path, create=create_ledger, parents=create_ledger,
                                  hint=SOURCE_HINT + CREATE_HINT) as source, stage_running(f"ingest {shown}"):
-                    r = ingest_jsonl(_open_topic(source, topic, model, dedup), path)
+                    r = ingest_file(_open_topic(source, topic, model, dedup), path,
+                                    fmt="jsonl" if shown == "<stdin>" else None)
         except InputFileError as exc:
             # the spooled copy of standard input is named as the user knows it
             message = str(exc).replace(str(path), shown, 1)
@@ -396,6 +400,7 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
             if ctx.get_parameter_source(name).name == "COMMANDLINE":
                 raise click.BadParameter(f"applies to CSV files; these are {', '.join(sorted(formats))}",
                                          param_hint=flag)
+    _require_topic(source, topic)  # a topic neither stored nor declared: said before the JVM starts
     model_cls = (import_model(model) if model else pipeline_model(topic)) or source.model_of(topic)
     if remote:
         note(f"loading on the engine at {redact_url(remote)}...")
@@ -421,6 +426,24 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
                    "skipped_files": result.skipped_files, "rows_read": result.rows_read, "rows_loaded": r.rows_out,
                    "rows_duplicate": r.rows_duplicate, "rows_quarantined": r.rows_quarantined,
                    "seconds": r.duration_s})
+
+
+def _require_topic(source: Source, topic: str) -> None:
+    """A click error (exit 1) saying how to create ``topic`` unless the ledger holds it (a topic the
+    --pipeline declares is there: ``with_source`` created it)."""
+    from ..errors import TopicNotFoundError
+
+    try:
+        source.layout(topic)
+    except TopicNotFoundError as exc:
+        defn = click.get_current_context().meta.get("minikafka.pipeline")
+        if defn is not None:
+            raise click.ClickException(
+                f"topic {topic!r} is not declared in {defn.path} (declared: {', '.join(defn.topics) or 'none'}): "
+                f"add [topics.\"{topic}\"] with its model and dedup") from exc
+        raise click.ClickException(
+            f"{exc}: declare it in a pipeline file and pass --pipeline FILE (backfill creates it), or create it with "
+            f"'minikafka ingest --source {source.path} --model module:Class --dedup FIELD {topic} FILE'") from exc
 
 
 def _engine_session(url: str, model_cls):

@@ -24,6 +24,7 @@ partitions = 4                         # optional; key = ["field"] routes rows b
 freshness = "26h"
 max_lag = 10000
 max_quarantined = 100
+ingest = "incoming/items/*.jsonl"      # minikafka nightly: the night's files (globs; JSONL, CSV, Parquet)
 schema_changes = "evolve"              # a model that adds optional fields adds them in place (default "refuse")
 unknown_fields = "quarantine"          # an incoming field the model lacks: "drop" (warned, default), "evolve"
 
@@ -107,6 +108,7 @@ class TopicDefinition:
     freshness: float | None = None  # seconds: a row appended within (health)
     max_lag: int | None = None  # rows pending for any one consumer (health)
     max_quarantined: int | None = None  # rows in its quarantine (health)
+    ingest: tuple[str, ...] = ()  # globs of the files 'minikafka nightly' ingests, absolute
     schema_changes: str = "refuse"  # "evolve": a model that adds optional fields adds them in place
     unknown_fields: str = "drop"  # an incoming field the model lacks: drop (warned), quarantine, evolve
     table_key: tuple[str, ...] | None = None  # a [tables] entry: the key of its one current row per key
@@ -381,6 +383,8 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
                                              **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined")),
                                              schema_changes=spec.get("schema_changes") or "refuse",
                                              unknown_fields=_unknown_fields(path, where, spec, model))
+        if spec.get("ingest") is not None:  # globs relative to the pipeline file
+            topics[topic_name].ingest = tuple(str(path.parent.resolve() / g) for g in _names(spec["ingest"]))
     for table_name, spec in (raw.get("tables") or {}).items():
         topics[table_name] = _table(path, table_name, spec, topics)
 

@@ -31,13 +31,8 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
     source = Source(str(defn.source), create=create)
     try:
         for t in defn.topics.values():
-            if topics is not None and t.name not in topics:
-                continue
-            if t.is_table:  # [tables]: created as a keyed table, or checked against the stored one
-                source.table(t.name, t.model, key=t.table_key, merge=t.merge or None)
-            else:
-                source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key,
-                             evolve=t.schema_changes == "evolve").unknown_fields = t.unknown_fields
+            if topics is None or t.name in topics:
+                _open_declared(source, t)
         if register and defn.lake:  # lake targets of the pipeline file, recorded before any stage commits
             from ..ledger.lake import declare
 
@@ -50,6 +45,42 @@ def open_source(defn: PipelineDefinition, *, create: bool = True, register: bool
         source.close()
         raise
     return source
+
+
+def _open_declared(source: Source, t) -> None:
+    if t.is_table:  # [tables]: created as a keyed table, or checked against the stored one
+        source.table(t.name, t.model, key=t.table_key, merge=t.merge or None)
+    else:
+        source.topic(t.name, t.model, dedup=t.dedup or None, partitions=t.partitions, key=t.key,
+                     evolve=t.schema_changes == "evolve").unknown_fields = t.unknown_fields
+
+
+def create_declared(source: Source, defn: PipelineDefinition) -> list[str]:
+    """Create every topic the pipeline declares that the ledger lacks yet; the names created.
+
+    What a command given ``--pipeline`` that writes does first, before any JVM: a declared
+    topic is usable on a fresh ledger (``backfill`` into it needs no ``run --create``). The
+    topics already stored are not reopened here: a command checks the ones it uses, so a
+    model changed since (a migration to run) stops only what reads that topic.
+    """
+    stored = set(source.topics())
+    made = []
+    for t in defn.topics.values():
+        if t.name not in stored:
+            _open_declared(source, t)
+            made.append(t.name)
+    return made
+
+
+def start_hint(defn: PipelineDefinition, *, flag: bool = False) -> str:
+    """How a pipeline's missing ledger starts, in one clause (with every declared topic in it).
+
+    ``flag``: the command itself takes ``--create`` (it says so instead of naming ``run``).
+    """
+    first = ("--create starts it there (and its directory)" if flag
+             else f"'minikafka run {defn.path} --create' starts it (no JVM when nothing is pending)")
+    return (f"{first} with every declared topic, as does the first 'minikafka ingest' or "
+            "'minikafka backfill --pipeline' into a declared topic")
 
 
 def register_stage_consumers(source: Source, defn: PipelineDefinition, *, dry_run: bool = False,
@@ -88,8 +119,7 @@ def require_ledger(defn: PipelineDefinition) -> None:
 
     if not Path(defn.source).is_file():
         raise LedgerNotFoundError(
-            f"no ledger at {defn.source}: check 'source =' in {defn.path} (or --source); a new ledger starts "
-            "with the first 'minikafka ingest' into a declared topic, or 'minikafka run --create'",
+            f"no ledger at {defn.source}: check 'source =' in {defn.path} (or --source); {start_hint(defn)}",
             path=str(defn.source))
 
 

@@ -44,6 +44,7 @@ class TopicSpec(_Table):
     freshness: Duration | None = None
     max_lag: StrictInt | None = None
     max_quarantined: StrictInt | None = None
+    ingest: NamesOrName | None = None  # minikafka nightly: the night's files, globs relative to the pipeline file
     schema_changes: Literal["refuse", "evolve"] | None = None  # a model that adds fields: refused or added in place
     unknown_fields: Literal["drop", "quarantine", "evolve"] | None = None  # an incoming field the model lacks
 
@@ -198,6 +199,8 @@ EXPECTED = {
     ("topic", "freshness"): 'a duration such as "26h": a row appended within it',
     ("topic", "max_lag"): "an integer: rows pending for any one consumer of the topic",
     ("topic", "max_quarantined"): "an integer: rows in the topic's quarantine",
+    ("topic", "ingest"): 'a glob or a list of globs relative to the pipeline file, e.g. "incoming/items/*.jsonl": '
+                         "the files 'minikafka nightly' ingests (JSONL, CSV, Parquet; each once)",
     ("topic", "schema_changes"): '"evolve" (a model that adds optional fields adds them in place) or "refuse" '
                                  '(the default)',
     ("topic", "unknown_fields"): '"drop" (with a warning, the default), "quarantine" or "evolve" (a model with '

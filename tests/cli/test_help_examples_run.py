@@ -26,7 +26,7 @@ from minikafka.cli import main
 
 from ..docs.runner import Session
 
-SPARK_COMMANDS = {"run", "check", "watch", "backfill", "serve"}
+SPARK_COMMANDS = {"run", "check", "watch", "backfill", "serve", "nightly"}  # nightly: its run may start one
 LONG_RUNNING = {"watch", "serve"}  # run until SIGTERM: stopped once they printed their first line
 SERVERS = {"ui"}  # serve until SIGTERM: stopped once they printed their address
 RECEIVER = ("127.0.0.1", 18080)  # examples/deliveries.toml's endpoint
