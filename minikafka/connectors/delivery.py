@@ -92,7 +92,9 @@ log = logging.getLogger("minikafka.connectors")
 
 DELIVERY_KEYS = {"name", "topic", "partitions", "endpoint", "batch_size", "interval", "timeout", "max_attempts",
                  "max_backoff", "headers", "description"}
-TOP_KEYS = {"source", "deliveries", "pipeline", "spark", "topics", "tables", "stages"}
+# a deliveries file, or a pipeline file with [[deliveries]] (every table a pipeline file may hold)
+TOP_KEYS = {"source", "deliveries", "pipeline", "spark", "engine", "topics", "tables", "stages", "queues", "health",
+            "lake", "lineage"}
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # --once with max_attempts = 0 (retry forever) must still end: a failing batch gets at
 # least this many tries in the run, and more until its backoff has grown to max_backoff;
