@@ -105,6 +105,9 @@ def any_spark(request, monkeypatch):
 
 
 JVM_FIXTURES = {"spark", "engine_url", "any_spark"}
+# tests that listen on the same fixed port (the one examples/deliveries.toml and the delivery
+# how-to name) share a group, so two workers never run them at once
+FIXED_PORT_TESTS = ("tests/cli/test_help_examples_run.py", "[docs/how-to/delivery.md]")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -114,4 +117,10 @@ def pytest_collection_modifyitems(config, items):
     built wheel, a server on the port its examples name) are set up once, by one worker."""
     for item in items:
         jvm = item.get_closest_marker("spark") or JVM_FIXTURES & set(getattr(item, "fixturenames", ()))
-        item.add_marker(pytest.mark.xdist_group("jvm" if jvm else item.nodeid.split("::", 1)[0]))
+        if jvm:
+            group = "jvm"
+        elif any(part in item.nodeid for part in FIXED_PORT_TESTS):
+            group = "port-18080"
+        else:
+            group = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
