@@ -106,7 +106,8 @@ def any_spark(request, monkeypatch):
 
 JVM_FIXTURES = {"spark", "engine_url", "any_spark"}
 # tests that listen on the same fixed port (the one examples/deliveries.toml and the delivery
-# how-to name) share a group, so two workers never run them at once
+# how-to name) run with the JVM tests: the help examples' module fixture holds that port for
+# its Spark tests and its others alike
 FIXED_PORT_TESTS = ("tests/cli/test_help_examples_run.py", "[docs/how-to/delivery.md]")
 
 
@@ -117,10 +118,8 @@ def pytest_collection_modifyitems(config, items):
     built wheel, a server on the port its examples name) are set up once, by one worker."""
     for item in items:
         jvm = item.get_closest_marker("spark") or JVM_FIXTURES & set(getattr(item, "fixturenames", ()))
-        if jvm:
+        if jvm or any(part in item.nodeid for part in FIXED_PORT_TESTS):
             group = "jvm"
-        elif any(part in item.nodeid for part in FIXED_PORT_TESTS):
-            group = "port-18080"
         else:
             group = item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
