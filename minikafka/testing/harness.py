@@ -50,9 +50,15 @@ class StageResult:
         """The rows the run wrote to ``topic`` as a Spark DataFrame (model columns, exact types)."""
         if topic not in self.outputs:
             raise InvalidSettingError(f"stage {self.stage!r} has no output {topic!r} (outputs: {sorted(self.outputs)})")
-        assert self.source is not None
+        from ..spark.engine import is_connect
+
+        with _connect_mode(is_connect(self.spark)):
+            return self._frame(topic)
+
+    def _frame(self, topic: str):
         from pyspark.sql import functions as F
 
+        assert self.source is not None
         df = self.source.opened(topic).to_spark(self.spark)
         return df.where(F.col(META) >= F.lit(self.first_ids[topic])).orderBy(META).select(*self.columns[topic])
 
@@ -136,20 +142,38 @@ class StageHarness:
                              ignore_row_order: bool = True, **chispa_options: Any) -> None:
         """The rows the last run (or ``result``) wrote to ``topic`` equal ``expected``: a Spark
         DataFrame, or rows (models or dicts) made into one with the output's schema; compared by
-        chispa's ``assert_df_equality`` (row order ignored unless ``ignore_row_order=False``)."""
-        from chispa import assert_df_equality
+        chispa's ``assert_df_equality`` (row order ignored unless ``ignore_row_order=False``).
 
+        Raises:
+            AssertionError: the frames differ (chispa's table of the rows or schemas that do).
+        """
         result = result or self.last
         if result is None:
             raise InvalidSettingError("no stage has run yet: call run_stage() first")
-        actual = result.frame(topic)
+        from ..spark.engine import is_connect
+
+        with _connect_mode(is_connect(result.spark)):
+            self._assert_frames_equal(result, topic, expected, ignore_row_order, chispa_options)
+
+    @staticmethod
+    def _assert_frames_equal(result: StageResult, topic: str, expected, ignore_row_order: bool,
+                             chispa_options: dict[str, Any]) -> None:
+        from chispa import assert_df_equality
+
+        actual = result._frame(topic)
         if not hasattr(expected, "schema"):
             rows = [r.model_dump() if isinstance(r, BaseModel) else dict(r) for r in expected]
             expected = result.spark.createDataFrame([tuple(r.get(c) for c in actual.columns) for r in rows],
                                                     schema=actual.schema)
         chispa_options.setdefault("ignore_nullable", True)
         chispa_options.setdefault("ignore_column_order", True)
-        assert_df_equality(actual, expected, ignore_row_order=ignore_row_order, **chispa_options)
+        try:
+            assert_df_equality(actual, expected, ignore_row_order=ignore_row_order, **chispa_options)
+        except Exception as exc:  # chispa's DataFramesNotEqualError / SchemasNotEqualError: a test's failure
+            if type(exc).__module__.startswith("chispa"):
+                raise AssertionError(f"the rows stage {result.stage!r} wrote to {topic!r} differ from the expected "
+                                     f"ones:{exc}") from None
+            raise
 
 
 def _since(handle: Topic, offset: int) -> Iterator:
