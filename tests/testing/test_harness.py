@@ -42,6 +42,16 @@ def test_a_stage_of_the_example_pipeline_fed_rows_writes_its_outputs_on_the_clas
         harness.assert_output_equals("rss.youtube", [{**result.outputs["rss.youtube"][0], "title": "another"}])
 
 
+def test_a_stage_writing_a_keyed_table_returns_the_versions_it_wrote(minikafka_pipeline):
+    harness = minikafka_pipeline(HOMELAB)
+    harness.feed("rss.items", [item("https://example.org/1"), item("https://example.org/2")])
+
+    result = harness.run_stage("feed_day")
+
+    assert result.outputs["rss.feed_day"] == [{"feed": "blog", "day": date(2026, 1, 2), "items": 2}]
+    harness.assert_output_equals("rss.feed_day", [{"feed": "blog", "day": date(2026, 1, 2), "items": 2}])
+
+
 def test_the_harness_ledger_is_a_temporary_one_not_the_pipeline_files_source(minikafka_pipeline, minikafka_ledger):
     harness = minikafka_pipeline(HOMELAB)
     assert harness.definition.source == Path(minikafka_ledger).resolve()
