@@ -11,6 +11,10 @@ from pydantic import BaseModel
 
 from minikafka import Source
 
+# the fixtures the package ships for a team's tests (its pytest11 entry point names the same
+# module, so an installed entry point does not register it twice)
+pytest_plugins = ["minikafka.testing.plugin"]
+
 os.environ.setdefault("SPARK_TESTING", "1")
 # `minikafka run` without --engine: one spark-submit per stage, as the tests written for it expect;
 # the engine's own tests say --engine auto/connect or --remote (tests/pipelines/test_engine_cli.py)
@@ -82,6 +86,18 @@ def engine_url(tmp_path_factory):
         yield remote_url("127.0.0.1", port)
     finally:
         engine.stop()
+
+
+@pytest.fixture(scope="session")
+def minikafka_spark(spark):
+    """The plugin's classic session is the suite's own (one JVM for the test run)."""
+    return spark
+
+
+@pytest.fixture(scope="session")
+def minikafka_engine_url(engine_url):
+    """The plugin's engine is the suite's own (one Connect server for the test run)."""
+    return engine_url
 
 
 @pytest.fixture(params=["classic", "connect"])

@@ -17,7 +17,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "minikafka"
 
 # lowest first; a module may import its own layer and the layers below it
-LAYERS = ["errors", "util", "ledger", "observe", "api", "connectors", "quality", "spark", "pipelines", "console", "cli", "root"]
+LAYERS = ["errors", "util", "ledger", "observe", "api", "connectors", "quality", "spark", "pipelines", "testing", "console", "cli", "root"]
 
 
 def module_name(path: Path) -> str:

@@ -378,6 +378,9 @@ API_SECTIONS = [
     ("Events and runs", "minikafka", ["Event", "RunResult"]),
     ("The Spark engine", "minikafka.spark", ["build_session", "Stage", "StageContext", "run_stage", "read_topic",
                                             "StageFailed"]),
+    # the pytest fixtures (minikafka_pipeline, minikafka_ledger, minikafka_spark, minikafka_engine_url) live in
+    # minikafka.testing.plugin: docs/how-to/testing-your-stages.md
+    ("Testing your stages", "minikafka.testing", ["StageHarness", "StageResult"]),
 ]
 DOC_SECTIONS = re.compile(r"^(Args|Arguments|Parameters|Returns|Return|Yields|Raises|Example|Examples|Attributes|"
                           r"Note|Notes|Warning|Warns)\s*:\s*$")

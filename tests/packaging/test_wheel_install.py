@@ -126,3 +126,16 @@ def test_the_wheel_holds_the_consoles_templates_and_static_files(installed):
     shipped = {p.relative_to(ROOT).as_posix() for p in (ROOT / "minikafka" / "console").rglob("*")
                if p.is_file() and p.suffix in (".html", ".css", ".js")}
     assert shipped and shipped <= names, sorted(shipped - names)
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_registers_the_stage_harness_as_a_pytest_plugin(installed):
+    """pytest loads the fixtures of minikafka.testing.plugin from the ``pytest11`` entry point,
+    named after the module (so ``-p minikafka.testing.plugin`` never registers it twice); the
+    harness imports without pytest or pyspark."""
+    work, python, _ = installed
+    code = ("from importlib.metadata import entry_points; import minikafka.testing; "
+            "print([(e.name, e.value) for e in entry_points(group='pytest11') if e.value.startswith('minikafka')])")
+    proc = _run([str(python), "-c", code], cwd=work, timeout=60)
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.strip() == "[('minikafka.testing.plugin', 'minikafka.testing.plugin')]", proc.stdout
