@@ -120,7 +120,7 @@ def any_spark(request, monkeypatch):
         os.environ.pop(CONNECT_ENV, None)
 
 
-JVM_FIXTURES = {"spark", "engine_url", "any_spark"}
+JVM_FIXTURES = {"spark", "engine_url", "any_spark", "minikafka_spark", "minikafka_engine_url"}
 # tests that listen on the same fixed port (the one examples/deliveries.toml and the delivery
 # how-to name) run with the JVM tests: the help examples' module fixture holds that port for
 # its Spark tests and its others alike
