@@ -15,7 +15,7 @@ from minikafka import Source
 from tests.cli.helpers import invoke
 from tests.pipelines.helpers import homelab_copy
 
-DECLARED = ["rss.articles", "rss.items", "rss.scored", "rss.summaries", "rss.youtube"]
+DECLARED = ["rss.articles", "rss.feed_day", "rss.items", "rss.scored", "rss.summaries", "rss.youtube"]
 LINE = '{"url": "https://a.example/1", "feed": "hn", "title": "t", "body": "b", "published": "2026-01-01T00:00:00Z"}\n'
 
 

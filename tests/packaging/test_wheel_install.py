@@ -9,6 +9,7 @@ says in one line what to install.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -73,7 +74,12 @@ def _without_java(env: dict[str, str], bin_dir: Path, scratch: Path) -> dict[str
 def installed(tmp_path_factory):
     pytest.importorskip("build", reason="the dev extra (build) is not installed")
     work = tmp_path_factory.mktemp("wheel")
-    built = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"), str(ROOT)], timeout=300)
+    # built from a copy of the checkout: setuptools writes build/ inside the tree it builds, and
+    # nothing else running at the same time (another worker, an editor) may touch it there
+    tree = work / "src"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "data", "site",
+                                                               "*.egg-info", "__pycache__", ".pytest_cache"))
+    built = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"), str(tree)], timeout=300)
     assert built.returncode == 0, built.stdout
     wheel, = (work / "dist").glob("minikafka_spark-*.whl")
     venv.EnvBuilder(with_pip=True, clear=True).create(work / "venv")

@@ -77,7 +77,7 @@ def test_nothing_new_returns_at_once_without_an_engine_or_a_jvm(tmp_path):
     out = mk("run", pipeline, "--engine", "connect", "--json")  # connect: it would fail if it needed an engine
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["nothing_to_do"] and [s["status"] for s in result["stages"]] == ["succeeded"] * 5
+    assert result["nothing_to_do"] and [s["status"] for s in result["stages"]] == ["succeeded"] * 6
     assert java_pids() <= before
     assert not (tmp_path / ".minikafka-engine" / "homelab.json").exists()
 
@@ -97,7 +97,7 @@ def test_the_dag_on_the_shared_engine_side_by_side_equals_one_application(tmp_pa
     out = mk("run", on_engine, "--remote", engine_url, "--max-parallel", "2")
     assert out.returncode == 0, out.stdout + out.stderr
     ends = [line.split(":")[0].strip() for line in out.stderr.splitlines() if line.startswith("   ")]
-    assert sorted(ends) == ["keep_articles", "llm_summary", "score", "split_youtube", "transcribe"]
+    assert sorted(ends) == ["feed_day", "keep_articles", "llm_summary", "score", "split_youtube", "transcribe"]
     assert "total" in out.stdout and "ok" in out.stdout.splitlines()[-1]
     assert run_pipeline(load_pipeline(reference), in_process=True, echo=lambda m: None).ok
     assert snapshot(tmp_path / "engine" / "homelab.sqlite") == snapshot(tmp_path / "reference" / "homelab.sqlite")
@@ -176,7 +176,7 @@ def test_watch_on_the_engine_until_idle_gives_the_same_ledger_as_one_application
     assert out.returncode == 0, out.stdout + out.stderr
     summary = json.loads(out.stdout)
     assert sorted(o["stage"] for o in summary["outcomes"]) == [
-        "keep_articles", "llm_summary", "score", "split_youtube", "transcribe"]
+        "feed_day", "keep_articles", "llm_summary", "score", "split_youtube", "transcribe"]
     assert java_pids() == before  # the engine it used is the only Spark server: it started none
     with Source(str(tmp_path / "engine" / "homelab.sqlite")) as source:  # every stage ran as the engine's client
         sessions = {json.loads(d)["session"] for (d,) in source.ledger.conn.execute(

@@ -80,7 +80,7 @@ def test_a_failing_stage_is_logged_and_backed_off_while_the_others_go_on(spark, 
     result = Watch(defn, spark=spark, until_idle=True, echo=lines.append).run()
     status = {o.name: o.status for o in result.outcomes}
     assert status == {"split_youtube": "succeeded", "keep_articles": "failed", "transcribe": "succeeded",
-                      "score": "succeeded"}
+                      "score": "succeeded", "feed_day": "succeeded"}
     assert any("keep_articles" in line and "ERROR" in line and "broken on purpose" in line for line in lines)
     watch = Watch(defn, spark=spark, echo=lines.append, backoff=(30.0, 60.0))
     later = WatchResult()

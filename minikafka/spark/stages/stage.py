@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ...api.source import Source
-from ...errors import PipelineError, SchemaMismatchError, StageFailed
+from ...errors import LedgerError, PipelineError, SchemaMismatchError, StageFailed
 from ...ledger.consuming import (
     RunResult,
     failure_status,
@@ -280,8 +280,13 @@ def _run_locked(spark, source: Source, stage: Stage, run: RunResult, staging: st
         run.details["staging"] = "exchange" if area.exchange else "jdbc"
     stg.sweep_stage(source.path, stage.name)  # dead runs' staging: nothing of it was committed, never trust it
     if not dry_run:  # the 'running' row: a run killed from here on shows as interrupted (runlog.py)
-        with source.ledger.atomic() as conn:
-            dead = start_run_in_current_transaction(conn, run, str(lock_path(source, stage.name)), holding_lock=True)
+        try:
+            with source.ledger.atomic() as conn:
+                dead = start_run_in_current_transaction(conn, run, str(lock_path(source, stage.name)),
+                                                        holding_lock=True)
+        except LedgerError as exc:  # a ledger another process holds locked: nothing started, nothing written
+            run.finish("failed", describe(exc))
+            raise StageFailed(stage.name, run.run_id, describe(exc), result=run) from exc
         if dead:
             log.info("%s", resume_note(dead))  # the runner prints it (StageOutcome.resumed_note)
     checkpoint("stage:started")
