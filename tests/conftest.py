@@ -56,48 +56,20 @@ def videos(source):
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """One SparkSession for the whole test run (local[1], no UI, small shuffles)."""
-    pytest.importorskip("pyspark")
-    from minikafka.spark.session import build_session
-
-    session = build_session(app_name="minikafka-tests", master="local[2]", testing=True)
-    yield session
-    session.stop()
+def spark(minikafka_spark):
+    """One SparkSession for the whole test run: the plugin's (minikafka.testing.plugin), so the
+    suite and the harness share one JVM."""
+    return minikafka_spark
 
 
 CONNECT_ENV = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's functions build Connect columns while it is set
 
 
 @pytest.fixture(scope="session")
-def engine_url(tmp_path_factory):
-    """The URL of the test session's engine (a Spark Connect server, local[2], test settings)."""
-    pytest.importorskip("pyspark")
-    from minikafka.spark.engine import EngineProcess, free_port, remote_url, server_command
-    from minikafka.spark.session import jdbc_jar, session_conf
-    from minikafka.util.procs import child_env
-
-    port = free_port()
-    cmd = server_command(master="local[2]", host="127.0.0.1", port=port, name="minikafka-tests-engine",
-                         settings=session_conf(jar=jdbc_jar(), testing=True))
-    engine = EngineProcess(cmd, tmp_path_factory.mktemp("engine") / "engine.log", env=child_env())
-    try:
-        engine.wait_ready("127.0.0.1", port)
-        yield remote_url("127.0.0.1", port)
-    finally:
-        engine.stop()
-
-
-@pytest.fixture(scope="session")
-def minikafka_spark(spark):
-    """The plugin's classic session is the suite's own (one JVM for the test run)."""
-    return spark
-
-
-@pytest.fixture(scope="session")
-def minikafka_engine_url(engine_url):
-    """The plugin's engine is the suite's own (one Connect server for the test run)."""
-    return engine_url
+def engine_url(minikafka_engine_url):
+    """The URL of the test session's engine: the plugin's one Spark Connect server (local[2],
+    test settings), shared by the suite and the harness."""
+    return minikafka_engine_url
 
 
 @pytest.fixture(params=["classic", "connect"])
