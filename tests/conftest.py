@@ -93,10 +93,9 @@ def any_spark(request, monkeypatch):
 
 
 JVM_FIXTURES = {"spark", "engine_url", "any_spark", "minikafka_spark", "minikafka_engine_url"}
-# tests that listen on the same fixed port (the one examples/deliveries.toml and the delivery
-# how-to name) run with the JVM tests: the help examples' module fixture holds that port for
-# its Spark tests and its others alike
-FIXED_PORT_TESTS = ("tests/cli/test_help_examples_run.py", "[docs/how-to/delivery.md]")
+# the delivery how-to's receiver listens on the fixed port its page names: it runs with the JVM
+# tests, on one worker, so no two runs of it overlap
+FIXED_PORT_TESTS = ("[docs/how-to/delivery.md]",)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -29,7 +29,7 @@ from ..docs.runner import Session
 SPARK_COMMANDS = {"run", "check", "watch", "backfill", "serve", "nightly"}  # nightly: its run may start one
 LONG_RUNNING = {"watch", "serve"}  # run until SIGTERM: stopped once they printed their first line
 SERVERS = {"ui"}  # serve until SIGTERM: stopped once they printed their address
-RECEIVER = ("127.0.0.1", 18080)  # examples/deliveries.toml's endpoint
+SHIPPED_ENDPOINT = "http://127.0.0.1:18080/orders"  # examples/deliveries.toml's endpoint
 
 
 def help_examples() -> dict[str, str]:
@@ -97,7 +97,13 @@ def example(tmp_path_factory):
 
         orders = shop.topic("orders", Order, dedup=("order_id",), partitions=2, key=("user",))
         orders.extend([{"order_id": i, "user": f"user-{i % 3}", "amount": 1.0 + i} for i in range(6)])
-    server = HTTPServer(RECEIVER, _Receiver)
+    # the receiver listens on a port of its own, and the scratch copy of the deliveries file names
+    # it: a fixed port would collide with the delivery how-to (or anything else on this machine)
+    server = HTTPServer(("127.0.0.1", 0), _Receiver)
+    deliveries = session.dir / "examples" / "deliveries.toml"
+    shipped = deliveries.read_text()
+    assert SHIPPED_ENDPOINT in shipped, "examples/deliveries.toml no longer names the endpoint this test serves"
+    deliveries.write_text(shipped.replace(SHIPPED_ENDPOINT, f"http://127.0.0.1:{server.server_port}/orders"))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield session
     server.shutdown()
