@@ -99,6 +99,10 @@ def example(tmp_path_factory):
         orders.extend([{"order_id": i, "user": f"user-{i % 3}", "amount": 1.0 + i} for i in range(6)])
     # the receiver listens on a port of its own, and the scratch copy of the deliveries file names
     # it: a fixed port would collide with the delivery how-to (or anything else on this machine)
+    # restore's example reads what backup's example writes: the scenario holds one snapshot
+    # already, so the two run in any order (and on either xdist worker)
+    backup = _bash(session, EXAMPLES["backup"])
+    assert backup.returncode == 0, backup.stdout
     server = HTTPServer(("127.0.0.1", 0), _Receiver)
     deliveries = session.dir / "examples" / "deliveries.toml"
     shipped = deliveries.read_text()
