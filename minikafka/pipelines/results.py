@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..ledger.consuming import runview
 from ..util.redact import redact_and_cut
 from ..util.results import Result
 
@@ -134,14 +135,10 @@ class PipelineRun(Result):
 
     def table(self) -> str:
         lines = [DRY_RUN_NOTE] if self.dry_run else []
-        lines.append(f"{'stage':22} {'status':10} {'in':>9} {'out':>9} {'dup':>7} {'quar':>6} {'fail':>6} {'time':>8}")
+        lines.append(runview.table_header())  # the columns of 'status', in its order
         for o in self.outcomes:
-            r = o.run or {}
-            lines.append(
-                f"{o.name[:22]:22} {o.status:10} {r.get('rows_in', 0):>9} {r.get('rows_out', 0):>9} "
-                f"{r.get('rows_duplicate', 0):>7} {r.get('rows_quarantined', 0):>6} {r.get('rows_failed', 0):>6} "
-                f"{o.seconds:>7.1f}s"
-            )
+            lines.append(runview.table_cells({**(o.run or {}), "stage": o.name, "status": o.status,
+                                              "duration_s": o.seconds}))
         for o in self.outcomes:
             if o.quarantined_to:
                 lines.append(f"QUARANTINED {o.name}: every row it produced went to the quarantine "
