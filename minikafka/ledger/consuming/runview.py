@@ -57,8 +57,10 @@ def table_cells(values: dict[str, Any]) -> str:
     cells = []
     for key, _head, width in TABLE_COLUMNS:
         value = values.get(key)
-        if key in ("stage", "status"):
+        if key == "stage":  # a long name is cut; a status is shown whole ('interrupted' pushes the line)
             cells.append(f"{str(value or '')[:width]:{width}}")
+        elif key == "status":
+            cells.append(f"{str(value or ''):{width}}")
         elif key == "duration_s":
             cells.append(f"{float(value or 0):>{width - 1}.2f}s")
         else:
