@@ -54,7 +54,9 @@ class StageOutcome(Result):
         r = self.run or {}
         return {
             "stage": self.name, "status": self.status, "run_id": r.get("run_id"), "seconds": round(self.seconds, 3),
-            **{k: r.get(k, 0) or 0 for k in ROW_COUNTS}, "error": self.error, "quarantined_to": self.quarantined_to,
+            **{k: r.get(k, 0) or 0 for k in ROW_COUNTS},
+            "rows_by_topic": runview.rows_by_topic({"details": _parsed(r.get("details"))}),
+            "error": self.error, "quarantined_to": self.quarantined_to,
             "report": self.quality.get("report"),
             "failed_expectations": [
                 {"suite": suite["suite"], "policy": suite["policy"], "expectation": res["expectation"],

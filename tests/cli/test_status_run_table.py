@@ -105,3 +105,12 @@ def test_run_and_status_print_the_same_columns_in_the_same_order(db_path):
     assert run_cells[2:7] == ["11", "22", "33", "44", "55"]
     for header, values in ((status_lines[0], status_lines[1]), (run_lines[0], run_lines[1])):
         assert ends(header)[-6:] == ends(values)[-6:], (header, values)  # each count under its heading
+
+
+def test_run_json_gives_each_stages_counts_per_topic_and_none_for_a_stage_that_recorded_none():
+    by_topic = {"inputs": {"items": {"read": 2, "acked": 2, "failed": 0, "quarantined": 0}},
+                "outputs": {"left": {"written": 1, "duplicate": 0, "quarantined": 0},
+                            "right": {"written": 1, "duplicate": 0, "quarantined": 0}}}
+    recorded = StageOutcome("split", "succeeded", run={"rows_in": 2, "details": json.dumps({"rows_by_topic": by_topic})})
+    stages = PipelineRun("p", [recorded, StageOutcome("score", "skipped")]).as_dict()["stages"]
+    assert stages[0]["rows_by_topic"] == by_topic and stages[1]["rows_by_topic"] is None
