@@ -83,9 +83,9 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
 
     --json prints one object: {pipeline, ok, dry_run, nothing_to_do, seconds, stages:
     [{stage, status, run_id, seconds, rows_in, rows_out, rows_duplicate, rows_quarantined,
-    rows_failed, error, quarantined_to, report, failed_expectations: [{suite, policy,
-    expectation, column, unexpected_count, unexpected_percent, observed_value,
-    unexpected_sample}]}]}.
+    rows_failed, rows_by_topic, error, quarantined_to, report, failed_expectations: [{suite,
+    policy, expectation, column, unexpected_count, unexpected_percent, observed_value,
+    unexpected_sample}]}]}; rows_by_topic is as in 'status --json'.
 
     Example: minikafka run conf/homelab.toml --strategy best_effort
     """

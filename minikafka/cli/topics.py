@@ -56,13 +56,24 @@ def topics(source: Source, as_json: bool) -> None:
             click.echo(f"    {g['name']:26} {parts}")
 
 
-def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int) -> list[dict]:
-    from ..ledger.consuming import read_runs
+def read_runs_filtered(conn, *, stage: str | None, failed: bool, limit: int, fold: bool = True) -> list[dict]:
+    """The runs ``status`` shows (``runview.folded_runs``: quiet runs of a stage folded unless
+    ``fold`` is False), or the failed ones."""
+    from ..ledger.consuming import read_runs, runview
 
     if not failed:  # health checks, every few minutes from cron, would crowd out the runs: --stage health
-        return read_runs(conn, stage=stage, limit=limit, hide_kinds=("health",))
+        return runview.folded_runs(conn, stage=stage, limit=limit, hide_kinds=("health",), fold=fold)
     ids = failed_run_ids(conn, stage=stage, limit=limit)
-    return [read_runs(conn, run_id=i, limit=1)[0] for i in ids]
+    return [{**read_runs(conn, run_id=i, limit=1)[0], "folded": None} for i in ids]
+
+
+def status_record(run: dict) -> dict:
+    """A run's ``status --json`` record: the run log's columns, ``rows_by_topic`` (None for a
+    run that did not record them) and ``folded`` (None, or what the row stands for)."""
+    from ..ledger.consuming import runview
+
+    return {**{k: run[k] for k in RUN_COLUMNS}, "rows_by_topic": runview.rows_by_topic(run),
+            "folded": run.get("folded")}
 
 
 def resolve_run_id(conn, given: str, where) -> str:
@@ -83,28 +94,41 @@ def resolve_run_id(conn, given: str, where) -> str:
 @click.option("--stage", help="Only this stage.")
 @click.option("--run", "run_id", help="Only this run (its id as shown in the first column, or a unique prefix).")
 @click.option("--failed", is_flag=True, help="Only runs that failed, were interrupted or left rows failed (status failed, interrupted, partial).")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Rows to show (quiet runs folded into one row count as one).")
+@click.option("--all", "show_all", is_flag=True,
+              help="Every run on its own row: do not fold a stage's consecutive quiet runs.")
 @json_option
 @with_source(read_only=True)
-def status(source: Source, stage: str | None, run_id: str | None, failed: bool, limit: int, as_json: bool) -> None:
+def status(source: Source, stage: str | None, run_id: str | None, failed: bool, limit: int, show_all: bool,
+           as_json: bool) -> None:
     """Show the last runs from the run log, most recent first, with their run ids.
 
     Health checks (minikafka health) are left out unless asked for with --stage health.
+    Consecutive quiet runs of a stage (succeeded with nothing new: nothing read, written
+    or set aside) are shown as one row, "quiet ×N since TIME" (--all shows each); the
+    ledger keeps every run's row. A stage of several inputs or outputs gets a line of its
+    counts per topic.
 
     --json prints a list of run records with the run log's columns as keys
     (run_id, kind, stage, consumer, inputs, outputs, watermarks, rows_*, status, error,
-    started_at, finished_at, duration_s, quality, details).
+    started_at, finished_at, duration_s, quality, details), plus rows_by_topic
+    ({inputs: {topic: {read, acked, failed, quarantined}}, outputs: {topic: {written,
+    duplicate, quarantined}}}, null for a run that did not record them) and folded (null,
+    or for a row standing for several quiet runs: {count, first_run_id, first_started_at,
+    last_run_id, last_started_at}).
 
     Example: minikafka status --failed --stage llm_summary
     """
-    from ..ledger.consuming import quarantine_topics, quarantined_everything, read_runs
+    from ..ledger.consuming import quarantine_topics, quarantined_everything, read_runs, runview
     from ..quality.report import describe
 
     conn = source.ledger.conn
     if run_id:
-        runs = read_runs(conn, run_id=resolve_run_id(conn, run_id, source.path), limit=1)
+        runs = [{**r, "folded": None}
+                for r in read_runs(conn, run_id=resolve_run_id(conn, run_id, source.path), limit=1)]
     else:
-        runs = read_runs_filtered(conn, stage=stage, failed=failed, limit=limit)
+        runs = read_runs_filtered(conn, stage=stage, failed=failed, limit=limit, fold=not show_all)
     defn = click.get_current_context().meta.get("minikafka.pipeline")
     if defn is not None:  # --pipeline: name consumers no stage declares any more
         from ..pipelines.retired import retired_messages
@@ -112,17 +136,21 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
         for line in retired_messages(defn, conn):
             click.echo(line, err=True)
     if as_json:
-        echo_json([{k: r[k] for k in RUN_COLUMNS} for r in runs])
+        echo_json([status_record(r) for r in runs])
         return
     width = max([len("run id"), *(len(run["run_id"]) for run in runs)])  # whole ids: they are pasted into --run
-    click.echo(f"{'run id':{width}} {'started':27} {'stage':22} {'status':10} {'in':>8} {'out':>8} {'dup':>6} "
-               f"{'fail':>5} {'quar':>5} {'sec':>7}")
+    click.echo(f"{'run id':{width}} {'started':27} {runview.table_header()}")
     for run in runs:
-        click.echo(
-            f"{run['run_id']:{width}} {run['started_at']:27} {(run['stage'] or run['kind'] or '')[:22]:22} "
-            f"{run['status']:10} {run['rows_in']:>8} {run['rows_out']:>8} {run['rows_duplicate']:>6} "
-            f"{run['rows_failed']:>5} {run['rows_quarantined']:>5} {(run['duration_s'] or 0):>7.2f}"
-        )
+        fold = run["folded"]
+        shown = {**run, "stage": run["stage"] or run["kind"],
+                 "status": f"quiet ×{fold['count']}" if fold else run["status"]}
+        click.echo(f"{run['run_id']:{width}} {run['started_at']:27} {runview.table_cells(shown)}")
+        if fold:
+            click.echo(f"    quiet ×{fold['count']} since {fold['first_started_at']}: succeeded, nothing new to read "
+                       "(status --all shows each run)")
+        by_topic = runview.rows_by_topic(run)
+        if by_topic and (len(by_topic.get("inputs") or {}) > 1 or len(by_topic.get("outputs") or {}) > 1):
+            click.echo(f"    {runview.describe_by_topic(by_topic)}")
         if run["error"]:
             click.echo(f"    error: {redact_and_cut(run['error'], 300)}")
         if quarantined_everything(run):

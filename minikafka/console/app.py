@@ -366,7 +366,7 @@ class Pages:
 
         def read(source):
             data = reads.runs(source, stage=q.get("stage"), status=q.get("status"), since=q.get("since"),
-                              until=q.get("until"))
+                              until=q.get("until"), show_all=bool(q.get("all")))
             data["charts"] = {name: (_markup(dag.bars(rs, "rows_out")), _markup(dag.bars(rs, "duration_s")))
                               for name, rs in data["timeline"].items() if rs}
             return data

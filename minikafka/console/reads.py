@@ -21,7 +21,7 @@ from ..errors import (
     InvalidNameError,
     TopicNotFoundError,
 )
-from ..ledger.consuming import RowFilter, consumers, deliveries, queues, read_models, runlog, schedules
+from ..ledger.consuming import RowFilter, consumers, deliveries, queues, read_models, runlog, runview, schedules
 from ..ledger.consuming import quarantine as qstore
 from ..ledger.lake import targets_of as lake_targets
 from ..ledger.topics import acks, browse, catalog
@@ -139,8 +139,11 @@ def _day(text: str | None, what: str) -> str | None:
 
 
 def runs(source: Source, *, stage: str | None, status: str | None, since: str | None, until: str | None,
-         limit: int = 100) -> dict:
-    """Runs matching the filters, newest first, and the per-stage timeline of the latest ones."""
+         limit: int = 100, show_all: bool = False) -> dict:
+    """Runs matching the filters, newest first, and the per-stage timeline of the latest ones.
+
+    Without a status filter, consecutive quiet runs of a stage are one row (``folded``:
+    ``runview.folded_runs``), unless ``show_all``; ``limit`` counts shown rows."""
     if status and status not in RUN_STATUSES:
         raise BadRequest(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
     since_day, until_day = _day(since, "since"), _day(until, "until")
@@ -148,14 +151,20 @@ def runs(source: Source, *, stage: str | None, status: str | None, since: str | 
     with read_snapshot(conn):
         names = runlog.run_names(conn)
         # 'until' is a whole day: every started_at of that day sorts below "YYYY-MM-DDT99"
-        found = runlog.find_runs(conn, stage=stage or None, status=status or None, since=since_day,
-                                 until=None if until_day is None else until_day + "T99", limit=limit)
+        until_text = None if until_day is None else until_day + "T99"
+        if status:
+            found = [{**r, "folded": None} for r in runlog.find_runs(
+                conn, stage=stage or None, status=status, since=since_day, until=until_text, limit=limit)]
+        else:
+            found = runview.folded_runs(conn, stage=stage or None, since=since_day, until=until_text, limit=limit,
+                                        fold=not show_all)
         timeline = {}
         for name in ([stage] if stage else names):
             timeline[name] = list(reversed(runlog.find_runs(conn, stage=name, since=since_day, limit=30)))
     return {"runs": found, "names": names, "statuses": RUN_STATUSES, "timeline": timeline,
             "filters": {"stage": stage or "", "status": status or "", "since": since_day or "",
-                        "until": until_day or ""}}
+                        "until": until_day or "", "all": "1" if show_all else ""},
+            "folds": sum(1 for r in found if r.get("folded"))}
 
 
 def run(source: Source, run_id: str) -> dict:
@@ -180,6 +189,7 @@ def run(source: Source, run_id: str) -> dict:
             written[topic] = {"where": list(where), "page": read_models.row_page(
                 conn, layout, RowFilter(where), limit=20)}
     return {"run": row, "quarantine_topics": qtopics, "written": written, "output_topics": output_topics,
+            "by_topic": runview.rows_by_topic(row),
             "input_topics": [t for t in row.get("inputs") or [] if t in topics],
             "suites": (row.get("quality") or {}).get("suites", []), "report": (row.get("quality") or {}).get("report")}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..ledger.consuming import runview
 from ..util.redact import redact_and_cut
 from ..util.results import Result
 
@@ -53,7 +54,9 @@ class StageOutcome(Result):
         r = self.run or {}
         return {
             "stage": self.name, "status": self.status, "run_id": r.get("run_id"), "seconds": round(self.seconds, 3),
-            **{k: r.get(k, 0) or 0 for k in ROW_COUNTS}, "error": self.error, "quarantined_to": self.quarantined_to,
+            **{k: r.get(k, 0) or 0 for k in ROW_COUNTS},
+            "rows_by_topic": runview.rows_by_topic({"details": _parsed(r.get("details"))}),
+            "error": self.error, "quarantined_to": self.quarantined_to,
             "report": self.quality.get("report"),
             "failed_expectations": [
                 {"suite": suite["suite"], "policy": suite["policy"], "expectation": res["expectation"],
@@ -134,14 +137,10 @@ class PipelineRun(Result):
 
     def table(self) -> str:
         lines = [DRY_RUN_NOTE] if self.dry_run else []
-        lines.append(f"{'stage':22} {'status':10} {'in':>9} {'out':>9} {'dup':>7} {'quar':>6} {'fail':>6} {'time':>8}")
+        lines.append(runview.table_header())  # the columns of 'status', in its order
         for o in self.outcomes:
-            r = o.run or {}
-            lines.append(
-                f"{o.name[:22]:22} {o.status:10} {r.get('rows_in', 0):>9} {r.get('rows_out', 0):>9} "
-                f"{r.get('rows_duplicate', 0):>7} {r.get('rows_quarantined', 0):>6} {r.get('rows_failed', 0):>6} "
-                f"{o.seconds:>7.1f}s"
-            )
+            lines.append(runview.table_cells({**(o.run or {}), "stage": o.name, "status": o.status,
+                                              "duration_s": o.seconds}))
         for o in self.outcomes:
             if o.quarantined_to:
                 lines.append(f"QUARANTINED {o.name}: every row it produced went to the quarantine "

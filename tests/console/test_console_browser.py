@@ -122,6 +122,16 @@ def test_clicking_through_every_page_shows_what_the_ledger_holds(example_dir, st
     counts = browser.find_element(by().ID, "run-counts").text.split()
     assert counts == [str(run[k]) for k in ("rows_in", "rows_out", "rows_duplicate", "rows_quarantined",
                                             "rows_failed")]
+    # its counts per topic, as the commit recorded them, and adding up to the sums
+    by_topic = run["details"]["rows_by_topic"]
+    assert by_topic["inputs"]["rss.items"]["read"] == run["rows_in"]
+    assert by_topic["outputs"]["rss.youtube"]["written"] == run["rows_out"]
+    for table, keys in (("run-inputs", ("read", "acked", "failed", "quarantined")),
+                        ("run-outputs", ("written", "duplicate", "quarantined"))):
+        side = by_topic["inputs" if table == "run-inputs" else "outputs"]
+        shown = {row.get_attribute("data-topic"): [int(td.text) for td in row.find_elements(by().CSS_SELECTOR, "td.num")]
+                 for row in browser.find_elements(by().CSS_SELECTOR, f"#{table} tbody tr")}
+        assert shown == {topic: [c[k] for k in keys] for topic, c in side.items()}
     results = [r for suite in run["quality"]["suites"] for r in suite["results"]]
     assert len(browser.find_elements(by().CSS_SELECTOR, "table.quality tbody tr")) == len(results)
     assert attribute(browser, "table.quality tbody tr", "data-expectation") == [r["expectation"] for r in results]

@@ -296,3 +296,44 @@ def test_the_overview_shows_the_health_checks_worst_first(ledger):
     assert {name: state for state, name in shown} == expected and expected
     order = ["fail", "warn", "ok"]
     assert [order.index(state) for state, _ in shown] == sorted(order.index(state) for state, _ in shown)
+
+
+def test_twenty_quiet_nights_show_as_one_folded_row_on_the_runs_page(ledger):
+    from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
+
+    with Source(ledger) as source, source.ledger.atomic() as conn:  # a busy run: it read and wrote rows
+        run = RunResult("load-busy", "stage", stage="load", rows_in=5, rows_out=5,
+                        started_at="2026-03-01T02:00:00.000000Z")
+        write_run_in_current_transaction(conn, run.finish("succeeded"))
+    for day in range(2, 22):
+        _log_run(ledger, f"load-{day:02d}", "load", "succeeded", f"2026-03-{day:02d}T02:00:00.000000Z")
+    with client(ledger) as c:
+        page = c.get("/runs", params={"stage": "load"}).text
+        assert re.findall(r'<tr data-run="([^"]+)"', page) == ["load-21", "load-busy"]
+        assert 'data-folded="20"' in page and "quiet ×20" in page and "2026-03-02T02:00:00.000000Z" in page
+        every = c.get("/runs", params={"stage": "load", "all": "1"}).text
+        assert len(re.findall(r'<tr data-run="([^"]+)"', every)) == 21 and "quiet ×" not in every
+        assert "load-busy" in c.get("/runs").text  # the fold is one row of the unfiltered page too
+
+
+def test_the_run_page_shows_counts_per_topic_and_an_old_run_without_them_still_shows(ledger):
+    from minikafka.ledger.consuming import RunResult, write_run_in_current_transaction
+
+    by_topic = {"inputs": {"rss.items": {"read": 5, "acked": 4, "failed": 1, "quarantined": 0}},
+                "outputs": {"rss.youtube": {"written": 3, "duplicate": 1, "quarantined": 0},
+                            "rss.articles": {"written": 1, "duplicate": 0, "quarantined": 2}}}
+    with Source(ledger) as source, source.ledger.atomic() as conn:
+        write_run_in_current_transaction(conn, RunResult(
+            "split-new", "stage", stage="split", inputs=["rss.items"], outputs=["rss.youtube", "rss.articles"],
+            rows_in=5, rows_out=4, rows_duplicate=1, rows_quarantined=2, rows_failed=1,
+            details={"rows_by_topic": by_topic}).finish("partial"))
+        write_run_in_current_transaction(conn, RunResult(
+            "split-old", "stage", stage="split", inputs=["rss.items"], outputs=["rss.youtube", "rss.articles"],
+            rows_in=2, rows_out=2).finish("succeeded"))
+    with client(ledger) as c:
+        page = c.get("/runs/split-new").text
+        cells = re.findall(r'<tr data-topic="([^"]+)"><td>.*?</td>((?:<td class="num">\d+</td>)+)</tr>', page)
+        shown = {topic: [int(n) for n in re.findall(r">(\d+)<", numbers)] for topic, numbers in cells}
+        assert shown == {"rss.items": [5, 4, 1, 0], "rss.youtube": [3, 1, 0], "rss.articles": [1, 0, 2]}
+        old = c.get("/runs/split-old")
+        assert old.status_code == 200 and 'id="run-counts"' in old.text and "data-topic=" not in old.text

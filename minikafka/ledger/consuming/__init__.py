@@ -3,7 +3,8 @@
 Consumers' lag and activity (``consumers``), consumer-group reads (``groups``), work queues
 (``queues``) and their schedules (``schedules``), streaming windows (``windows``), HTTP
 delivery state (``deliveries``), notifications (``notifications``), the quarantine
-(``quarantine``), the run log (``runlog``) and its retention (``runlog_retention``), topic-row
+(``quarantine``), the run log (``runlog``), how a person reads it (``runview``: quiet runs
+folded, counts per topic) and its retention (``runlog_retention``), topic-row
 retention (``retention``), backfill progress (``loads``), the figures of health checks
 (``vitals``), and the read models the CLI and the console show (``read_models``: a topic's
 overview, consumer positions, a page of rows from a parsed filter, a queue's jobs). Most modules are the statements of one table family, used as a namespace by
@@ -26,6 +27,7 @@ from . import (
     retention,
     runlog,
     runlog_retention,
+    runview,
     schedules,
     vitals,
     windows,
@@ -111,6 +113,7 @@ __all__ = [
     "runlog",
     "runlog_retention",
     "RunResult",
+    "runview",
     "schedules",
     "settled",
     "SHOWN_STATUSES",

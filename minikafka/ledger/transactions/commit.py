@@ -12,7 +12,13 @@ Inside one ``BEGIN IMMEDIATE`` it
 2. records per-row failures (attempts; after ``max_attempts`` the row is quarantined);
 3. acks, for the stage's consumer, exactly the rows that were pending up to the
    high-watermark taken when the stage started, less the rows that failed;
-4. writes the run record, which is the commit marker.
+4. writes the run record, which is the commit marker, with the counts per topic in its
+   details (``rows_by_topic``: per input the rows read, acked, failed and quarantined; per
+   output the rows written, skipped as duplicates and quarantined).
+
+An output's dedup keeps the first row of a key: a row whose key the target holds, or an
+earlier row of the same commit holds (in its batch or an earlier batch), is skipped and
+counted as a duplicate.
 
 A crash before COMMIT leaves the ledger as it was (the inputs are still pending and a
 re-run recomputes them); after COMMIT the inputs are acked and a re-run finds nothing.
@@ -94,6 +100,7 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
     now = utc_now()
     counts = (run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed)
     tables = json.loads(json.dumps(run.details["tables"])) if run.details and "tables" in run.details else None
+    by_topic = run.details.get(BY_TOPIC) if run.details else None
     try:
         with bulk.page_cache(ledger.conn, [o.layout.name for o in outputs]):  # the outputs' key indexes
             _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
@@ -103,17 +110,29 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
         run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed = counts
         if run.details is not None:
             run.details.pop("tables", None)
+            run.details.pop(BY_TOPIC, None)
         if tables is not None:
             run.details["tables"] = tables
+        if by_topic is not None:
+            run.details[BY_TOPIC] = by_topic
         raise
     checkpoint("commit:after-commit")
     return run
+
+
+BY_TOPIC = "rows_by_topic"  # the run's details key of its counts per topic (``consuming.runview.rows_by_topic``)
+
+
+def _counts_by_topic(inputs: list[InputState], outputs: list[StagedOutput]) -> dict[str, dict[str, dict[str, int]]]:
+    return {"inputs": {s.topic: {"read": s.pending, "acked": 0, "failed": 0, "quarantined": 0} for s in inputs},
+            "outputs": {o.layout.name: {"written": 0, "duplicate": 0, "quarantined": 0} for o in outputs}}
 
 
 def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer: str, inputs: list[InputState],
                            outputs: list[StagedOutput], max_attempts: int | None, default_parent_topic: str | None,
                            quarantine: list[tuple] | Callable[[], list[tuple]],
                            finishers: Sequence[Callable[[sqlite3.Connection, RunResult], None]] = ()) -> None:
+    by_topic = _counts_by_topic(inputs, outputs)
     with gc_paused(), ledger.atomic() as conn:
         consumer_ids = {}
         for state in inputs:
@@ -128,16 +147,26 @@ def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer
                     f"{consumer!r} were acked by another run meanwhile; nothing was committed, re-run the stage"
                 )
         for output in outputs:
-            _insert_output(conn, output, run, now, default_parent_topic)
+            written, duplicates = _insert_output(conn, output, run, now, default_parent_topic)
+            counted = by_topic["outputs"][output.layout.name]
+            counted["written"] += written
+            counted["duplicate"] += duplicates
         if callable(quarantine):
             quarantine = quarantine()
         quarantine_in_current_transaction(conn, (
             Quarantined(topic, payload, reason, "quality", now, consumer=consumer, run_id=run.run_id, row_id=parent_id)
             for topic, parent_id, payload, reason in quarantine))
         run.rows_quarantined += len(quarantine)
+        for topic, *_ in quarantine:
+            side = "outputs" if topic in by_topic["outputs"] or topic not in by_topic["inputs"] else "inputs"
+            by_topic[side].setdefault(topic, {"written": 0, "duplicate": 0, "quarantined": 0})["quarantined"] += 1
         checkpoint("commit:outputs-inserted")
         for state in inputs:
-            _settle_input(conn, state, consumer_ids[state.topic], consumer, run, now, max_attempts)
+            failed, set_aside = _settle_input(conn, state, consumer_ids[state.topic], consumer, run, now, max_attempts)
+            by_topic["inputs"][state.topic].update(acked=state.pending - failed, failed=failed, quarantined=set_aside)
+        if run.details is None:
+            run.details = {}
+        run.details[BY_TOPIC] = by_topic
         for finish in finishers:
             finish(conn, run)
         if run.rows_failed:
@@ -149,22 +178,23 @@ def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer
 
 
 def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResult, now: str,
-                   default_parent_topic: str | None) -> None:
+                   default_parent_topic: str | None) -> tuple[int, int]:
+    """Insert (or merge) one output's rows; count them into ``run``; return (written, duplicates)."""
     spec = keyed.table_spec(conn, output.layout.name)
     try:
         if spec is not None:
-            _merge_output(conn, output, spec, run, now, default_parent_topic)
-            return
+            return _merge_output(conn, output, spec, run, now, default_parent_topic)
         written, duplicates = TopicTable(conn, output.layout).insert_arrow_in_current_transaction(
             output.batches, now, run.run_id, default_parent_topic=default_parent_topic)
     except InvalidRecordError as err:
         raise InvalidRecordError(f"{err} (output row of the stage; nothing was committed)") from None
     run.rows_out += written
     run.rows_duplicate += duplicates
+    return written, duplicates
 
 
 def _merge_output(conn: sqlite3.Connection, output: StagedOutput, spec: keyed.TableSpec, run: RunResult, now: str,
-                  default_parent_topic: str | None) -> None:
+                  default_parent_topic: str | None) -> tuple[int, int]:
     """An output into a keyed table: its rows merged by key (``keyed.merge_rows_in_current_transaction``)
     in this transaction. ``rows_out`` counts the versions written; ``rows_duplicate`` the rows
     that left their key's row as it was (an unchanged key); ``details["tables"][topic]`` says
@@ -181,11 +211,14 @@ def _merge_output(conn: sqlite3.Connection, output: StagedOutput, spec: keyed.Ta
     counts["inserted"] += merged.inserted
     counts["updated"] += merged.updated
     counts["unchanged"] += merged.unchanged
+    return merged.versions, merged.rows - merged.versions
 
 
 def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int, consumer: str,
-                  run: RunResult, now: str, max_attempts: int | None) -> None:
+                  run: RunResult, now: str, max_attempts: int | None) -> tuple[int, int]:
+    """Record the input's failed rows, ack the rest; return (rows left pending, rows quarantined)."""
     keep_pending: list[int] = []
+    set_aside = 0
     layout = read_layout(conn, state.topic) if state.failures else None
     for row_id, error in state.failures.items():
         attempts = conn.execute(
@@ -202,6 +235,7 @@ def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int,
                 attempts=attempts)])
             conn.execute("DELETE FROM _minikafka_attempts WHERE consumer_id = ? AND row_id = ?", (consumer_id, row_id))
             run.rows_quarantined += 1
+            set_aside += 1
         else:
             keep_pending.append(row_id)
             run.rows_failed += 1
@@ -216,6 +250,7 @@ def _settle_input(conn: sqlite3.Connection, state: InputState, consumer_id: int,
         "(SELECT id FROM temp.mk_exclude)",
         (consumer_id, state.upto),
     )
+    return len(keep_pending), set_aside
 
 
 def _row_payload(conn: sqlite3.Connection, layout: TopicLayout, row_id: int) -> str | None:

@@ -91,6 +91,8 @@ CREATE TABLE IF NOT EXISTS _minikafka_runs (
     details TEXT CHECK (details IS NULL OR json_valid(details))
 ) STRICT;
 CREATE INDEX IF NOT EXISTS _minikafka_runs_by_stage ON _minikafka_runs (stage, started_at);
+-- the run log newest first (status, the console's runs page) along an index, never a sort of history
+CREATE INDEX IF NOT EXISTS _minikafka_runs_by_start ON _minikafka_runs (started_at);
 
 CREATE TABLE IF NOT EXISTS _minikafka_quarantine (
     id INTEGER PRIMARY KEY AUTOINCREMENT,

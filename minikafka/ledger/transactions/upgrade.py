@@ -81,6 +81,7 @@ def before_schema(conn: sqlite3.Connection, found: int) -> None:
             conn.execute(f"DROP INDEX IF EXISTS {quote_identifier(name + '__partition')}")
     if found < 4 and "'interrupted'" not in _table_sql(conn, "_minikafka_runs"):
         conn.execute("DROP INDEX IF EXISTS _minikafka_runs_by_stage")  # the CREATE statements make it again
+        conn.execute("DROP INDEX IF EXISTS _minikafka_runs_by_start")
         conn.execute(f"ALTER TABLE _minikafka_runs RENAME TO {RUNS_ASIDE}")
 
 

@@ -66,4 +66,22 @@ def combine(runs: list[RunResult]) -> dict:
     first["finished_at"] = runs[-1].finished_at
     first["details"] = {**(runs[0].details or {}), "chunks": len(runs),
                         "chunk_run_ids": [r.run_id for r in runs]}
+    by_topic = _summed_by_topic(runs)
+    if by_topic is not None:
+        first["details"]["rows_by_topic"] = by_topic
     return first
+
+
+def _summed_by_topic(runs: list[RunResult]) -> dict | None:
+    """The chunks' counts per topic (``details.rows_by_topic``) added up; None when none has them."""
+    found = [r.details["rows_by_topic"] for r in runs if r.details and r.details.get("rows_by_topic")]
+    if not found:
+        return None
+    total: dict = {"inputs": {}, "outputs": {}}
+    for counts in found:
+        for side in ("inputs", "outputs"):
+            for topic, numbers in (counts.get(side) or {}).items():
+                into = total[side].setdefault(topic, {})
+                for key, n in numbers.items():
+                    into[key] = into.get(key, 0) + n
+    return total
