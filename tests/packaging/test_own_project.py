@@ -148,9 +148,12 @@ def test_a_new_project_set_up_from_the_docs_alone_backfills_runs_shows_a_killed_
     assert steps and not any(b.spark and b.lang not in ("bash", "sh") for b in steps)
     killed: dict = {}
     done: list[str] = []
+    took: list[str] = []  # each block's seconds, printed (pytest shows them with -rP or on a failure)
     try:
         for block in steps:
+            started = time.monotonic()
             session.run(block)
+            took.append(f"{block.where}: {time.monotonic() - started:.1f} s")
             text = block.text
             if {"output", "save", "exit"} & set(block.directives):  # checked by the page, as the runner does
                 continue
@@ -196,9 +199,12 @@ def test_a_new_project_set_up_from_the_docs_alone_backfills_runs_shows_a_killed_
                 assert "1 passed" in session.last_output, session.last_output
                 done.append("own test")
         assert done == ["backfill", "first night", "killed", "resumed", "evolved", "kept the new field", "own test"]
+        started = time.monotonic()
         left = still_running_after(project, seconds=20)  # a JVM whose driver ended is given time to exit
+        took.append(f"processes gone: {time.monotonic() - started:.1f} s")
         assert left == [], f"processes still running in the project: {left}"
     finally:
+        print("\n".join(took))
         session.close()
         for pid in processes_in(project):
             try:
