@@ -21,6 +21,7 @@ from ..errors import InvalidSettingError
 from ..ledger.consuming import list_quarantined
 from ..pipelines.definition import PipelineDefinition, load_pipeline
 from ..pipelines.opening import open_source, run_row
+from ..util.optional import require
 
 ENGINES = ("classic", "connect")
 CONNECT_ENV = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's functions build Connect columns while it is set
@@ -146,7 +147,9 @@ class StageHarness:
 
         Raises:
             AssertionError: the frames differ (chispa's table of the rows or schemas that do).
+            MissingDependencyError: chispa is not installed (the ``testing`` extra).
         """
+        require("chispa", "testing")
         result = result or self.last
         if result is None:
             raise InvalidSettingError("no stage has run yet: call run_stage() first")

@@ -11,7 +11,7 @@ DISTRIBUTION = "minikafka-spark"
 # the top-level module of each optional dependency and the extra that installs it
 EXTRAS = {"pyspark": "spark", "great_expectations": "quality", "paho": "mqtt", "polars": "polars",
           "pandas": "pandas", "starlette": "ui", "uvicorn": "ui", "jinja2": "ui", "pyiceberg": "lake",
-          "deltalake": "lake"}
+          "deltalake": "lake", "chispa": "testing"}
 
 
 def install_command(extra: str) -> str:

@@ -73,6 +73,17 @@ def test_reopening_with_an_added_field_names_the_field_and_the_evolve_command(tm
     assert "field 'unit' added" in str(err.value) and "minikafka evolve readings" in str(err.value)
 
 
+def test_the_added_field_hint_names_the_pipeline_files_schema_changes_key_and_evolve_with_pipeline(tmp_path):
+    """It said 'schema = "evolve"', a key no pipeline file has (the pipeline file refuses it),
+    and only 'evolve --model', where a pipeline's user has 'evolve --pipeline FILE'."""
+    path = seeded(tmp_path / "l.sqlite", 3)
+    with Source(path) as src, pytest.raises(SchemaMismatchError) as err:
+        src.topic("readings", ReadingV2, dedup=("sensor",))
+    message = str(err.value)
+    assert "schema_changes = \"evolve\"" in message and "schema = " not in message
+    assert "'minikafka evolve readings --pipeline FILE'" in message and "--model module:Class" in message
+
+
 def test_topic_evolve_true_adds_the_fields_on_the_fly(tmp_path):
     path = seeded(tmp_path / "l.sqlite", 3)
     with Source(path) as src:

@@ -9,7 +9,6 @@ says in one line what to install.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import venv
@@ -71,17 +70,9 @@ def _without_java(env: dict[str, str], bin_dir: Path, scratch: Path) -> dict[str
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    pytest.importorskip("build", reason="the dev extra (build) is not installed")
+def installed(tmp_path_factory, built_wheel):
     work = tmp_path_factory.mktemp("wheel")
-    # built from a copy of the checkout: setuptools writes build/ inside the tree it builds, and
-    # nothing else running at the same time (another worker, an editor) may touch it there
-    tree = work / "src"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "data", "site",
-                                                               "*.egg-info", "__pycache__", ".pytest_cache"))
-    built = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"), str(tree)], timeout=300)
-    assert built.returncode == 0, built.stdout
-    wheel, = (work / "dist").glob("minikafka_spark-*.whl")
+    wheel = built_wheel  # tests/packaging/conftest.py: built once per test session
     venv.EnvBuilder(with_pip=True, clear=True).create(work / "venv")
     python = work / "venv" / "bin" / "python"
     pip = _run([str(python), "-m", "pip", "install", "--quiet", "-c", str(ROOT / "constraints.txt"), str(wheel)],

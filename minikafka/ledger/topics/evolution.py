@@ -70,8 +70,8 @@ class Evolution:
         """What to do about a model that does not match the stored topic."""
         if self.kind == ADDITIVE:
             return (f"the model only adds optional fields: add them in place with 'minikafka evolve {self.topic} "
-                    "--model module:Class' (or schema = \"evolve\" in the pipeline file's topic, "
-                    "or Source.evolve())")
+                    "--pipeline FILE' (or --model module:Class), or schema_changes = \"evolve\" on the pipeline "
+                    "file's topic, or Source.evolve()")
         return (f"this change rewrites every row: 'minikafka evolve {self.topic} --model module:Class --dry-run' "
                 "says what, Topic.migrate() applies it")
 
