@@ -37,6 +37,33 @@ ENGINE_NICENESS = 10
 RETRIES = 5  # a client's retries of a failed call: 0.05 + 0.2 + 0.8 + 2 + 2 s
 
 
+# spark.sql settings Spark fixes when the JVM starts (its StaticSQLConf): a session cannot set them
+STATIC_SQL = frozenset({
+    "spark.sql.extensions", "spark.sql.catalogImplementation", "spark.sql.warehouse.dir",
+    "spark.sql.globalTempDatabase", "spark.sql.queryExecutionListeners", "spark.sql.cache.serializer",
+    "spark.sql.streaming.streamingQueryListeners", "spark.sql.ui.retainedExecutions",
+    "spark.sql.sources.schemaStringLengthThreshold", "spark.sql.event.truncate.length",
+    "spark.sql.legacy.sessionInitWithConfigDefaults", "spark.sql.streaming.ui.enabled",
+    "spark.sql.defaultUrlStreamHandlerFactory.enabled", "spark.sql.broadcastExchange.maxThreadThreshold",
+    "spark.sql.subquery.maxThreadThreshold", "spark.sql.metadataCacheTTLSeconds",
+})
+
+
+def is_fixed(key: str) -> bool:
+    """The setting is fixed when the engine's JVM starts (a session cannot change it)."""
+    return not key.startswith("spark.sql.") or key in STATIC_SQL or key.startswith("spark.sql.hive.")
+
+
+def fixed_settings(conf: dict[str, str]) -> dict[str, str]:
+    """The settings of ``conf`` (a ``[spark]`` table) an engine takes when its JVM starts."""
+    return {k: str(v) for k, v in conf.items() if is_fixed(k)}
+
+
+def session_settings(conf: dict[str, str]) -> dict[str, str]:
+    """The settings of ``conf`` each session sets for itself (runtime ``spark.sql.*``)."""
+    return {k: str(v) for k, v in conf.items() if not is_fixed(k)}
+
+
 def remote_url(host: str, port: int) -> str:
     return f"sc://{host}:{port}"
 
@@ -276,8 +303,6 @@ def connect(url: str, *, conf: dict[str, str] | None = None, new: bool = False):
     # an engine that went away fails the stage within seconds (Spark's default retries for 10 minutes)
     spark.client.set_retry_policies([_retry_policy(host, port)])
     spark.client.minikafka_engine = remote_url(host, port)  # stopped_engine() asks it again after a failure
-    from .engines import session_settings
-
     for key, value in session_settings(conf or {}).items():  # runtime settings; the others are the server's
         spark.conf.set(key, value)
     return spark

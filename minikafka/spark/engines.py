@@ -26,37 +26,12 @@ import time
 from pathlib import Path
 
 from ..util.redact import redact_url
-from .engine import EngineState
+from .engine import STATIC_SQL, EngineState, fixed_settings, is_fixed, session_settings  # noqa: F401 (the split lives in engine)
 
 ENGINE_DIR_ENV = "MINIKAFKA_ENGINE_DIR"
 HEARTBEAT_S = 5.0  # how often a run marks its engine used while stages run
 # a run's idle timeout is at least this: the engine must not stop between two marks of a run
 MIN_LEASE_TIMEOUT_S = 2 * HEARTBEAT_S
-# spark.sql settings Spark fixes when the JVM starts (its StaticSQLConf): a session cannot set them
-STATIC_SQL = frozenset({
-    "spark.sql.extensions", "spark.sql.catalogImplementation", "spark.sql.warehouse.dir",
-    "spark.sql.globalTempDatabase", "spark.sql.queryExecutionListeners", "spark.sql.cache.serializer",
-    "spark.sql.streaming.streamingQueryListeners", "spark.sql.ui.retainedExecutions",
-    "spark.sql.sources.schemaStringLengthThreshold", "spark.sql.event.truncate.length",
-    "spark.sql.legacy.sessionInitWithConfigDefaults", "spark.sql.streaming.ui.enabled",
-    "spark.sql.defaultUrlStreamHandlerFactory.enabled", "spark.sql.broadcastExchange.maxThreadThreshold",
-    "spark.sql.subquery.maxThreadThreshold", "spark.sql.metadataCacheTTLSeconds",
-})
-
-
-def is_fixed(key: str) -> bool:
-    """The setting is fixed when the engine's JVM starts (a session cannot change it)."""
-    return not key.startswith("spark.sql.") or key in STATIC_SQL or key.startswith("spark.sql.hive.")
-
-
-def fixed_settings(conf: dict[str, str]) -> dict[str, str]:
-    """The settings of ``conf`` (a ``[spark]`` table) an engine takes when its JVM starts."""
-    return {k: str(v) for k, v in conf.items() if is_fixed(k)}
-
-
-def session_settings(conf: dict[str, str]) -> dict[str, str]:
-    """The settings of ``conf`` each session sets for itself (runtime ``spark.sql.*``)."""
-    return {k: str(v) for k, v in conf.items() if not is_fixed(k)}
 
 
 def _digest(text: str, n: int = 16) -> str:
