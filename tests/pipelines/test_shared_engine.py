@@ -294,3 +294,33 @@ def test_two_pipelines_with_same_named_job_modules_each_run_their_own_code(tmp_p
                 assert len(rows) == 5 and {row["tag"] for row in rows} == {tag}, (tag, topic, rows)
     finally:
         mk("engine", "stop")
+
+
+def test_the_console_overview_shows_the_engine(tmp_path, fake_engine):
+    pytest.importorskip("starlette")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    from minikafka.console.app import create_app
+    from minikafka.pipelines import load_pipeline
+
+    path, state = fake_engine
+    pipeline = homelab_copy(tmp_path)
+    assert mk("ingest", pipeline, "rss.items", generate(tmp_path, 3)).returncode == 0
+    engines.mark_used(path, pipeline="homelab", pipeline_path=str(pipeline.resolve()), idle_timeout=600)
+    defn = load_pipeline(pipeline, suites=False)
+    with TestClient(create_app(tmp_path / "homelab.sqlite", pipelines=[defn]), base_url="http://127.0.0.1") as c:
+        page = c.get("/").text
+    row = re.search(r'<tr data-engine="([^"]+)"><td>up at [^<]+</td><td>([^<]+)</td><td>([^<]+)</td>'
+                    r'<td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td></tr>', page)
+    assert row is not None, page[page.find('id="engine"'):][:800]
+    assert row.group(1) == state.url and row.group(2) == "local[2]" and row.group(3).endswith(" MB")
+    assert row.group(4).startswith("homelab (") and row.group(5).endswith("s")
+    assert row.group(6).endswith("(idle timeout 10m)")
+    path.unlink()
+    with TestClient(create_app(tmp_path / "homelab.sqlite", pipelines=[defn]), base_url="http://127.0.0.1") as c:
+        page = c.get("/").text
+    assert "None running: <code>minikafka run</code> starts one that stops after 10m unused" in page
