@@ -424,8 +424,8 @@ class EngineLease:
         from ...spark.engine import parse_remote
         from ...spark.engines import running
 
-        self.path = state_path(defn, master)
-        if url is not None:  # the engine the run uses may be recorded under another key (its settings)
+        self.path = state_path(defn, master) if url is None else None
+        if url is not None:  # the recorded engine at that URL (under its own key); none for one named by --remote
             for path, state in running():
                 if parse_remote(state.url) == parse_remote(url):
                     self.path = path
@@ -438,6 +438,8 @@ class EngineLease:
     def _beat(self) -> None:
         from ...spark.engines import HEARTBEAT_S, mark_used
 
+        if self.path is None:
+            return
         mark_used(self.path, pipeline=self.pipeline, pipeline_path=self.pipeline_path, idle_timeout=self.idle_timeout)
         while not self._stop.wait(HEARTBEAT_S):
             mark_used(self.path)
