@@ -93,6 +93,8 @@ def engine() -> None:
     'minikafka run' starts one (or uses the running one) and it stops by itself once no run
     has used it for the idle timeout of the last run that did ([engine] idle_timeout, default
     10m, or run --idle-timeout).
+
+    Example: minikafka engine status
     """
 
 
