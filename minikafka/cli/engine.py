@@ -62,7 +62,8 @@ def serve(pipeline: str | None, master: str | None, host: str | None, port: int 
     if stop:
         url = stop_engine(defn, master)
         if url is None:
-            note(f"no engine runs for {'pipeline ' + defn.name if defn else 'master ' + (master or 'local[*]')}")
+            what = f"pipeline {defn.name}" if defn else f"master {redact_url(master or 'local[*]')}"
+            note(f"no engine runs for {what}")
         else:
             click.echo(f"stopped the engine at {redact_url(url)}")
         return

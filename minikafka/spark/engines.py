@@ -60,12 +60,14 @@ def _master_slug(master: str) -> str:
 def slot_path(master: str, fixed: dict[str, str]) -> Path:
     """The state file of the engine of ``master`` started with the fixed settings ``fixed``."""
     key = _digest(json.dumps(sorted(fingerprint(fixed).items())), 8)
-    return engines_dir() / f"{_master_slug(master)}-{key}.json"
+    slug = _master_slug(master)  # its text redacted, its digest whole
+    return engines_dir() / f"{slug}-{key}.json"
 
 
 def start_lock_path(master: str) -> Path:
     """Held while a run looks for, or starts, an engine of ``master``: two runs start one engine."""
-    return engines_dir() / f"{_master_slug(master)}.start.lock"
+    slug = _master_slug(master)
+    return engines_dir() / f"{slug}.start.lock"
 
 
 def lease_path(state_path: Path) -> Path:
