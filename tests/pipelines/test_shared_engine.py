@@ -331,3 +331,25 @@ def test_the_console_overview_shows_the_engine(tmp_path, fake_engine):
     with TestClient(create_app(tmp_path / "homelab.sqlite", pipelines=[defn]), base_url="http://127.0.0.1") as c:
         page = c.get("/").text
     assert "None running: <code>minikafka run</code> starts one that stops after 10m unused" in page
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_pipeline_whose_start_time_setting_differs_gets_an_engine_of_its_own_and_says_why(tmp_path, fake_engine):
+    from minikafka.pipelines import load_pipeline
+    from minikafka.pipelines.launch.engine import ensure_engine, stop_engine
+
+    path, running = fake_engine  # an engine of local[2] started with spark.driver.memory = 1g
+    defn = load_pipeline(homelab_copy(tmp_path, replace={'"spark.driver.memory" = "1g"': '"spark.driver.memory" = "2g"'}),
+                         suites=False)
+    said: list[str] = []
+    try:
+        url, started = ensure_engine(defn, echo=said.append)
+        assert started and url != running.url
+        assert said == [f"another engine: the engine at {running.url} runs with another spark.driver.memory than this "
+                        "pipeline's [spark] table, which a session cannot change",
+                        "starting an engine for homelab (stops after 600 s unused)"]
+        assert sorted(state.url for _p, state in engines.running()) == sorted([running.url, url])
+    finally:
+        stop_engine(defn)
+    assert [state.url for _p, state in engines.running()] == [running.url]
