@@ -4,7 +4,10 @@ behaviour could differ between engines, ONE Spark Connect server for the whole t
 
 from __future__ import annotations
 
+import itertools
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -19,6 +22,20 @@ os.environ.setdefault("SPARK_TESTING", "1")
 # `minikafka run` without --engine: one spark-submit per stage, as the tests written for it expect;
 # the engine's own tests say --engine auto/connect or --remote (tests/pipelines/test_engine_cli.py)
 os.environ.setdefault("MINIKAFKA_ENGINE", "submit")
+# a warm engine is recorded per user and master: the tests' engines are not the user's (nor another
+# test run's on this machine), and each test gets an engine directory of its own (below)
+ENGINES_BASE = tempfile.mkdtemp(prefix="minikafka-test-engines-")
+os.environ["MINIKAFKA_ENGINE_DIR"] = ENGINES_BASE
+
+
+@pytest.fixture(autouse=True)
+def _engines_of_this_test(monkeypatch):
+    """Every test records (and finds) warm engines in a directory of its own: an engine one
+    test left up is never another test's."""
+    monkeypatch.setenv("MINIKAFKA_ENGINE_DIR", str(Path(ENGINES_BASE) / f"t{next(_TEST_NUMBERS)}"))
+
+
+_TEST_NUMBERS = itertools.count()
 
 
 class Video(BaseModel):

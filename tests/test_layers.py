@@ -284,7 +284,7 @@ def test_spark_holds_two_wings_and_the_shared_modules():
     wings = sorted(p.name for p in spark.iterdir() if p.is_dir() and (p / "__init__.py").exists())
     shared = sorted(p.name for p in spark.glob("*.py"))
     assert wings == sorted(SPARK_WINGS), wings
-    assert shared == ["__init__.py", "engine.py", "session.py", "staging.py", "types.py"], shared
+    assert shared == ["__init__.py", "engine.py", "engines.py", "session.py", "staging.py", "types.py"], shared
 
 
 def test_the_public_names_are_listed_sorted_and_no_module_holds_three_blank_lines_in_a_row():

@@ -356,8 +356,8 @@ def remote_option(what: str):
 def engine_options(fn):
     """--engine, --remote, --max-parallel, --idle-timeout: where a run's stages run."""
     fn = click.option("--idle-timeout", metavar="DURATION",
-                      help="An engine this run starts stops after this long unused (default: [engine] "
-                           "idle_timeout, else 10m; 0: at the end of the run).")(fn)
+                      help="The engine this run starts or uses stops after this long unused (default: "
+                           "[engine] idle_timeout, else 10m; 0: an engine this run started stops at its end).")(fn)
     fn = click.option("--max-parallel", type=click.IntRange(1, 64), metavar="N",
                       help="Run at most N independent stages at once (default: 2 on an engine, 1 with "
                            "--engine submit).")(fn)

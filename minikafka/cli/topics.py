@@ -168,6 +168,10 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
             click.echo(f"    report: {run['quality']['report']}")
     if not runs:
         click.echo("no runs" + (" failed" if failed else "") + (f" for stage {stage!r}" if stage else ""), err=True)
+    if not (run_id or failed or stage):  # the overview: the warm engine, its own section below the runs
+        from .engine import echo_engine_section
+
+        echo_engine_section(defn)
 
 
 def _show_rows(source: Source, layout: TopicLayout, which: str, consumer: str | None,

@@ -110,7 +110,36 @@ def overview(source: Source, defns=()) -> dict:
     return {"graphs": graphs, "last": last, "lag": lag, "topics": topics, "health": checks,
             "attention": {"failed_runs": sorted(failed_runs, key=lambda r: r["started_at"], reverse=True)[:10],
                           "expectations": expectations, "quarantine": quarantine, "dead": dead,
-                          "lagging": lagging}}
+                          "lagging": lagging},
+            "engines": engine_rows(), "engine_timeout": _engine_timeout(defns)}
+
+
+def engine_rows() -> list[dict]:
+    """This user's running warm engines as the overview shows them (``spark.engines.describe``
+    with its figures spelled out: memory in MB, idle for, stops in)."""
+    import time
+
+    from ..spark.engines import engines_now, human
+    from ..util.duration import format_duration
+
+    now = time.time()
+    rows = []
+    for e in engines_now(now):
+        rows.append({**e, "rss": f"{e['rss_bytes'] / (1 << 20):,.0f} MB" if e["rss_bytes"] is not None else "unknown",
+                     "idle": human(e["idle_s"]),
+                     "stops": "when stopped" if e["stops_in_s"] is None else
+                     f"{human(e['stops_in_s'])} (idle timeout {format_duration(e['idle_timeout_s'])})",
+                     "served": [f"{p['name']} ({human(now - p['last_used'])} ago)" for p in e["pipelines"]]})
+    return rows
+
+
+def _engine_timeout(defns) -> str | None:
+    """The idle timeout an engine the (first) pipeline's ``run`` starts would have."""
+    from ..util.duration import format_duration
+
+    for defn in defns or ():
+        return format_duration(defn.engine.idle_timeout) if defn.engine.idle_timeout else "0s"
+    return None
 
 
 def _health(source: Source, defns) -> list[dict]:

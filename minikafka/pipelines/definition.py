@@ -13,7 +13,7 @@ staging = "file:///mnt/shared/mk"      # staging URI every node sees (needed on 
 [engine]                               # the warm engine (all optional; see docs/how-to/engines.md)
 remote = "sc://127.0.0.1:15002"        # use this engine (minikafka serve elsewhere) instead of starting one
 port = 15002                           # where minikafka serve listens
-idle_timeout = "10m"                   # an engine run starts stops after this long unused
+idle_timeout = "10m"                   # the engine run starts (or shares) stops after this long unused
 max_parallel = 2                       # independent stages run at once on the engine
 
 [topics."rss.items"]
@@ -190,7 +190,9 @@ class EngineSettings:
 
     ``remote``: an engine already running (``sc://host:port``), used as is; ``host``/``port``:
     where ``minikafka serve`` listens; ``idle_timeout``: seconds an engine that ``run`` started
-    itself stays up after its last use; ``max_parallel``: stages run at once on the engine.
+    stays up after its last use (one engine serves every pipeline of a user on a master: the
+    last run's pipeline decides, ``spark.engines.idle_timeout_of``); ``max_parallel``: stages
+    run at once on the engine.
     """
 
     remote: str | None = None

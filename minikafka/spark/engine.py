@@ -5,8 +5,8 @@ server; each stage is a small client process (``pyspark.sql.connect``) that send
 plan there and commits on this host as before. This module knows the server process:
 the command that starts it (``spark-submit --class SparkConnectServer``, as Spark's own
 ``sbin/start-connect-server.sh`` does), when it is ready (it answers on its port), how
-it stops (SIGTERM, then SIGKILL), and the state file a started engine leaves beside the
-ledger so that later commands find it and ``serve --stop`` can stop it.
+it stops (SIGTERM, then SIGKILL), and the state file a started engine leaves in the user's
+engine directory (``engines``) so that later commands find it and ``engine stop`` can stop it.
 
 It also holds what differs between a classic and a Connect session, so that the rest of
 the engine reads ``master_of(spark)`` and ``parallelism(spark)`` on both.
@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import EngineError
@@ -35,6 +35,33 @@ STOP_TIMEOUT_S = 30.0
 # 3.5 -> 3.3 s, the stage 4.0-4.4 -> 3.7-4.2 s
 ENGINE_NICENESS = 10
 RETRIES = 5  # a client's retries of a failed call: 0.05 + 0.2 + 0.8 + 2 + 2 s
+
+
+# spark.sql settings Spark fixes when the JVM starts (its StaticSQLConf): a session cannot set them
+STATIC_SQL = frozenset({
+    "spark.sql.extensions", "spark.sql.catalogImplementation", "spark.sql.warehouse.dir",
+    "spark.sql.globalTempDatabase", "spark.sql.queryExecutionListeners", "spark.sql.cache.serializer",
+    "spark.sql.streaming.streamingQueryListeners", "spark.sql.ui.retainedExecutions",
+    "spark.sql.sources.schemaStringLengthThreshold", "spark.sql.event.truncate.length",
+    "spark.sql.legacy.sessionInitWithConfigDefaults", "spark.sql.streaming.ui.enabled",
+    "spark.sql.defaultUrlStreamHandlerFactory.enabled", "spark.sql.broadcastExchange.maxThreadThreshold",
+    "spark.sql.subquery.maxThreadThreshold", "spark.sql.metadataCacheTTLSeconds",
+})
+
+
+def is_fixed(key: str) -> bool:
+    """The setting is fixed when the engine's JVM starts (a session cannot change it)."""
+    return not key.startswith("spark.sql.") or key in STATIC_SQL or key.startswith("spark.sql.hive.")
+
+
+def fixed_settings(conf: dict[str, str]) -> dict[str, str]:
+    """The settings of ``conf`` (a ``[spark]`` table) an engine takes when its JVM starts."""
+    return {k: str(v) for k, v in conf.items() if is_fixed(k)}
+
+
+def session_settings(conf: dict[str, str]) -> dict[str, str]:
+    """The settings of ``conf`` each session sets for itself (runtime ``spark.sql.*``)."""
+    return {k: str(v) for k, v in conf.items() if not is_fixed(k)}
 
 
 def remote_url(host: str, port: int) -> str:
@@ -112,10 +139,11 @@ class EngineState:
     pid: int  # the supervising ``minikafka serve`` process
     jvm_pid: int
     master: str
-    pipeline: str
+    pipeline: str  # the pipeline that started it (it serves every pipeline of its master: ``engines``)
     started_at: float
     idle_timeout: float | None = None
     log: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # its fixed settings, as digests (``engines.fingerprint``)
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,8 +154,10 @@ class EngineState:
     @classmethod
     def read(cls, path: Path) -> EngineState | None:
         try:
-            return cls(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
+            data = json.loads(path.read_text())
+            known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+            return cls(**known)
+        except (OSError, ValueError, TypeError, AttributeError):
             return None
 
     def alive(self) -> bool:
@@ -141,33 +171,17 @@ class EngineState:
         return answers(*parse_remote(self.url))
 
 
-def touch(path: Path) -> None:
-    """Mark the engine as used now (its idle timeout counts from the last mark)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
-    except OSError:
-        pass
-
-
-def idle_seconds(path: Path, since: float) -> float:
-    try:
-        last = max(path.stat().st_mtime, since)
-    except OSError:
-        last = since
-    return time.time() - last
-
-
 class EngineProcess:
     """The server's JVM, started by this process and killed if this process dies."""
 
-    def __init__(self, cmd: list[str], log_path: Path, env: dict[str, str] | None = None):
+    def __init__(self, cmd: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None):
         from ..util.procs import popen_tied
 
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
-            self.proc = popen_tied(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            self.proc = popen_tied(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                   cwd=cwd)
 
     @property
     def pid(self) -> int:
@@ -289,9 +303,8 @@ def connect(url: str, *, conf: dict[str, str] | None = None, new: bool = False):
     # an engine that went away fails the stage within seconds (Spark's default retries for 10 minutes)
     spark.client.set_retry_policies([_retry_policy(host, port)])
     spark.client.minikafka_engine = remote_url(host, port)  # stopped_engine() asks it again after a failure
-    for key, value in (conf or {}).items():
-        if key.startswith("spark.sql."):  # runtime settings; the others are the server's
-            spark.conf.set(key, value)
+    for key, value in session_settings(conf or {}).items():  # runtime settings; the others are the server's
+        spark.conf.set(key, value)
     return spark
 
 

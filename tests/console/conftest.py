@@ -61,7 +61,7 @@ class Console:
     """A ``minikafka ui`` process on 127.0.0.1 and a free port."""
 
     def __init__(self, ledger: Path, *args: str):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MINIKAFKA_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MINIKAFKA_") or k == "MINIKAFKA_ENGINE_DIR"}
         self.ledger = ledger
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "minikafka.cli", "ui", "--source", str(ledger), "--port", "0", *args],

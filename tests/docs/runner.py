@@ -52,6 +52,12 @@ FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)[^\n]*$")
 KNOWN = {"continue", "save", "output", "exit", "raises", "twice", "spark", "skip", "timeout"}
 
 
+def _minikafkas(key: str) -> bool:
+    """minikafka's own variables, which the user's environment would not have; not the test's engine
+    directory (conftest): an engine the examples start is the test's, never the user's."""
+    return key.startswith("MINIKAFKA_") and key != "MINIKAFKA_ENGINE_DIR"
+
+
 @dataclass
 class Block:
     page: Path
@@ -179,7 +185,7 @@ class Session:
         self.modules_before = set(sys.modules)
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MINIKAFKA_") and k != "PYTHONPATH"}
+        env = {k: v for k, v in os.environ.items() if not _minikafkas(k) and k != "PYTHONPATH"}
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         env["PYTHONPATH"] = str(self.pythonpath)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -222,7 +228,7 @@ class Session:
         code = compile(block.text, block.where, "exec", dont_inherit=True)  # not our __future__ imports
         cwd = os.getcwd()
         sys.path.insert(0, str(self.dir))
-        saved_env = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("MINIKAFKA_")}
+        saved_env = {k: os.environ.pop(k) for k in list(os.environ) if _minikafkas(k)}
         try:
             os.chdir(self.dir)
             with contextlib.redirect_stdout(out):

@@ -36,6 +36,12 @@ with Source("quickstart.sqlite") as source:
 """
 
 
+def _minikafkas(key: str) -> bool:
+    """minikafka's own variables, which the user's environment would not have; not the test's engine
+    directory (conftest): an engine the examples start is the test's, never the user's."""
+    return key.startswith("MINIKAFKA_") and key != "MINIKAFKA_ENGINE_DIR"
+
+
 def _run(cmd, **kwargs) -> subprocess.CompletedProcess:
     kwargs.setdefault("env", _clean(dict(os.environ)))
     return subprocess.run(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
@@ -44,7 +50,7 @@ def _run(cmd, **kwargs) -> subprocess.CompletedProcess:
 def _clean(env: dict[str, str]) -> dict[str, str]:
     """Without PYTHONPATH (a checkout on it holds minikafka_spark.egg-info: pip would take the
     wheel for installed already) and without minikafka's own variables."""
-    return {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("MINIKAFKA_")}
+    return {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not _minikafkas(k)}
 
 
 def _without_java(env: dict[str, str], bin_dir: Path, scratch: Path) -> dict[str, str]:
@@ -64,7 +70,7 @@ def _without_java(env: dict[str, str], bin_dir: Path, scratch: Path) -> dict[str
                 (copy / entry.name).symlink_to(entry)
         dirs.append(str(copy))
     out = {k: v for k, v in env.items() if k not in ("JAVA_HOME", "PYTHONPATH", "VIRTUAL_ENV", "SPARK_HOME")
-           and not k.startswith("MINIKAFKA_")}
+           and not _minikafkas(k)}
     out["PATH"] = os.pathsep.join(dirs)
     return out
 

@@ -126,7 +126,7 @@ def test_example_on_an_isolated_worker_matches_local_mode_and_fails_without_stag
 def test_an_idle_engine_on_a_cluster_gives_its_cores_back_and_another_pipeline_runs_at_once(tmp_path):
     """The engine a default run leaves up on a 2-core standalone cluster holds no executor once
     idle: an in-process run of another pipeline started at once gets the cores and finishes."""
-    from minikafka.spark.engine import EngineState
+    from minikafka.spark.engines import recorded
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -136,7 +136,8 @@ def test_an_idle_engine_on_a_cluster_gives_its_cores_back_and_another_pipeline_r
         try:
             run = mk("run", first, "--master", url, "--staging", shared, "--stage", "keep_articles", engine="auto")
             assert run.returncode == 0, run.stdout + run.stderr
-            assert EngineState.read(tmp_path / "first" / ".minikafka-engine" / "homelab.json").alive()  # idle, up
+            (_path, state), = recorded()
+            assert state.alive()  # idle, up
             try:
                 run = mk("run", second, "--in-process", "--master", url, "--staging", shared, "--stage",
                          "keep_articles", timeout=240)

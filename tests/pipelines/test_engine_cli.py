@@ -19,12 +19,23 @@ from tests.util.ports import unused_port
 
 pytestmark = pytest.mark.spark  # engines are JVMs (the no-JVM run skips these)
 
-ENV = {**os.environ, "MINIKAFKA_ENGINE": "auto"}
+def engine_env() -> dict[str, str]:
+    """The commands' environment: the engine mode auto, this test's engine directory (conftest)."""
+    return {**os.environ, "MINIKAFKA_ENGINE": "auto"}
 
 
-def mk(*args, env=ENV, timeout=600) -> subprocess.CompletedProcess:
+def mk(*args, env=None, timeout=600, cwd=ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "minikafka.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT, env=env)
+                          text=True, timeout=timeout, cwd=cwd, env=env or engine_env())
+
+
+def engine_state() -> EngineState | None:
+    """The one engine recorded in this test's engine directory (None when none is)."""
+    from minikafka.spark.engines import recorded
+
+    found = recorded()
+    assert len(found) <= 1, found
+    return found[0][1] if found else None
 
 
 def ingested(tmp_path, items: int = 60):
@@ -55,6 +66,8 @@ def test_serve_refuses_a_port_that_is_taken_in_one_line(tmp_path):
 def test_serve_stop_without_an_engine_says_so(tmp_path):
     out = mk("serve", "--stop", "--pipeline", homelab_copy(tmp_path))
     assert out.returncode == 0 and "no engine runs for pipeline homelab" in out.stderr
+    out = mk("engine", "stop")
+    assert out.returncode == 0 and "no engine runs" in out.stderr
 
 
 def test_an_engine_that_does_not_answer_is_one_line_and_nothing_is_committed(tmp_path):
@@ -79,7 +92,7 @@ def test_nothing_new_returns_at_once_without_an_engine_or_a_jvm(tmp_path):
     result = json.loads(out.stdout)
     assert result["nothing_to_do"] and [s["status"] for s in result["stages"]] == ["succeeded"] * 6
     assert java_pids() <= before
-    assert not (tmp_path / ".minikafka-engine" / "homelab.json").exists()
+    assert engine_state() is None
 
 
 @pytest.mark.spark
@@ -109,21 +122,21 @@ def test_serve_is_ready_then_stops_by_itself_once_idle_and_leaves_no_jvm(tmp_pat
     pipeline = homelab_copy(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "serve", "--pipeline", str(pipeline), "--port", "0",
                              "--idle-timeout", "3"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)
+                            text=True, env=engine_env())
     try:
         ready = proc.stdout.readline()
         assert ready.startswith("engine ready at sc://127.0.0.1:"), ready + proc.stderr.read()
-        state = EngineState.read(tmp_path / ".minikafka-engine" / "homelab.json")
+        state = engine_state()
         assert state is not None and state.pid == proc.pid and state.url in ready and state.alive()
         again = mk("serve", "--pipeline", pipeline, "--port", "0")
-        assert again.returncode == 1 and "already runs at " + state.url in again.stderr
+        assert again.returncode == 1 and "already runs at " + state.url in again.stderr, again.stderr
         assert proc.wait(timeout=120) == 0
         assert "stopped after 3 s unused" in proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
-    assert not (tmp_path / ".minikafka-engine" / "homelab.json").exists()
+    assert engine_state() is None
     deadline = time.time() + 10
     while state.jvm_pid in java_pids() and time.time() < deadline:
         time.sleep(0.2)
@@ -138,7 +151,7 @@ def test_run_starts_its_own_engine_and_with_idle_timeout_zero_stops_it_at_the_en
     assert out.returncode == 0, out.stdout + out.stderr
     assert "starting an engine for homelab (stops at the end of this run)" in out.stderr
     assert "keep_articles          succeeded" in out.stdout
-    assert not (tmp_path / ".minikafka-engine" / "homelab.json").exists()
+    assert engine_state() is None
     with Source(str(tmp_path / "homelab.sqlite")) as src:
         (run,) = src.runs(stage="keep_articles")
         assert run["status"] == "succeeded" and run["rows_out"] > 0

@@ -14,15 +14,14 @@ from pathlib import Path
 import pytest
 
 from minikafka import Source
-from minikafka.spark.engine import EngineState
 from tests.pipelines.helpers import ROOT
-from tests.pipelines.test_engine_cli import ENV, ingested, mk
+from tests.pipelines.test_engine_cli import engine_env, engine_state, ingested, mk
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def start(*args, env=ENV) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "minikafka.cli", *map(str, args)], cwd=ROOT, env=env, text=True,
+def start(*args, env=None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "minikafka.cli", *map(str, args)], cwd=ROOT, env=env or engine_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -56,7 +55,7 @@ def stopped_descendant(pid: int, timeout: float = 240) -> int:
 
 
 def frozen_at(point: str) -> dict[str, str]:
-    return {**ENV, "MINIKAFKA_FREEZE_AT": point, "MINIKAFKA_FREEZE_MODE": "stop"}
+    return {**engine_env(), "MINIKAFKA_FREEZE_AT": point, "MINIKAFKA_FREEZE_MODE": "stop"}
 
 
 def staged_runs(home: Path) -> list[Path]:
@@ -72,7 +71,7 @@ def test_an_engine_killed_during_a_stage_with_a_suite_fails_that_stage_in_one_li
         ready = serve.stdout.readline()
         assert ready.startswith("engine ready at sc://"), ready + serve.stderr.read()
         url = ready.split()[3]
-        state = EngineState.read(tmp_path / ".minikafka-engine" / "homelab.json")
+        state = engine_state()
         run = start("run", pipeline, "--stage", "split_youtube", env=frozen_at("stage:checks"))
         stage = stopped_descendant(run.pid)  # its suite is about to run on the engine
         os.kill(state.jvm_pid, signal.SIGKILL)

@@ -1,12 +1,15 @@
 """The warm engine of a pipeline: serve one, find it, start one for a run, stop it.
 
-An engine is a Spark Connect server with the pipeline's ``[spark]`` settings, on the
-ledger's host. ``serve`` runs one in the foreground (systemd, a terminal) until SIGTERM,
-Ctrl-C or, when given, an idle timeout. While it runs, a state file beside the ledger
-(``.minikafka-engine/<pipeline>.json``) names its URL and process, so ``run`` and
-``serve --stop`` find it. ``ensure_engine`` gives ``run`` an engine: the one recorded if it
-answers, else a new ``serve`` started in the background with an idle timeout, which stops
-by itself once no run has used it for that long (the runner marks it used while stages run).
+An engine is a Spark Connect server on the ledger's host; one serves every pipeline of a
+user on the same master (``spark.engines``: each stage is a session of its own, with its
+pipeline's ``spark.sql.*`` settings and code). ``serve`` runs one in the foreground
+(systemd, a terminal) until SIGTERM, Ctrl-C or, when given, an idle timeout. While it runs,
+a state file in the user's engine directory names its URL, process, master and the settings
+its JVM started with, so ``run`` of any pipeline on that master, ``status`` and
+``engine stop`` find it. ``ensure_engine`` gives ``run`` an engine: the running one its
+pipeline agrees with, else a new ``serve`` started in the background with an idle timeout
+(the reason printed when another engine of the user runs), which stops by itself once no
+run has used it for that long (the runner marks it used while stages run).
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from ...util.redact import redact_url
 from ..definition import PipelineDefinition
 
 WARMUP_SQL = "SELECT k, count(*) AS n, max(s) AS s FROM (SELECT id % 7 AS k, CAST(id AS STRING) AS s FROM range(20000)) GROUP BY k"
-HEARTBEAT_S = 5.0  # how often a run marks its engine used while stages run
 # The client JIT alone: the optimizing one spent the CPU of a run's small stages compiling
 # (measured on the example DAG, 2 cores: from cold 16.9 -> 12.1 s, on the warm engine 11.3 ->
 # 9.6 s; bench_staging's 1,000,000-row stage, bound by its commit, the same within noise).
@@ -35,19 +37,28 @@ ENGINE_JIT = "-XX:TieredStopAtLevel=1"
 JVM_SIGTERM_EXIT = 143  # a JVM that ran its shutdown hooks on SIGTERM exits with 128 + 15
 
 
-def engine_dir(defn: PipelineDefinition | None) -> Path:
-    """Where engines of this pipeline leave their state: beside the ledger (else here)."""
-    base = Path(defn.source).resolve().parent if defn is not None else Path.cwd()
-    return base / ".minikafka-engine"
+def _master(defn: PipelineDefinition | None, master: str | None = None) -> str:
+    return master or (defn.master if defn is not None else "local[*]")
 
 
-def state_path(defn: PipelineDefinition | None) -> Path:
-    return engine_dir(defn) / f"{defn.name if defn is not None else 'default'}.json"
+def _fixed(defn: PipelineDefinition | None) -> dict[str, str]:
+    from ...spark.engines import fixed_settings
+
+    return fixed_settings(defn.spark if defn is not None else {})
 
 
-def lease_path(defn: PipelineDefinition | None) -> Path:
+def state_path(defn: PipelineDefinition | None, master: str | None = None) -> Path:
+    """The state file of the engine ``defn`` would start on ``master`` (default: its own)."""
+    from ...spark.engines import slot_path
+
+    return slot_path(_master(defn, master), _fixed(defn))
+
+
+def lease_path(defn: PipelineDefinition | None, master: str | None = None) -> Path:
     """The file whose modification time says when the engine was last used."""
-    return state_path(defn).with_suffix(".used")
+    from ...spark.engines import lease_path as lease_of
+
+    return lease_of(state_path(defn, master))
 
 
 # An engine on a cluster (any master but local[...]) gives its executors back once they are idle and
@@ -69,8 +80,10 @@ CLUSTER_ENGINE_SETTINGS = {
 
 
 def server_settings(defn: PipelineDefinition | None, master: str | None = None) -> dict[str, str]:
-    """minikafka's Spark settings (JDBC jar, UTC, ...) with the pipeline's ``[spark]`` table over them;
-    on a non-local ``master``, ``CLUSTER_ENGINE_SETTINGS`` under both (executors given back when idle).
+    """minikafka's Spark settings (JDBC jar, UTC, ...) with the pipeline's fixed ``[spark]`` settings
+    over them; on a non-local ``master``, ``CLUSTER_ENGINE_SETTINGS`` under both (executors given back
+    when idle). The pipeline's runtime ``spark.sql.*`` settings are not the engine's: each of its
+    sessions sets them (``spark.engine.connect``), so another pipeline's sessions do not inherit them.
 
     Raises:
         SparkSetupError: no Java, or no SQLite JDBC jar.
@@ -81,27 +94,17 @@ def server_settings(defn: PipelineDefinition | None, master: str | None = None) 
     check_java()
     settings = dict(CLUSTER_ENGINE_SETTINGS) if master and not is_local_master(master) else {}
     settings.update(session_conf(jar=jdbc_jar()))
-    settings.update(defn.spark if defn is not None else {})
+    settings.update(_fixed(defn))
     return settings
 
 
-def find_engine(defn: PipelineDefinition | None):
-    """The recorded engine of this pipeline if it answers, else None (a stale record is removed)."""
-    from ...spark.engine import EngineState
+def find_engine(defn: PipelineDefinition | None, master: str | None = None):
+    """The running engine this pipeline uses on ``master`` (default: its own) if one answers, else
+    None: an engine of the user on that master whose fixed settings agree with the pipeline's."""
+    from ...spark.engines import choose
 
-    path = state_path(defn)
-    state = EngineState.read(path)
-    if state is None:
-        return None
-    if state.alive():
-        return state
-    try:
-        os.kill(state.pid, 0)
-    except ProcessLookupError:
-        path.unlink(missing_ok=True)  # its process is gone: the record is stale
-    except PermissionError:
-        pass
-    return None
+    _path, state, _why = choose(_master(defn, master), _fixed(defn))
+    return state
 
 
 def serve(defn: PipelineDefinition | None, *, master: str | None = None, host: str | None = None,
@@ -124,7 +127,7 @@ def serve(defn: PipelineDefinition | None, *, master: str | None = None, host: s
     """
     from ...spark import engine as eng
 
-    master = master or (defn.master if defn is not None else "local[*]")
+    master = _master(defn, master)
     settings = server_settings(defn, master)
     archive = None
     if "spark.driver.extraJavaOptions" not in (defn.spark if defn is not None else {}):  # the pipeline's own wins
@@ -137,25 +140,27 @@ def serve(defn: PipelineDefinition | None, *, master: str | None = None, host: s
         port = (defn.engine.port if defn is not None else None) or eng.DEFAULT_PORT
     if port == 0:
         port = eng.free_port(host)
-    with _serving(defn):
+    with _serving(defn, master):
         return _serve(defn, settings, master, host, port, idle_timeout, echo, warm_up, archive)
 
 
 @contextmanager
-def _serving(defn: PipelineDefinition | None):
-    """Held while one engine of this pipeline starts and runs: a second one is refused."""
+def _serving(defn: PipelineDefinition | None, master: str):
+    """Held while one engine of this master and fixed settings starts and runs: a second one is refused."""
     import fcntl
 
-    path = state_path(defn).with_suffix(".serve.lock")
+    path = state_path(defn, master).with_suffix(".serve.lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            running = find_engine(defn)
+            from ...spark.engine import EngineState
+
+            running = EngineState.read(state_path(defn, master))
             where = f" at {running.url} (pid {running.pid})" if running else " (starting)"
-            raise EngineError(f"an engine of pipeline {defn.name if defn else 'default'} already runs{where}: "
-                              "stop it with 'minikafka serve --stop'") from None
+            raise EngineError(f"an engine of master {redact_url(master)} already runs{where}: every pipeline on "
+                              "that master uses it; stop it with 'minikafka engine stop'") from None
         try:
             yield
         finally:
@@ -171,17 +176,22 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
         raise EngineError(f"port {port} on {host} is taken ({problem}): give another with --port N")
     stop = threading.Event()
     reason = {"why": "exited"}
+    limit = {"s": idle_timeout}
 
     def on_signal(signum, _frame):
         reason["why"] = "signal"
         stop.set()
 
+    from ...spark import engines
+
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    path, lease = state_path(defn), lease_path(defn)
+    path = state_path(defn, master)
     log_path = path.with_suffix(".log") if os.environ.get("MINIKAFKA_ENGINE_LOG") != "-" else Path(os.devnull)
-    name = f"minikafka engine:{defn.name if defn else 'default'}"
+    name = f"minikafka engine ({redact_url(master)})"
+    # its working directory is the user's engine directory, not the project of the pipeline that
+    # started it: the sessions of every pipeline import their own shipped code, never a project's files
     jvm = eng.EngineProcess(eng.server_command(master=master, host=host, port=port, settings=settings, name=name),
-                            log_path, env=_server_env())
+                            log_path, env=_server_env(), cwd=path.parent)
     url = eng.remote_url("127.0.0.1" if host in ("0.0.0.0", "::") else host, port)
     try:
         t0 = time.perf_counter()
@@ -192,18 +202,21 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
             _warm_up(url)
         checkpoint("engine:ready")  # it answers; nothing names it yet
         started = time.time()
-        eng.touch(lease)
-        eng.EngineState(url, os.getpid(), jvm.pid, master, defn.name if defn else "default", started,
-                        idle_timeout, str(log_path)).write(path)
+        engines.forget_served(path)
+        state = eng.EngineState(url, os.getpid(), jvm.pid, master, defn.name if defn else "default", started,
+                                idle_timeout, str(log_path), engines.fingerprint(_fixed(defn)))
+        state.write(path)
         idle = f", stops after {idle_timeout:g} s unused" if idle_timeout else ""
         echo(f"engine ready at {redact_url(url)} (master {redact_url(master)}, pid {os.getpid()}, started in "
-             f"{time.perf_counter() - t0:.1f} s{idle}); stop it with Ctrl-C or 'minikafka serve --stop'")
+             f"{time.perf_counter() - t0:.1f} s{idle}); stop it with Ctrl-C or 'minikafka engine stop'")
         while not stop.wait(0.5):
             if not jvm.running():
                 reason["why"] = "exited"
                 break
-            if idle_timeout is not None and eng.idle_seconds(lease, started) > idle_timeout:
+            left = engines.stops_in(path, state)
+            if left is not None and left <= 0:
                 reason["why"] = "idle"
+                limit["s"] = engines.idle_timeout_of(state, engines.read_lease(path))
                 break
     finally:
         code = jvm.stop()
@@ -216,7 +229,7 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
             path.unlink(missing_ok=True)
         for s, handler in previous.items():
             signal.signal(s, handler)
-    why = {"signal": "on request", "idle": f"after {idle_timeout or 0:g} s unused",
+    why = {"signal": "on request", "idle": f"after {limit['s'] or 0:g} s unused",
            "exited": f"(its JVM exited with code {code})"}
     echo(f"engine at {redact_url(url)} stopped {why[reason['why']]}")
     return reason["why"]
@@ -261,24 +274,48 @@ def _warm_up(url: str) -> None:
         pass
 
 
-def stop_engine(defn: PipelineDefinition | None) -> str | None:
-    """Stop the recorded engine of this pipeline; return its URL, or None when none runs."""
-    from ...spark.engine import EngineState, stop_pid
+def stop_engine(defn: PipelineDefinition | None, master: str | None = None, *, alone: bool = False) -> str | None:
+    """Stop the running engine this pipeline uses on ``master``; return its URL, or None when none
+    runs. ``alone``: only if no other pipeline used it since it started (``run --idle-timeout 0``
+    does not stop an engine another pipeline's run shares; it stops after its own timeout)."""
+    from ...spark.engines import choose, served
 
-    path = state_path(defn)
-    state = EngineState.read(path)
+    path, state, _why = choose(_master(defn, master), _fixed(defn))
     if state is None:
         return None
+    if alone and defn is not None:
+        mine = str(Path(defn.path).resolve())
+        if any(p["path"] != mine for p in served(path, state)):
+            return None
+    return stop_recorded(path, state)
+
+
+def stop_recorded(path: Path, state) -> str | None:
+    """Stop the engine recorded at ``path``; its URL, or None when it was not running."""
+    from ...spark.engine import stop_pid
+
     stopped = stop_pid(state.pid)
-    path.unlink(missing_ok=True)
+    current = state.__class__.read(path)
+    if current is None or current.pid == state.pid:
+        path.unlink(missing_ok=True)
     return state.url if stopped else None
 
 
+def stop_engines(master: str | None = None) -> list[str]:
+    """Stop every running engine of this user (on ``master`` only, when given); their URLs."""
+    from ...spark.engines import running
+
+    return [url for path, state in running() if master is None or state.master == master
+            for url in [stop_recorded(path, state)] if url]
+
+
 @contextmanager
-def _start_lock(defn: PipelineDefinition):
+def _start_lock(master: str):
     import fcntl
 
-    path = state_path(defn).with_suffix(".lock")
+    from ...spark.engines import start_lock_path
+
+    path = start_lock_path(master)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -290,34 +327,36 @@ def _start_lock(defn: PipelineDefinition):
 
 def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_timeout: float | None = None,
                   echo=print) -> tuple[str, bool]:
-    """(URL, started now) of an engine for ``defn``: the recorded one, else a new background
-    ``minikafka serve`` that stops after ``idle_timeout`` seconds unused (default: the
-    pipeline's ``[engine] idle_timeout``).
+    """(URL, started now) of an engine for ``defn`` on ``master`` (default: its own): the running
+    engine of the user on that master whose fixed settings agree with the pipeline's, else a new
+    background ``minikafka serve`` that stops after ``idle_timeout`` seconds unused (default:
+    the pipeline's ``[engine] idle_timeout``); when another engine of the user runs, a line says
+    why this run does not use it (another master, another fixed setting).
 
     Raises:
         EngineError: the new engine did not start (the last lines of its log say why).
     """
     from ...spark.engine import READY_TIMEOUT_S, EngineState
+    from ...spark.engines import choose
 
-    with _start_lock(defn):
-        found = _engine_coming_up(defn, echo)
+    master = _master(defn, master)
+    with _start_lock(master):
+        found = _engine_coming_up(defn, master, echo)
         if found is not None:
-            if master and found.master != master:
-                raise EngineError(f"the engine at {redact_url(found.url)} runs master {redact_url(found.master)}, "
-                                  f"not {redact_url(master)}: stop it "
-                                  "with 'minikafka serve --stop' or run with --engine submit")
             return found.url, False
         timeout = defn.engine.idle_timeout if idle_timeout is None else idle_timeout
-        path = state_path(defn)
+        path, _none, why = choose(master, _fixed(defn))
         log = path.with_suffix(".serve.log")
         # 0: the run stops it at its end; the engine's own timeout is only the fallback. No
         # warm-up: this run's stages are the engine's first work (measured: the cold DAG about 1 s faster)
-        cmd = [sys.executable, "-m", "minikafka.pipelines.launch.engine_main", "--pipeline", str(defn.path), "--source",
-               str(defn.source), "--port", "0", "--idle-timeout", f"{timeout or 60:g}", "--no-warm-up"]
-        if master:
-            cmd += ["--master", master]
+        cmd = [sys.executable, "-m", "minikafka.pipelines.launch.engine_main", "--pipeline",
+               str(Path(defn.path).resolve()), "--source", str(Path(defn.source).resolve()), "--port", "0",
+               "--idle-timeout", f"{timeout or 60:g}", "--no-warm-up", "--master", master]
+        if why:
+            echo(f"another engine: {why}")
         echo(f"starting an engine for {defn.name} " + (f"(stops after {timeout:g} s unused)" if timeout
                                                         else "(stops at the end of this run)"))
+        path.parent.mkdir(parents=True, exist_ok=True)
         # appended (an engine started earlier may still write to it), unless it grew past 1 MB
         with open(log, "ab" if log.exists() and log.stat().st_size < 1 << 20 else "wb") as out:
             offset = out.tell()
@@ -329,7 +368,7 @@ def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_t
             if state is not None and state.pid == proc.pid:
                 return state.url, True
             if proc.poll() is not None:
-                found = find_engine(defn)  # another engine came up meanwhile (one a killed run started): use it
+                found = find_engine(defn, master)  # another engine came up meanwhile (one a killed run started): use it
                 if found is not None:
                     return found.url, False
                 with open(log, "rb") as fh:
@@ -341,12 +380,12 @@ def ensure_engine(defn: PipelineDefinition, *, master: str | None = None, idle_t
         raise EngineError(f"the engine did not start within {READY_TIMEOUT_S + 10:.0f} s; log: {log}")
 
 
-def _serve_held(defn: PipelineDefinition) -> bool:
-    """A ``serve`` of this pipeline holds its lock: an engine is starting or runs."""
+def _serve_held(defn: PipelineDefinition, master: str) -> bool:
+    """A ``serve`` of this master and the pipeline's fixed settings holds its lock: an engine is starting or runs."""
     import fcntl
 
     try:
-        with open(state_path(defn).with_suffix(".serve.lock")) as fh:
+        with open(state_path(defn, master).with_suffix(".serve.lock")) as fh:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -357,17 +396,18 @@ def _serve_held(defn: PipelineDefinition) -> bool:
         return False
 
 
-def _engine_coming_up(defn: PipelineDefinition, echo):
-    """The recorded engine; or, while a ``serve`` of this pipeline starts (one a run killed
-    during its start left behind, or ``minikafka serve`` in a terminal), that engine once it is
-    ready; None when none runs or starts (or it did not come up in time)."""
+def _engine_coming_up(defn: PipelineDefinition, master: str, echo):
+    """The running engine this pipeline uses; or, while a ``serve`` of its master and settings
+    starts (one a run killed during its start left behind, or ``minikafka serve`` in a
+    terminal), that engine once it is ready; None when none runs or starts (or it did not come
+    up in time)."""
     from ...spark.engine import READY_TIMEOUT_S
 
     deadline = time.monotonic() + READY_TIMEOUT_S + 10
     told = False
     while True:
-        found = find_engine(defn)
-        if found is not None or not _serve_held(defn) or time.monotonic() > deadline:
+        found = find_engine(defn, master)
+        if found is not None or not _serve_held(defn, master) or time.monotonic() > deadline:
             return found
         if not told:
             echo(f"waiting for the engine of {defn.name} that is starting")
@@ -376,20 +416,34 @@ def _engine_coming_up(defn: PipelineDefinition, echo):
 
 
 class EngineLease:
-    """Marks an engine used while a run's stages use it (its idle timeout counts from the last mark)."""
+    """Marks an engine used while a run's stages use it (its idle timeout counts from the last
+    mark), by this pipeline, which asks for ``idle_timeout`` (the run's, else ``[engine] idle_timeout``)."""
 
-    def __init__(self, defn: PipelineDefinition):
-        self.path = lease_path(defn)
+    def __init__(self, defn: PipelineDefinition, url: str | None = None, *, master: str | None = None,
+                 idle_timeout: float | None = None):
+        from ...spark.engine import parse_remote
+        from ...spark.engines import running
+
+        self.path = state_path(defn, master) if url is None else None
+        if url is not None:  # the recorded engine at that URL (under its own key); none for one named by --remote
+            for path, state in running():
+                if parse_remote(state.url) == parse_remote(url):
+                    self.path = path
+                    break
+        self.pipeline, self.pipeline_path = defn.name, str(Path(defn.path).resolve())
+        self.idle_timeout = defn.engine.idle_timeout if idle_timeout is None else idle_timeout
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="minikafka-engine-lease", daemon=True)
 
     def _beat(self) -> None:
-        from ...spark.engine import touch
+        from ...spark.engines import HEARTBEAT_S, mark_used
 
-        touch(self.path)
+        if self.path is None:
+            return
+        mark_used(self.path, pipeline=self.pipeline, pipeline_path=self.pipeline_path, idle_timeout=self.idle_timeout)
         while not self._stop.wait(HEARTBEAT_S):
-            touch(self.path)
-        touch(self.path)
+            mark_used(self.path)
+        mark_used(self.path, pipeline=self.pipeline, pipeline_path=self.pipeline_path)
 
     def __enter__(self) -> EngineLease:
         self._thread.start()

@@ -92,7 +92,7 @@ def open_launcher(defn: PipelineDefinition, chosen: list[StageDefinition], opts:
         # per-row stages find their session made and their Python worker warm
         sessions = StageSessions(defn, [sd for sd in chosen if pending[sd.name] or has_upstream(sd, chosen)],
                                  url, py_files)
-        with EngineLease(defn):
+        with EngineLease(defn, url, master=opts.master, idle_timeout=opts.idle_timeout):
             yield ClientLauncher(defn, url=url, py_files=py_files, host=host, sessions=sessions, **common)
     finally:
         if sessions is not None:
@@ -103,7 +103,7 @@ def open_launcher(defn: PipelineDefinition, chosen: list[StageDefinition], opts:
         if started and (defn.engine.idle_timeout if opts.idle_timeout is None else opts.idle_timeout) == 0:
             from .engine import stop_engine
 
-            stop_engine(defn)
+            stop_engine(defn, opts.master, alone=True)
 
 
 def engine_url(defn: PipelineDefinition, opts: RunOptions, echo) -> tuple[str | None, bool]:
@@ -119,7 +119,7 @@ def engine_url(defn: PipelineDefinition, opts: RunOptions, echo) -> tuple[str | 
             raise EngineError(f"no engine answers at {redact_url(url)}: start one with 'minikafka serve', or run with "
                               "--engine submit; nothing was run")
         return url, False
-    found = find_engine(defn)
+    found = find_engine(defn, opts.master)
     if found is not None:
         return found.url, False
     if opts.engine == "connect":

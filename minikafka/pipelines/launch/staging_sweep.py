@@ -48,14 +48,13 @@ def sweep_staging(defn: PipelineDefinition, remote: str | None = None) -> list[s
 
 def _engine_for(defn: PipelineDefinition, remote: str | None, engine: str | None) -> str | None:
     """The full URL (token included) of the engine a mark names (``sc://HOST:PORT``): the one
-    given, the pipeline's, or the one running for it; None when none of them is that engine."""
+    given, the pipeline's, or one of the user's running engines; None when none of them is that engine."""
     from ...spark.engine import parse_remote
-    from .engine import find_engine
+    from ...spark.engines import running
 
     if not engine:
         return None
-    found = find_engine(defn)
-    for url in (remote, defn.engine.remote, found.url if found is not None else None):
+    for url in (remote, defn.engine.remote, *(state.url for _path, state in running())):
         if url and parse_remote(url) == parse_remote(engine):
             return url
     return None
