@@ -161,6 +161,10 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     from ..quality.report import describe
 
     defn = load_with_source(pipeline, source_override)
+    try:
+        defn.load_suites()  # great-expectations' own check of the arguments: exit 2 before Spark starts
+    except MinikafkaError as exc:
+        raise DefinitionProblem(str(exc)) from exc
     ensure_pipeline_ledger(defn)
     warnings = design_warnings(defn, stage)
     if not as_json:
@@ -266,7 +270,7 @@ def plot(pipeline: str, counts: bool, output: str | None, no_stages: bool, sourc
     from ..util.dotgraph import format_of, render_image, to_dot
     from ..util.mermaid import render
 
-    defn = load_with_source(pipeline, source_override)
+    defn = load_with_source(pipeline, source_override, check_jobs="source")  # no pyspark to draw a graph
     numbers = None
     if counts:
         ensure_pipeline_ledger(defn)
