@@ -283,6 +283,12 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
              progress: Callable[[str], None] | None = print) -> BackfillResult:
     """Load dumps into ``topic``; see the module docstring.
 
+    ``spark`` None: the Python engine, no JVM (for a small dump: ``util.dumpsize``). The same
+    validation code runs in this process instead of in Spark's tasks (a JSONL chunk's
+    ``ChunkTask``, a CSV or Parquet file's ``RowChecker`` on the rows Spark's reader would give,
+    ``localread``), and the same commit follows: the same rows, quarantine (``file:line``
+    and reason), skipped duplicates and files, run row, and resumption after a kill.
+
     ``staging``: as for ``run_stage``: a URI every node sees (required on a non-local
     master). JSONL dumps are cut into chunks there, so only CSV and Parquet dumps must
     lie on storage the executors see too, at the same path.
@@ -311,7 +317,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
                             "'minikafka ingest' (which merges); nothing was written")
     found = discover(paths)
     run = RunResult(new_run_id(f"backfill-{topic}"), "backfill", stage=f"backfill:{topic}", outputs=[topic],
-                    inputs=[str(p) for p in found], details={"as_handled": as_handled})
+                    inputs=[str(p) for p in found],
+                    details={"as_handled": as_handled, "engine": "spark" if spark is not None else "python"})
     result = BackfillResult(run, [])
     master = master_of(spark) if spark is not None else "local[*]"
     staging_uri = None
@@ -386,8 +393,6 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             if misnamed:
                 aliases = _alias_misnamed(misnamed)
             if todo:
-                if spark is None:
-                    raise BackfillError("backfill needs a SparkSession (spark=None)")
                 with source.ledger.bulk_load():  # the run's last commit (below) is the durable one
                     for i, dump in enumerate(todo):
                         _load(spark, source, model, layout, dump, stg.join(staging_uri, f"{i:05d}"), run, result,
@@ -462,7 +467,7 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
     split by line ranges so all cores validate, staged as Parquet, then committed.
     """
     from ..staging import is_local_master
-    from .jsonlparts import ChunkJobs
+    from .jsonlparts import ChunkJobs, LocalChunkJobs
 
     already = done.get(dump.sha256, (0, "partial"))[0]
     details = run.details
@@ -473,8 +478,11 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
             chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]
             if not chunks:
                 return
-            jobs = ChunkJobs(spark, model, layout, dump.path.name, uri,
-                             yield_cpu=is_local_master(master_of(spark)), already=already)
+            if spark is None:  # the Python engine: the same task, in this process
+                jobs = LocalChunkJobs(model, layout, dump.path.name, uri, already=already)
+            else:
+                jobs = ChunkJobs(spark, model, layout, dump.path.name, uri,
+                                 yield_cpu=is_local_master(master_of(spark)), already=already)
             for chunk in chunks:
                 jobs.submit(chunk)
         jobs.on_wait = source.ledger.checkpoint  # the WAL is checkpointed while Spark validates
@@ -489,7 +497,16 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
                           as_handled=as_handled, progress=progress)
         finally:
             jobs.close()
-            details["spark_seconds"] = round(details.get("spark_seconds", 0) + jobs.spark_seconds, 2)
+            if spark is None:
+                details["check_seconds"] = round(details.get("check_seconds", 0) + jobs.check_seconds, 2)
+            else:
+                details["spark_seconds"] = round(details.get("spark_seconds", 0) + jobs.spark_seconds, 2)
+        return
+    if spark is None:  # the Python engine: the rows Spark's reader would give, checked here
+        commit_slices(source.ledger, layout, dump.path.name, dump.sha256,
+                      arrow_slices(_checked_locally(dump, model, layout, batch_rows, details, **opts), layout,
+                                   batch_rows, already, run.run_id),
+                      run, result, as_handled=as_handled, progress=progress)
         return
     t0 = time.perf_counter()
     written = _stage_file(spark, dump, model, layout, uri, **opts)
@@ -497,6 +514,34 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
     commit_slices(source.ledger, layout, dump.path.name, dump.sha256,
                   arrow_slices(_staged_batches(uri, written, batch_rows), layout, batch_rows, already, run.run_id),
                   run, result, as_handled=as_handled, progress=progress)
+
+
+def _checked_locally(dump: DumpFile, model, layout: TopicLayout, batch_rows: int, details: dict, *, delimiter: str,
+                     quote: str, header: bool):
+    """A CSV or Parquet dump's rows read and checked in this process (the Python engine), as
+    ``_stage_file`` has Spark read and check them: Arrow batches of storage values, errors
+    and payloads, in line order."""
+    from .localread import csv_batches, parquet_batches
+
+    nullable = {c.name for c in layout.columns if c.nullable}
+    reader = dumpfiles.dump_format(dump.format).reader
+    if reader == "csv":
+        raw = csv_batches(dump.path, dump.columns or [], delimiter=delimiter, quote=quote, header=header,
+                          file_name=dump.path.name, batch_rows=batch_rows)
+        # the lines are the records' own first lines already: no record-number map
+        checker = RowChecker(model, layout, dump.format, nullable,
+                             {"columns": dump.columns or [], "delimiter": delimiter, "quote": quote, "lines": []})
+    elif reader == "parquet":
+        raw = parquet_batches(dump.path, file_name=dump.path.name, batch_rows=batch_rows)
+        checker = RowChecker(model, layout, dump.format, nullable)
+    else:
+        raise BackfillError(f"{dump.path}: {dump.format} dumps are read from their chunks, not as one file")
+    for batch in raw:
+        t0 = time.perf_counter()
+        checked = checker.validate(batch)
+        details["check_seconds"] = round(details.get("check_seconds", 0) + time.perf_counter() - t0, 2)
+        if checked.num_rows:
+            yield checked
 
 
 def _stage_file(spark, dump: DumpFile, model, layout: TopicLayout, uri: str, *, delimiter: str, quote: str,
