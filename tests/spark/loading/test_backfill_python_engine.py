@@ -278,3 +278,29 @@ def test_python_engine_killed_9_between_batches_then_rerun_loads_exactly_once(tm
         assert sorted(r.n for r in topic.iter_new()) == list(range(5000))
         assert len(src.quarantined("t")) == 1
         assert backfill(None, src, "t", [str(dump)], model=Row, progress=None).skipped_files == [str(dump)]
+
+
+def test_ctrl_c_during_a_python_engine_backfill_exits_130_records_it_and_a_rerun_loads_the_rest(tmp_path):
+    from tests.cli.test_interrupts import mk, wait_for_line
+
+    ledger = str(tmp_path / "l.sqlite")
+    with Source(ledger) as src:
+        src.topic("t", Row, dedup=("key",))
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps({"key": f"k{i}", "n": i}) + "\n" for i in range(30)))
+    proc = mk("backfill", "--source", ledger, "t", dump, "--batch-rows", "10",
+              env={"MINIKAFKA_FREEZE_AT": "backfill:batch-committed"})
+    wait_for_line(proc.stderr, "FROZEN backfill:batch-committed", timeout=120)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    with Source(ledger) as src:
+        (run,) = src.runs(limit=1)
+        assert (run["kind"], run["status"], run["details"]["engine"]) == ("backfill", "interrupted", "python")
+        assert 0 < src.topic("t", Row, dedup=("key",)).count() < 30
+    again = mk("backfill", "--source", ledger, "t", dump, "--json")
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert json.loads(out)["status"] == "succeeded"
+    with Source(ledger) as src:
+        assert sorted(r.n for r in src.topic("t", Row, dedup=("key",)).iter_new()) == list(range(30))
