@@ -78,7 +78,8 @@ CSV = (
     'c13,13,nan,\n'
 )
 
-SEMI = "k1;1;'a;b'\nk2;2;''\nk3;x;\n'k4';4;'it''s'\n"
+SEMI = ("k1;1;0.5;'a;b';;;\nk2;2;;'';;;\nk3;x;;;;;\n'k4';4;;'it''s';2024-01-01T00:00:00Z;1.50;'[\"t\"]'\n"
+        "k5;5;;six fields;;\n'k6\nnext';6;;;;;\n")
 
 
 def _parquet(path: Path) -> Path:
