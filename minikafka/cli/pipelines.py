@@ -91,7 +91,6 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     """
     from ..pipelines.definition import PipelineDefinitionError
     from ..pipelines.options import RunOptions
-    from ..pipelines.runner import run_pipeline
     from .engine import _duration
 
     try:
@@ -106,6 +105,7 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
         from ..pipelines.launch.stagehost import prestart_stage_host
 
         host = prestart_stage_host()
+    from ..pipelines.runner import run_pipeline  # after the host started: this imports pyspark (0.2 s)
     try:
         defn = load_with_source(pipeline, source_override, suites=False)  # suites: once a stage has rows
         ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
