@@ -164,13 +164,14 @@ LINE_BYTES = 512  # a JSONL line of a dump, about: chunks are sized from the row
 
 def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
             loaded: frozenset[str] | set[str] = frozenset(), chunks_to: str | None = None,
-            on_chunk=None, chunk_bytes: int | None = None) -> DumpFile:
+            on_chunk=None, chunk_bytes: int | None = None, hash_in_pass: bool = True) -> DumpFile:
     """Hash the file, check a gzip is complete, read a CSV header (``minikafka.util.dumpfiles``).
 
     Gzip is known by its magic bytes, not by the name. A gzip file is known by the hash of
     its decompressed content, so a re-compressed copy of a loaded dump is recognised as
     loaded; a file whose bytes hash to one of ``loaded`` is returned at once, without
-    decompressing it.
+    decompressing it. ``hash_in_pass`` False: a plain file is hashed first too, and one
+    loaded before is not cut into chunks (the Python engine: nothing new costs one read).
 
     ``chunks_to``: a JSONL file's content is also cut into line chunks under this URI in
     the same pass (``dumpsplit``), for Spark to read in parallel; ``on_chunk`` is called
@@ -183,9 +184,11 @@ def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
     writer = None
     try:
         gz = dumpfiles.is_gzip(path)
-        raw_digest = dumpfiles.raw_digest(path) if gz else None
-        if gz and raw_digest in loaded:
-            return DumpFile(path, fmt, raw_digest, path.stat().st_size, False, raw_sha256=raw_digest, gzip=True)
+        raw_digest = dumpfiles.raw_digest(path) if gz or (loaded and not hash_in_pass) else None
+        if raw_digest in loaded:  # loaded before: returned without cutting it into chunks
+            return DumpFile(path, fmt, raw_digest, path.stat().st_size, False, raw_sha256=raw_digest, gzip=gz)
+        if not gz:
+            raw_digest = None  # a plain file's content hash is its bytes' hash: computed in the pass below
         if chunks_to is not None and fmt == "jsonl":
             writer = ChunkWriter(chunks_to, chunk_bytes, on_chunk=on_chunk)
         scanned = dumpfiles.scan(path, raw_sha256=raw_digest, sink=writer.feed if writer else None)
@@ -365,7 +368,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
                     started.append(jobs)
                 dump = inspect(p, fmt, delimiter=delimiter, header=header, loaded=finished,
                                chunks_to=stg.join(staging_uri, f"chunks-{i:05d}"),
-                               on_chunk=jobs.submit if jobs else None, chunk_bytes=chunk_bytes)
+                               on_chunk=jobs.submit if jobs else None, chunk_bytes=chunk_bytes,
+                               hash_in_pass=spark is not None)
                 dump.jobs = jobs
                 files.append(dump)
             result.files = files
