@@ -137,10 +137,8 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, fast: bo
             rest_text.append(raw)
             rest_lines.append(number)
         if rest_text:  # the exact path's verdicts, merged into line order with the fast path's rows
-            rest = pa.RecordBatch.from_pydict(
-                {"_mk_text": rest_text, "_mk_file": [""] * len(rest_text), "_mk_line": rest_lines},
-                schema=pa.schema([("_mk_text", pa.binary()), ("_mk_file", pa.string()), ("_mk_line", pa.int64())]))
-            good, good_lines, refused = _merge(good, good_lines, checker.checked(rest))
+            rest = checker.checked_rows([""] * len(rest_text), rest_lines, [{"_mk_text": t} for t in rest_text])
+            good, good_lines, refused = _merge(good, good_lines, rest)
     return good, good_lines, refused
 
 
