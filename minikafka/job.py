@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = None
     try:
-        defn = load_pipeline(call.pipeline, suites=False)  # only this stage's suites, below
+        # only this stage's suites (below) and job (build_stage imports it): the others' are read, not imported
+        defn = load_pipeline(call.pipeline, check_jobs="source", suites=False)
         if call.source:
             from pathlib import Path
 

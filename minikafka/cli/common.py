@@ -112,7 +112,7 @@ class DefinitionProblem(click.ClickException):
     exit_code = 2
 
 
-def _load(pipeline: str, *, check_jobs: bool = True, suites: bool = True):
+def _load(pipeline: str, *, check_jobs: bool | str = True, suites: bool = True):
     from ..pipelines.definition import load_pipeline
 
     try:
@@ -147,12 +147,13 @@ def check_ledger_path(path: str | Path | None, *, what: str = "--source") -> Non
             "(everything it wrote would be lost): pass a ledger file")
 
 
-def load_with_source(pipeline: str, source_override: str | None, *, check_jobs: bool = True,
+def load_with_source(pipeline: str, source_override: str | None, *, check_jobs: bool | str = True,
                      suites: bool = True):
     """The pipeline definition, with its ledger replaced by ``source_override`` when given.
 
     ``check_jobs`` False: the stages' job modules are not imported (a command that needs
-    only the topics, like ``ingest``, works where the jobs cannot be imported).
+    only the topics, like ``ingest``, works where the jobs cannot be imported); "source":
+    checked from their source, not imported.
     ``suites`` False: expectation suites are read only when a stage needs them.
     """
     check_ledger_path(source_override)
@@ -175,7 +176,7 @@ def resolve_source_path(ctx: click.Context, source_path: str | None, pipeline: s
         check_ledger_path(source_path)
         return source_path
     if pipeline:
-        defn = _load(pipeline)
+        defn = _load(pipeline, check_jobs="source")  # the jobs read, not imported (no pyspark for a status)
         ctx.meta["minikafka.pipeline"] = defn
         return str(defn.source)
     if source_path:

@@ -8,6 +8,7 @@ import click
 
 from ..errors import InputFileError, MinikafkaError
 from ..util.dumpfiles import DUMP_FORMATS
+from ..util.dumpsize import ENGINES
 from ..util.redact import redact_url
 from ..util.signals import sigterm_interrupts
 from .app import main
@@ -352,6 +353,10 @@ def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> st
 @click.option("--no-header", is_flag=True,
               help="CSV files have no header row: the columns are the model's fields, in order.")
 @click.option("--as-handled", is_flag=True, help="Load as already handled: history downstream stages skip.")
+@click.option("--engine", type=click.Choice(ENGINES), default="auto", show_default=True,
+              help="python: check and load the rows in this process, no JVM; spark: with Spark (local, --master or "
+                   "--remote); auto: python for a small dump (at most 50,000 rows in all) or one with nothing new, "
+                   "else spark.")
 @click.option("--master", help="Spark master URL (default local[*]).")
 @click.option("--batch-rows", default=50_000, show_default=True, type=click.IntRange(min=1),
               help="Rows per commit transaction (at least 1).")
@@ -362,7 +367,7 @@ def _one_character(ctx: click.Context, param: click.Parameter, value: str) -> st
 @verbose_option
 @with_source(creates=True)
 def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | None, fmt: str | None, delimiter: str,
-             quote: str, no_header: bool, as_handled: bool, master: str | None, batch_rows: int,
+             quote: str, no_header: bool, as_handled: bool, engine: str, master: str | None, batch_rows: int,
              staging: str | None, remote: str | None, as_json: bool) -> None:
     """Load historical dumps (JSONL, CSV, Parquet, gzip; files, directories, globs) into a topic.
 
@@ -371,6 +376,10 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     checked before Spark starts. Progress goes to stderr; Ctrl-C stops after the batch
     being committed (exit 130, the run recorded as 'interrupted'; a re-run goes on);
     SIGTERM does the same with exit 143.
+
+    A small dump (at most 50,000 rows in all) and one whose files were all loaded before
+    load without a JVM (--engine auto, the default): the same checks run in this process,
+    with the same results. --engine spark always starts Spark, --engine python never does.
 
     --json prints one object: {topic, run_id, status, files, skipped_files, rows_read,
     rows_loaded, rows_duplicate, rows_quarantined, seconds}.
@@ -384,6 +393,11 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
         raise click.BadParameter(f"the delimiter and the quote character are both {quote!r}", param_hint="--quote")
     if remote and master:
         raise click.BadParameter("the engine at --remote has its own master: give one of the two", param_hint="--master")
+    if engine == "python":
+        for value, flag in ((remote, "--remote"), (master, "--master"), (staging, "--staging")):
+            if value:
+                raise click.BadParameter(f"{flag} is for Spark; --engine python loads in this process",
+                                         param_hint="--engine")
     if remote:
         from ..spark.engine import parse_remote
 
@@ -394,7 +408,8 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
     if master and not master.startswith("local") and not staging:
         raise click.BadParameter(f"master {redact_url(master)!r} needs a staging URI every node sees", param_hint="--staging")
     check_staging(staging)  # a missing local directory: exit 1 before the JVM starts
-    formats = {fmt or detect_format(p) for p in discover(list(paths))}  # missing files: exit 1 here
+    found = [(p, fmt or detect_format(p)) for p in discover(list(paths))]  # missing files: exit 1 here
+    formats = {f for _p, f in found}
     if "csv" not in formats:
         for name, flag in (("delimiter", "--delimiter"), ("quote", "--quote"), ("no_header", "--no-header")):
             if ctx.get_parameter_source(name).name == "COMMANDLINE":
@@ -402,7 +417,10 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
                                          param_hint=flag)
     _require_topic(source, topic)  # a topic neither stored nor declared: said before the JVM starts
     model_cls = (import_model(model) if model else pipeline_model(topic)) or source.model_of(topic)
-    if remote:
+    spark = None
+    if _engine_for(source, topic, found, engine, spark_options=bool(remote or master or staging)) == "python":
+        note("loading without Spark (a small dump, or nothing new; --engine spark uses Spark)...")
+    elif remote:
         note(f"loading on the engine at {redact_url(remote)}...")
         spark = _engine_session(remote, model_cls)
     else:
@@ -418,7 +436,7 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
             result = _run_backfill(spark, source, topic, paths, model_cls, fmt, delimiter, quote, no_header,
                                    as_handled, batch_rows, staging, as_json)
     finally:
-        if remote:
+        if remote and spark is not None:
             spark.stop()  # this client's session on the engine; the engine stays up
     if as_json:
         r = result.run
@@ -426,6 +444,24 @@ def backfill(source: Source, topic: str, paths: tuple[str, ...], model: str | No
                    "skipped_files": result.skipped_files, "rows_read": result.rows_read, "rows_loaded": r.rows_out,
                    "rows_duplicate": r.rows_duplicate, "rows_quarantined": r.rows_quarantined,
                    "seconds": r.duration_s})
+
+
+def _engine_for(source: Source, topic: str, found: list, requested: str, *, spark_options: bool) -> str:
+    """python or spark for this backfill (``util.dumpsize.choose_engine``): the dump's rows are
+    counted up to the limit, and a larger dump is hashed to see whether it is loaded already."""
+    from ..ledger.consuming import loads
+    from ..util.dumpsize import SMALL_DUMP_ROWS, all_loaded, choose_engine, dump_rows
+
+    if requested != "auto" or spark_options:
+        return choose_engine(requested, 0, spark_options=spark_options)
+    rows = dump_rows(found, stop_after=SMALL_DUMP_ROWS)
+    if rows <= SMALL_DUMP_ROWS:
+        return choose_engine(requested, rows)
+    finished = {sha for sha, (_rows, status) in loads.load_states(source.ledger.conn, topic).items()
+                if status == "done"}
+    nothing_new = bool(finished) and all_loaded([p for p, _f in found], finished)
+    log.debug("backfill of %s: more than %d rows; every file loaded before: %s", topic, SMALL_DUMP_ROWS, nothing_new)
+    return choose_engine(requested, rows, nothing_new=nothing_new)
 
 
 def _require_topic(source: Source, topic: str) -> None:

@@ -91,7 +91,6 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
     """
     from ..pipelines.definition import PipelineDefinitionError
     from ..pipelines.options import RunOptions
-    from ..pipelines.runner import run_pipeline
     from .engine import _duration
 
     try:
@@ -106,6 +105,7 @@ def run(pipeline: str, master: str | None, stage: str | None, start: str | None,
         from ..pipelines.launch.stagehost import prestart_stage_host
 
         host = prestart_stage_host()
+    from ..pipelines.runner import run_pipeline  # after the host started: this imports pyspark (0.2 s)
     try:
         defn = load_with_source(pipeline, source_override, suites=False)  # suites: once a stage has rows
         ensure_pipeline_ledger(defn, create=create_ledger, parents=create_ledger, creates=True)
@@ -161,6 +161,10 @@ def check(pipeline: str, stage: str | None, master: str | None, source_override:
     from ..quality.report import describe
 
     defn = load_with_source(pipeline, source_override)
+    try:
+        defn.load_suites()  # great-expectations' own check of the arguments: exit 2 before Spark starts
+    except MinikafkaError as exc:
+        raise DefinitionProblem(str(exc)) from exc
     ensure_pipeline_ledger(defn)
     warnings = design_warnings(defn, stage)
     if not as_json:
@@ -266,7 +270,7 @@ def plot(pipeline: str, counts: bool, output: str | None, no_stages: bool, sourc
     from ..util.dotgraph import format_of, render_image, to_dot
     from ..util.mermaid import render
 
-    defn = load_with_source(pipeline, source_override)
+    defn = load_with_source(pipeline, source_override, check_jobs="source")  # no pyspark to draw a graph
     numbers = None
     if counts:
         ensure_pipeline_ledger(defn)

@@ -160,6 +160,7 @@ class StageDefinition:
     max_lag: int | None = None  # rows pending for its consumer on its inputs (health)
     max_quarantined_per_run: int | None = None  # rows its latest run quarantined (health)
     pending_suites: Callable[[], list] | None = field(default=None, repr=False, compare=False)
+    check_suites: Callable[[list], None] | None = field(default=None, repr=False, compare=False)
     lookups: list[str] = field(default_factory=list)  # topics read whole, in the plan's snapshot, never acked
 
     @property
@@ -168,10 +169,18 @@ class StageDefinition:
         return [*self.inputs, *self.lookups]
 
     def load_suites(self) -> list:
-        """The stage's suites, loaded (and checked by great-expectations) now if the pipeline
-        was loaded with ``suites=False``."""
+        """The stage's suites, ready to run: loaded now if the pipeline was loaded with
+        ``suites=False``, and their arguments checked by great-expectations (which a plain
+        ``load_pipeline`` leaves for here: it does not import great-expectations).
+
+        Raises:
+            PipelineDefinitionError: a suite is malformed or has invalid arguments (named with its stage).
+        """
         if self.pending_suites is not None:
             self.suites, self.pending_suites = self.pending_suites(), None
+        if self.check_suites is not None:
+            self.check_suites(self.suites)
+            self.check_suites = None
         return self.suites
 
     def job_module(self):
@@ -217,6 +226,7 @@ class PipelineDefinition:
     engine: EngineSettings = field(default_factory=lambda: EngineSettings())
     lake: dict[str, Any] = field(default_factory=dict)  # [lake.<name>]: name -> ledger.lake.IcebergTarget
     lineage: Any = None  # lineage.LineageSettings: [lineage], where OpenLineage events go (None: nowhere)
+    has_deliveries: bool = False  # the file has [[deliveries]] (checked at load)
 
     def stage(self, name: str) -> StageDefinition:
         for s in self.stages:
@@ -327,20 +337,25 @@ def _settings(value: dict[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in (value or {}).items()}
 
 
-def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = True) -> PipelineDefinition:
+def load_pipeline(path: str | Path, *, check_jobs: bool | str = True, suites: bool = True) -> PipelineDefinition:
     """Parse and check a pipeline file; stages come back in DAG order.
 
     ``check_jobs=False`` skips importing the job modules and ``suites=False`` loading the
-    expectation suites (great-expectations): what commands that only read the ledger
-    (health, doctor, backup) need is there without them.
+    expectation suites: what commands that only read the ledger (health, doctor, backup)
+    need is there without them. ``check_jobs="source"`` checks the job modules from their
+    source, without importing them (nor pyspark, which they import): what commands that only
+    show the pipeline (status, topics, plot) use. Neither imports great-expectations: with ``suites=True`` the
+    suites are read and checked (columns, regexes, types, policies) without it, and its own
+    check of each expectation's arguments waits for ``load_suites``, which every path that
+    runs a suite calls (``status --pipeline`` stays under half a second).
 
     The file's shape is checked first against the schema in ``pipelines.schema``
     (every problem reported at once, each naming its key path, e.g.
     ``stages.summarize.expectations``); then what the values mean.
 
-    ``suites=False`` leaves the expectation suites unread until ``load_suites`` (checking
-    them imports great-expectations, about 1.5 s): ``run`` reads them only once a stage has
-    rows to process, so a night with nothing new costs no great-expectations import.
+    ``suites=False`` leaves the expectation suites unread until ``load_suites`` (whose
+    argument check imports great-expectations, about 1.5 s): ``run`` reads them only once a
+    stage has rows to process, so a night with nothing new costs no great-expectations import.
 
     Raises:
         PipelineDefinitionError: unreadable TOML, a key of the wrong type, an unknown
@@ -429,9 +444,10 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
             **_limits(path, where, spec, ("freshness", "max_lag", "max_quarantined_per_run")),
         )
         if check_jobs:
-            _check_job(path, where, stage)
-        if stage.expectations and suites:
-            stage.suites = _load_suites(path, where, stage, topics)
+            _check_job(path, where, stage, imports=check_jobs != "source")
+        if stage.expectations and suites:  # checked without great-expectations; its own check: load_suites
+            stage.suites = _load_suites(path, where, stage, topics, arguments=False)
+            stage.check_suites = partial(_check_suite_arguments, path, where)
         elif stage.expectations:
             stage.pending_suites = partial(_load_suites, path, where, stage, topics)
         stages.append(stage)
@@ -451,7 +467,7 @@ def load_pipeline(path: str | Path, *, check_jobs: bool = True, suites: bool = T
     return PipelineDefinition(path.resolve(), name, source, master, spark, topics, [by_name[n] for n in order],
                               staging, _queues(path, raw.get("queues") or {}), _health(path, raw.get("health") or {}),
                               engine, _lake(path, raw.get("lake") or {}, topics),
-                              parse_lineage(path, raw.get("lineage")))
+                              parse_lineage(path, raw.get("lineage")), has_deliveries=bool(raw.get("deliveries")))
 
 
 def _lake(path: Path, specs: dict[str, dict[str, Any]], topics: dict[str, TopicDefinition]) -> dict[str, Any]:
@@ -676,27 +692,99 @@ def _stage_partitions(path: Path, where: str, value: int | list[int] | None, inp
     return {"topic_partitions": sorted(set(value))}
 
 
-def _load_suites(path: Path, where: str, stage: StageDefinition, topics: dict[str, TopicDefinition]) -> list:
-    from ..quality.suite import QualityError, load_suite  # great-expectations only when suites exist
+def _job_names(module_name: str) -> set[str] | None:
+    """The names a job module binds at its top level (functions, classes, assignments, imports),
+    read from its source; None when the source cannot tell them (the module is imported then,
+    which also gives a missing module its usual error)."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.has_location or not (spec.origin or "").endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(spec.origin).read_bytes(), spec.origin)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif _main_guard(node) or isinstance(node, (ast.Expr, ast.Pass)):
+            continue  # if __name__ == "__main__": runs only as a script
+        else:
+            return None  # if/try/with/for at the top level: what it binds depends on running it
+    if "__getattr__" in names:
+        return None
+    return names
+
+
+def _main_guard(node) -> bool:
+    import ast
+
+    test = getattr(node, "test", None)
+    return (isinstance(node, ast.If) and not node.orelse and isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__")
+
+
+def _load_suites(path: Path, where: str, stage: StageDefinition, topics: dict[str, TopicDefinition], *,
+                 arguments: bool = True) -> list:
+    """The stage's suites; ``arguments`` False leaves great-expectations' own check of the
+    arguments (and its import) for ``_check_suite_arguments``."""
+    from ..quality.suite import QualityError, load_suite
 
     fields = {t: list(topics[t].model.model_fields) for t in stage.outputs}
     default = stage.outputs[0] if len(stage.outputs) == 1 else None
     suites = []
     for file in stage.expectations:
         try:
-            suites.append(load_suite(file, fields=fields, topic=default))
+            suites.append(load_suite(file, fields=fields, topic=default, arguments=arguments))
         except QualityError as exc:
             raise _fail(path, f"{where}.expectations", str(exc)) from exc
     return suites
 
 
-def _check_job(path: Path, where: str, stage: StageDefinition) -> None:
-    try:
-        module = stage.job_module()
-    except ImportError as exc:
-        raise _fail(path, f"{where}.job", f"cannot import job module {stage.job!r}: {exc}{install_hint(exc)}") from exc
-    has_transform = callable(getattr(module, "transform", None))
-    has_row_fn = callable(getattr(module, "row_fn", None))
+def _check_suite_arguments(path: Path, where: str, suites: list) -> None:
+    from ..quality.suite import QualityError, check_arguments  # imports great-expectations
+
+    for suite in suites:
+        try:
+            check_arguments(suite)
+        except QualityError as exc:
+            raise _fail(path, f"{where}.expectations", str(exc)) from exc
+
+
+def _check_job(path: Path, where: str, stage: StageDefinition, *, imports: bool = True) -> None:
+    """The job module exists and defines exactly one of transform or row_fn, fit for the stage.
+
+    ``imports`` False: read from the module's source (its top-level definitions and imports),
+    without importing it and what it imports (pyspark); imported only when the source does not
+    tell (no source file, a star import, a module ``__getattr__``, a syntax error).
+    """
+    names = None if imports else _job_names(stage.job)
+    if names is not None:
+        has_transform, has_row_fn = "transform" in names, "row_fn" in names
+    else:
+        try:
+            module = stage.job_module()
+        except ImportError as exc:
+            raise _fail(path, f"{where}.job",
+                        f"cannot import job module {stage.job!r}: {exc}{install_hint(exc)}") from exc
+        has_transform = callable(getattr(module, "transform", None))
+        has_row_fn = callable(getattr(module, "row_fn", None))
     if has_transform == has_row_fn:
         raise _fail(path, f"{where}.job",
                     f"job module {stage.job!r} must define exactly one of transform(df) or row_fn(model)")

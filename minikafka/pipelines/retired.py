@@ -20,6 +20,8 @@ from .definition import PipelineDefinition
 def used_consumers(defn: PipelineDefinition) -> set[tuple[str, str]]:
     """(topic, consumer) pairs the pipeline file declares: its stages' inputs, its deliveries' groups."""
     used = {(t, s.consumer) for s in defn.stages for t in s.inputs}
+    if not defn.has_deliveries:  # the HTTP client is imported only when there are deliveries
+        return used
     try:
         from ..connectors.delivery import load_deliveries
 

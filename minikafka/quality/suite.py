@@ -27,6 +27,7 @@ engine; see ``check_regex``). Expectations see exactly the model's fields, in or
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -92,10 +93,46 @@ class Suite:
     expectations: list[Expectation] = field(default_factory=list)
     min_ratio: float | None = None
     max_ratio: float | None = None
+    arguments_checked: bool = True  # False: loaded with arguments=False, great-expectations checks them later
 
 
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
+
+
+@functools.cache
+def known_expectation_types() -> frozenset[str] | None:
+    """The ``expect_*`` types great-expectations exports, read from its source without importing
+    it (importing it costs seconds): the class names ``great_expectations.expectations`` imports,
+    in snake_case. None when that cannot be read (then the type is checked by importing it)."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("great_expectations")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        init = Path(next(iter(spec.submodule_search_locations))) / "expectations" / "__init__.py"
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, ImportError):
+        return None
+    names = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             for alias in node.names}
+    found = frozenset(_snake(n) for n in names if _snake(n).startswith("expect_") and _camel(_snake(n)) == n)
+    return found or None
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def known_type(type_name: Any) -> bool:
+    """Whether ``type_name`` is a great-expectations ``expect_*`` type, without importing it when
+    its source can be read (``known_expectation_types``)."""
+    if not isinstance(type_name, str) or not type_name.startswith("expect_"):
+        return False
+    known = known_expectation_types()
+    return type_name in known if known is not None else expectation_class(type_name) is not None
 
 
 def expectation_class(type_name: str):
@@ -268,8 +305,15 @@ def _check_arguments(where: str, spec: dict[str, Any], columns: list[str] | None
             raise QualityError(f"{where}: {arg}: {problem}")
 
 
-def load_suite(path: str | Path, *, fields: dict[str, list[str]] | None = None, topic: str | None = None) -> Suite:
+def load_suite(path: str | Path, *, fields: dict[str, list[str]] | None = None, topic: str | None = None,
+               arguments: bool = True) -> Suite:
     """Parse and check a suite file.
+
+    Every check but one runs without importing great-expectations (a few seconds): the
+    expectation types are read from its source (``known_expectation_types``). The arguments'
+    own check (great-expectations' pydantic models) runs here when ``arguments`` is True, else
+    where the suite runs (``check_arguments``: a command that only reads the pipeline, such as
+    ``status --pipeline``, never imports great-expectations).
 
     Args:
         fields: topic -> its field names; the suite's topic must be one, and every column
@@ -313,22 +357,43 @@ def load_suite(path: str | Path, *, fields: dict[str, list[str]] | None = None, 
             raise QualityError(f"{where}: needs a 'type'")
         spec = dict(spec)
         type_name = spec.pop("type")
-        cls = expectation_class(type_name)
-        if cls is None:
+        if not known_type(type_name):
             raise QualityError(f"{where}: unknown expectation type {type_name!r} (a great-expectations "
                                "expect_* type such as 'expect_column_values_to_not_be_null')")
-        where = f"{where} ({type_name})"
-        _check_arguments(where, spec, columns, suite.topic)
-        try:
-            cls(**spec)
-        except Exception as exc:  # pydantic errors from great-expectations' own models
-            raise QualityError(f"{where}: invalid arguments: {_one_line(exc)}") from exc
+        _check_arguments(f"{where} ({type_name})", spec, columns, suite.topic)
         suite.expectations.append(Expectation(type_name, spec))
     rc = raw.get("row_count")
     if rc is not None:
         suite.min_ratio, suite.max_ratio = _row_count(path, rc)
     if not suite.expectations and rc is None:
         raise QualityError(f"{path}: the suite has no expectations")
+    suite.arguments_checked = False
+    if arguments:
+        check_arguments(suite)
+    return suite
+
+
+def check_arguments(suite: Suite) -> Suite:
+    """Have great-expectations check each expectation's arguments (its own pydantic models);
+    once per suite. What ``load_suite(..., arguments=False)`` left for where the suite runs.
+
+    Raises:
+        QualityError: ``FILE: expectation #N (TYPE): invalid arguments: ...``, as ``load_suite``
+            says it.
+    """
+    if suite.arguments_checked:
+        return suite
+    for i, e in enumerate(suite.expectations):
+        where = f"{suite.path}: expectation #{i + 1}"
+        cls = expectation_class(e.type)
+        if cls is None:
+            raise QualityError(f"{where}: unknown expectation type {e.type!r} (a great-expectations "
+                               "expect_* type such as 'expect_column_values_to_not_be_null')")
+        try:
+            cls(**e.kwargs)
+        except Exception as exc:  # pydantic errors from great-expectations' own models
+            raise QualityError(f"{where} ({e.type}): invalid arguments: {_one_line(exc)}") from exc
+    suite.arguments_checked = True
     return suite
 
 

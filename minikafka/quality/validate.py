@@ -18,7 +18,7 @@ from ..util.redact import redact_and_cut
 from ..util.results import Result
 from .gx_env import context, import_gx
 from .report import describe, redacted_result, write_report  # noqa: F401  (stage.py writes the report through this module)
-from .suite import Suite, expectation_class, expectation_columns, expectation_label, is_row_level
+from .suite import Suite, check_arguments, expectation_class, expectation_columns, expectation_label, is_row_level
 
 import_gx()
 
@@ -173,6 +173,7 @@ def _expectations(suite: Suite, rows_in: int) -> list:
     """The suite's expectations as great-expectations objects (new ones on every call: a GX
     suite takes its expectations over), the row-count check last."""
     gx = import_gx()
+    check_arguments(suite)  # a suite loaded without great-expectations: its arguments' check is here
     expectations = [expectation_class(e.type)(**e.kwargs) for e in suite.expectations]
     if suite.min_ratio is not None or suite.max_ratio is not None:
         low = math.floor(rows_in * suite.min_ratio) if suite.min_ratio is not None else None

@@ -1,4 +1,4 @@
-"""great-expectations is imported only when a pipeline has suites."""
+"""great-expectations is imported only when a pipeline's suites are made ready to run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ CODE = """
 import sys
 from minikafka.pipelines import load_pipeline
 defn = load_pipeline(sys.argv[1])
-print('great_expectations' in sys.modules, sum(len(s.suites) for s in defn.stages))
+loaded = 'great_expectations' in sys.modules
+defn.load_suites()
+print(loaded, 'great_expectations' in sys.modules, sum(len(s.suites) for s in defn.stages))
 """
 
 
@@ -24,8 +26,8 @@ def test_no_suites_no_import(tmp_path):
     plain = homelab_copy(tmp_path)
     text = plain.read_text()
     plain.write_text("\n".join(line for line in text.splitlines() if not line.startswith("expectations")))
-    assert run(plain) == "False 0"
+    assert run(plain) == "False False 0"
 
 
-def test_suites_import_it(tmp_path):
-    assert run(homelab_copy(tmp_path)) == "True 4"
+def test_suites_import_it_only_when_made_ready_to_run(tmp_path):
+    assert run(homelab_copy(tmp_path)) == "False True 4"

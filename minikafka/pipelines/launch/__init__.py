@@ -17,17 +17,36 @@ here too: this room sits below the scheduler (tests/test_layers.py).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..definition import StageDefinition
 from ..results import StageOutcome
-from .call import StageCall
-from .child import ChildLauncher, Children
-from .client import ClientLauncher
-from .inprocess import InProcessLauncher, run_in_process, watch_session
-from .modes import open_launcher
-from .staging_sweep import sweep_staging
-from .submit import SubmitLauncher
+
+if TYPE_CHECKING:
+    from .call import StageCall
+    from .child import ChildLauncher, Children
+    from .client import ClientLauncher
+    from .inprocess import InProcessLauncher, run_in_process, watch_session
+    from .modes import open_launcher
+    from .staging_sweep import sweep_staging
+    from .submit import SubmitLauncher
+
+# imported when first used: ``run`` starts the stage host (``stagehost``) before anything here
+# imports pyspark (0.2 s), so the host's own imports start that much sooner
+_LAZY = {"StageCall": "call", "ChildLauncher": "child", "Children": "child", "ClientLauncher": "client",
+         "InProcessLauncher": "inprocess", "run_in_process": "inprocess", "watch_session": "inprocess",
+         "open_launcher": "modes", "sweep_staging": "staging_sweep", "SubmitLauncher": "submit"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 class Launcher(Protocol):

@@ -164,13 +164,14 @@ LINE_BYTES = 512  # a JSONL line of a dump, about: chunks are sized from the row
 
 def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
             loaded: frozenset[str] | set[str] = frozenset(), chunks_to: str | None = None,
-            on_chunk=None, chunk_bytes: int | None = None) -> DumpFile:
+            on_chunk=None, chunk_bytes: int | None = None, hash_in_pass: bool = True) -> DumpFile:
     """Hash the file, check a gzip is complete, read a CSV header (``minikafka.util.dumpfiles``).
 
     Gzip is known by its magic bytes, not by the name. A gzip file is known by the hash of
     its decompressed content, so a re-compressed copy of a loaded dump is recognised as
     loaded; a file whose bytes hash to one of ``loaded`` is returned at once, without
-    decompressing it.
+    decompressing it. ``hash_in_pass`` False: a plain file is hashed first too, and one
+    loaded before is not cut into chunks (the Python engine: nothing new costs one read).
 
     ``chunks_to``: a JSONL file's content is also cut into line chunks under this URI in
     the same pass (``dumpsplit``), for Spark to read in parallel; ``on_chunk`` is called
@@ -183,9 +184,11 @@ def inspect(path: Path, fmt: str | None, *, delimiter: str, header: bool,
     writer = None
     try:
         gz = dumpfiles.is_gzip(path)
-        raw_digest = dumpfiles.raw_digest(path) if gz else None
-        if gz and raw_digest in loaded:
-            return DumpFile(path, fmt, raw_digest, path.stat().st_size, False, raw_sha256=raw_digest, gzip=True)
+        raw_digest = dumpfiles.raw_digest(path) if gz or (loaded and not hash_in_pass) else None
+        if raw_digest in loaded:  # loaded before: returned without cutting it into chunks
+            return DumpFile(path, fmt, raw_digest, path.stat().st_size, False, raw_sha256=raw_digest, gzip=gz)
+        if not gz:
+            raw_digest = None  # a plain file's content hash is its bytes' hash: computed in the pass below
         if chunks_to is not None and fmt == "jsonl":
             writer = ChunkWriter(chunks_to, chunk_bytes, on_chunk=on_chunk)
         scanned = dumpfiles.scan(path, raw_sha256=raw_digest, sink=writer.feed if writer else None)
@@ -283,6 +286,12 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
              progress: Callable[[str], None] | None = print) -> BackfillResult:
     """Load dumps into ``topic``; see the module docstring.
 
+    ``spark`` None: the Python engine, no JVM (for a small dump: ``util.dumpsize``). The same
+    validation code runs in this process instead of in Spark's tasks (a JSONL chunk's
+    ``ChunkTask``, a CSV or Parquet file's ``RowChecker`` on the rows Spark's reader would give,
+    ``localread``), and the same commit follows: the same rows, quarantine (``file:line``
+    and reason), skipped duplicates and files, run row, and resumption after a kill.
+
     ``staging``: as for ``run_stage``: a URI every node sees (required on a non-local
     master). JSONL dumps are cut into chunks there, so only CSV and Parquet dumps must
     lie on storage the executors see too, at the same path.
@@ -311,7 +320,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
                             "'minikafka ingest' (which merges); nothing was written")
     found = discover(paths)
     run = RunResult(new_run_id(f"backfill-{topic}"), "backfill", stage=f"backfill:{topic}", outputs=[topic],
-                    inputs=[str(p) for p in found], details={"as_handled": as_handled})
+                    inputs=[str(p) for p in found],
+                    details={"as_handled": as_handled, "engine": "spark" if spark is not None else "python"})
     result = BackfillResult(run, [])
     master = master_of(spark) if spark is not None else "local[*]"
     staging_uri = None
@@ -358,7 +368,8 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
                     started.append(jobs)
                 dump = inspect(p, fmt, delimiter=delimiter, header=header, loaded=finished,
                                chunks_to=stg.join(staging_uri, f"chunks-{i:05d}"),
-                               on_chunk=jobs.submit if jobs else None, chunk_bytes=chunk_bytes)
+                               on_chunk=jobs.submit if jobs else None, chunk_bytes=chunk_bytes,
+                               hash_in_pass=spark is not None)
                 dump.jobs = jobs
                 files.append(dump)
             result.files = files
@@ -386,8 +397,6 @@ def backfill(spark, source: Source, topic: str, paths: list[str | Path], *, mode
             if misnamed:
                 aliases = _alias_misnamed(misnamed)
             if todo:
-                if spark is None:
-                    raise BackfillError("backfill needs a SparkSession (spark=None)")
                 with source.ledger.bulk_load():  # the run's last commit (below) is the durable one
                     for i, dump in enumerate(todo):
                         _load(spark, source, model, layout, dump, stg.join(staging_uri, f"{i:05d}"), run, result,
@@ -462,7 +471,7 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
     split by line ranges so all cores validate, staged as Parquet, then committed.
     """
     from ..staging import is_local_master
-    from .jsonlparts import ChunkJobs
+    from .jsonlparts import ChunkJobs, LocalChunkJobs
 
     already = done.get(dump.sha256, (0, "partial"))[0]
     details = run.details
@@ -473,8 +482,11 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
             chunks = [c for c in dump.chunks if c.first_line + c.lines - 1 > already]
             if not chunks:
                 return
-            jobs = ChunkJobs(spark, model, layout, dump.path.name, uri,
-                             yield_cpu=is_local_master(master_of(spark)), already=already)
+            if spark is None:  # the Python engine: the same task, in this process
+                jobs = LocalChunkJobs(model, layout, dump.path.name, uri, already=already)
+            else:
+                jobs = ChunkJobs(spark, model, layout, dump.path.name, uri,
+                                 yield_cpu=is_local_master(master_of(spark)), already=already)
             for chunk in chunks:
                 jobs.submit(chunk)
         jobs.on_wait = source.ledger.checkpoint  # the WAL is checkpointed while Spark validates
@@ -489,7 +501,16 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
                           as_handled=as_handled, progress=progress)
         finally:
             jobs.close()
-            details["spark_seconds"] = round(details.get("spark_seconds", 0) + jobs.spark_seconds, 2)
+            if spark is None:
+                details["check_seconds"] = round(details.get("check_seconds", 0) + jobs.check_seconds, 2)
+            else:
+                details["spark_seconds"] = round(details.get("spark_seconds", 0) + jobs.spark_seconds, 2)
+        return
+    if spark is None:  # the Python engine: the rows Spark's reader would give, checked here
+        commit_slices(source.ledger, layout, dump.path.name, dump.sha256,
+                      arrow_slices(_checked_locally(dump, model, layout, batch_rows, details, **opts), layout,
+                                   batch_rows, already, run.run_id),
+                      run, result, as_handled=as_handled, progress=progress)
         return
     t0 = time.perf_counter()
     written = _stage_file(spark, dump, model, layout, uri, **opts)
@@ -497,6 +518,34 @@ def _load(spark, source: Source, model: type[BaseModel], layout: TopicLayout, du
     commit_slices(source.ledger, layout, dump.path.name, dump.sha256,
                   arrow_slices(_staged_batches(uri, written, batch_rows), layout, batch_rows, already, run.run_id),
                   run, result, as_handled=as_handled, progress=progress)
+
+
+def _checked_locally(dump: DumpFile, model, layout: TopicLayout, batch_rows: int, details: dict, *, delimiter: str,
+                     quote: str, header: bool):
+    """A CSV or Parquet dump's rows read and checked in this process (the Python engine), as
+    ``_stage_file`` has Spark read and check them: Arrow batches of storage values, errors
+    and payloads, in line order."""
+    from .localread import csv_batches, parquet_batches
+
+    nullable = {c.name for c in layout.columns if c.nullable}
+    reader = dumpfiles.dump_format(dump.format).reader
+    if reader == "csv":
+        raw = csv_batches(dump.path, dump.columns or [], delimiter=delimiter, quote=quote, header=header,
+                          file_name=dump.path.name, batch_rows=batch_rows)
+        # the lines are the records' own first lines already: no record-number map
+        checker = RowChecker(model, layout, dump.format, nullable,
+                             {"columns": dump.columns or [], "delimiter": delimiter, "quote": quote, "lines": []})
+    elif reader == "parquet":
+        raw = parquet_batches(dump.path, file_name=dump.path.name, batch_rows=batch_rows)
+        checker = RowChecker(model, layout, dump.format, nullable)
+    else:
+        raise BackfillError(f"{dump.path}: {dump.format} dumps are read from their chunks, not as one file")
+    for batch in raw:
+        t0 = time.perf_counter()
+        checked = checker.validate(batch)
+        details["check_seconds"] = round(details.get("check_seconds", 0) + time.perf_counter() - t0, 2)
+        if checked.num_rows:
+            yield checked
 
 
 def _stage_file(spark, dump: DumpFile, model, layout: TopicLayout, uri: str, *, delimiter: str, quote: str,

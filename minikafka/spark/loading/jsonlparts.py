@@ -137,10 +137,8 @@ def validate_lines(data: bytes, first_line: int, already: int, checker, fast: bo
             rest_text.append(raw)
             rest_lines.append(number)
         if rest_text:  # the exact path's verdicts, merged into line order with the fast path's rows
-            rest = pa.RecordBatch.from_pydict(
-                {"_mk_text": rest_text, "_mk_file": [""] * len(rest_text), "_mk_line": rest_lines},
-                schema=pa.schema([("_mk_text", pa.binary()), ("_mk_file", pa.string()), ("_mk_line", pa.int64())]))
-            good, good_lines, refused = _merge(good, good_lines, checker.checked(rest))
+            rest = checker.checked_rows([""] * len(rest_text), rest_lines, [{"_mk_text": t} for t in rest_text])
+            good, good_lines, refused = _merge(good, good_lines, rest)
     return good, good_lines, refused
 
 
@@ -272,3 +270,62 @@ class ChunkJobs:
         if any(not f.done() for f in self._futures):
             self.spark.interruptTag(self.group)
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class LocalChunkJobs:
+    """``ChunkJobs`` without Spark (backfill's Python engine, for a small dump): each chunk is
+    validated in this process by the same ``ChunkTask`` a Spark task runs, its part written to
+    the same staging location, and handed to the commit in chunk order. Same rows, same
+    quarantine reasons, same line numbers; no JVM."""
+
+    def __init__(self, model: type[BaseModel], layout: TopicLayout, file_name: str, out_uri: str,
+                 already: int = 0, on_wait: Callable[[], None] | None = None):
+        from ..staging import filesystem
+
+        self.model, self.layout, self.file_name, self.out_uri = model, layout, file_name, out_uri
+        self.already, self.on_wait = already, on_wait
+        self.fast = fast_json_allowed(model)
+        self.fs, self.dir = filesystem(out_uri)
+        self.fs.create_dir(self.dir, recursive=True)
+        self.chunks: list = []
+        self.rows = 0
+        self.check_seconds = 0.0
+
+    @property
+    def spark_seconds(self) -> float:
+        return 0.0
+
+    def submit(self, chunk) -> None:
+        self.chunks.append(chunk)
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        """As ``ChunkJobs.__iter__``: (local path of part k, rows it holds), chunk by chunk."""
+        from collections import deque
+        from contextlib import ExitStack
+
+        from ...ledger.topics import MAX_ATTACHED
+        from .parts import local_part
+
+        copies: deque[ExitStack] = deque()
+        try:
+            for k, chunk in enumerate(self.chunks):
+                t0 = time.perf_counter()
+                reported = ChunkTask({k: chunk}, self.model, self.layout, self.file_name, self.out_uri, self.already,
+                                     self.fast).run(k)
+                self.check_seconds += time.perf_counter() - t0
+                copy = ExitStack()
+                copies.append(copy)
+                path = copy.enter_context(local_part(self.fs, self.dir, k))
+                if len(copies) > MAX_ATTACHED:
+                    copies.popleft().close()
+                self.rows += reported
+                yield path, reported
+        finally:
+            while copies:
+                copies.pop().close()
+
+    def last_running(self) -> bool:
+        return False  # nothing runs beside the commit: gathered rows wait for a full transaction
+
+    def close(self) -> None:
+        pass

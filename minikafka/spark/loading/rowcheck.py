@@ -120,14 +120,19 @@ class RowChecker:
     def checked(self, batch) -> list[tuple]:
         """(file, line, storage values or None, error or None, payload or None) per non-empty
         row of the batch, in order."""
-        from pydantic import ValidationError
-
-        encode, adapter, _out_fields, _schema = self.tools()
         files = batch.column("_mk_file").to_pylist()
         lines = batch.column("_mk_line").to_pylist()
         if self.csv_opts and self.csv_opts["lines"]:
             lines = [map_line(self.csv_opts["lines"], n) for n in lines]
-        rows = batch.drop_columns(["_mk_file", "_mk_line"]).to_pylist()
+        return self.checked_rows(files, lines, batch.drop_columns(["_mk_file", "_mk_line"]).to_pylist())
+
+    def checked_rows(self, files: list, lines: list[int], rows: list[dict]) -> list[tuple]:
+        """``checked`` of rows given as Python lists (a JSONL chunk's refused lines: no Arrow
+        batch is built for them, so this process need not import pandas, which pyarrow loads
+        on its first conversion of Python values)."""
+        from pydantic import ValidationError
+
+        encode, adapter, _out_fields, _schema = self.tools()
         results: list = [None] * len(rows)  # (values | None, error | None, payload)
         pending: list[tuple[int, dict, object]] = []
         for i, row in enumerate(rows):
