@@ -124,32 +124,15 @@ JVM_FIXTURES = {"spark", "engine_url", "any_spark", "minikafka_spark", "minikafk
 FIXED_PORT_TESTS = ("[docs/how-to/delivery.md]",)
 
 
-# JVM tests whose Spark work runs in processes they start (`minikafka run --in-process` from a
-# page's shell blocks, a wheel's own venv): they start no Spark Connect server, use no fixed port
-# and count no process outside their own tree, so they run beside the main JVM group, on the
-# other worker, each worker with a SparkSession of its own
-SIDE_JVM_TESTS = (
-    "tests/packaging/test_own_project.py",
-    "tests/docs/test_fresh_clone.py::test_every_block_of_the_first_pages_runs_as_written_in_a_fresh_clone_with_spark",
-    *(f"tests/docs/test_doc_examples.py::test_every_block_of_the_page_runs_as_written[{page}]" for page in (
-        "README.md", "docs/concepts/stages-and-commit.md", "docs/concepts/topics-and-tables.md",
-        "docs/getting-started/first-pipeline.md", "docs/getting-started/nightly-pipeline.md",
-        "docs/getting-started/your-own-project.md", "docs/how-to/aggregates-with-late-data.md",
-        "docs/how-to/lookups.md", "docs/how-to/backup-and-restore.md")),
-)
-
-
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``-n 2 --dist loadgroup``, scripts/test.sh): every test that needs a
-    JVM runs on one worker, in order, so the run keeps ONE SparkSession and ONE engine, except
-    the side group (SIDE_JVM_TESTS), which runs on the other worker; the other tests share out
-    over the workers a file at a time, so a file's module fixtures (a built wheel, a server on
-    the port its examples name) are set up once, by one worker."""
+    JVM runs on one worker, in order, so the run keeps ONE SparkSession and ONE engine (a second
+    JVM worker was tried: on two cores the two slowed each other and the suite took longer);
+    the other tests share out over the workers a file at a time, so a file's module fixtures (a
+    built wheel, a server on the port its examples name) are set up once, by one worker."""
     for item in items:
         jvm = item.get_closest_marker("spark") or JVM_FIXTURES & set(getattr(item, "fixturenames", ()))
-        if any(item.nodeid.startswith(prefix) for prefix in SIDE_JVM_TESTS):
-            group = "jvm-side"
-        elif jvm or any(part in item.nodeid for part in FIXED_PORT_TESTS):
+        if jvm or any(part in item.nodeid for part in FIXED_PORT_TESTS):
             group = "jvm"
         else:
             group = item.nodeid.split("::", 1)[0]

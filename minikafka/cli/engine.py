@@ -76,14 +76,22 @@ def echo_engine_section(defn=None) -> None:
     pipelines each served, its JVM's memory, idle for / stops in); with a pipeline and none
     running, the idle timeout an engine that pipeline's ``run`` starts would have. Nothing
     without a pipeline when no engine runs."""
+    from ..util.enginedir import any_recorded, none_running_line
+
+    default_timeout = defn.engine.idle_timeout if defn is not None else None
+    where = str(defn.path) if defn is not None else None
+    if not any_recorded():  # nothing to ask: said without importing Spark
+        if defn is not None:
+            click.echo("")
+            click.echo(none_running_line(default_timeout, where))
+        return
     from ..spark.engines import describe_lines, engines_now
 
     engines = engines_now()
     if not engines and defn is None:
         return
     click.echo("")
-    for line in describe_lines(engines, default_timeout=defn.engine.idle_timeout if defn is not None else None,
-                               where=str(defn.path) if defn is not None else None):
+    for line in describe_lines(engines, default_timeout=default_timeout, where=where):
         click.echo(line)
 
 

@@ -139,7 +139,7 @@ def status(source: Source, stage: str | None, run_id: str | None, failed: bool, 
         echo_json([status_record(r) for r in runs])
         return
     width = max([len("run id"), *(len(run["run_id"]) for run in runs)])  # whole ids: they are pasted into --run
-    click.echo(f"{'run id':{width}} {'started':27} {runview.table_header()}")
+    click.echo(f"{'run id':{width}} {'started':27} {runview.table_heading()}")
     for run in runs:
         fold = run["folded"]
         shown = {**run, "stage": run["stage"] or run["kind"],

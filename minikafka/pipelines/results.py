@@ -137,7 +137,7 @@ class PipelineRun(Result):
 
     def table(self) -> str:
         lines = [DRY_RUN_NOTE] if self.dry_run else []
-        lines.append(runview.table_header())  # the columns of 'status', in its order
+        lines.append(runview.table_heading())  # the columns of 'status', in its order
         for o in self.outcomes:
             lines.append(runview.table_cells({**(o.run or {}), "stage": o.name, "status": o.status,
                                               "duration_s": o.seconds}))

@@ -25,10 +25,10 @@ import re
 import time
 from pathlib import Path
 
+from ..util.enginedir import ENGINE_DIR_ENV, engines_dir, none_running_line  # noqa: F401 (read without Spark)
 from ..util.redact import redact_url
 from .engine import STATIC_SQL, EngineState, fixed_settings, is_fixed, session_settings  # noqa: F401 (the split lives in engine)
 
-ENGINE_DIR_ENV = "MINIKAFKA_ENGINE_DIR"
 HEARTBEAT_S = 5.0  # how often a run marks its engine used while stages run
 # a run's idle timeout is at least this: the engine must not stop between two marks of a run
 MIN_LEASE_TIMEOUT_S = 2 * HEARTBEAT_S
@@ -41,15 +41,6 @@ def _digest(text: str, n: int = 16) -> str:
 def fingerprint(fixed: dict[str, str]) -> dict[str, str]:
     """Each fixed setting's value as a digest: a state file never holds a value (a secret key)."""
     return {k: _digest(v) for k, v in sorted(fixed.items())}
-
-
-def engines_dir() -> Path:
-    """This user's engine directory (``$MINIKAFKA_ENGINE_DIR``, else the cache's ``minikafka/engines``)."""
-    given = os.environ.get(ENGINE_DIR_ENV)
-    if given:
-        return Path(given).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "minikafka" / "engines"
 
 
 def _master_slug(master: str) -> str:
@@ -290,12 +281,7 @@ def describe_lines(engines: list[dict], *, default_timeout: float | None = None,
     now = time.time() if now is None else now
 
     if not engines:
-        line = "engine: none running"
-        if default_timeout is not None:
-            line += ("; 'minikafka run' starts one that stops " +
-                     (f"after {format_duration(default_timeout)} unused" if default_timeout else "at the end of the run") +
-                     f" ([engine] idle_timeout{' in ' + where if where else ''})")
-        return [line]
+        return [none_running_line(default_timeout, where)]
     lines = []
     for e in engines:
         rss = f"{e['rss_bytes'] / (1 << 20):,.0f} MB" if e["rss_bytes"] is not None else "unknown"

@@ -15,7 +15,7 @@
   topic the rows written, skipped as duplicates and quarantined (``rows_by_topic``). A row
   written before that has none: readers show its sums only.
 - **Columns.** ``run`` and ``status`` print the same count columns in the same order
-  (:data:`TABLE_COLUMNS`, :func:`table_header`, :func:`table_cells`).
+  (:data:`TABLE_COLUMNS`, :func:`table_heading`, :func:`table_cells`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def is_quiet(run: dict[str, Any]) -> bool:
                                              "rows_quarantined")))
 
 
-def table_header() -> str:
+def table_heading() -> str:
     """The headings of :data:`TABLE_COLUMNS` (text left, counts and time right aligned)."""
     return " ".join(f"{head:{width}}" if key in ("stage", "status") else f"{head:>{width}}"
                     for key, head, width in TABLE_COLUMNS)
