@@ -129,6 +129,8 @@ def warm_stage(tmp: Path, feed: Path, repeat: int) -> str:
 
     pipe = pipeline_copy(tmp / "engine")
     mk("ingest", pipe, "rss.items", feed)
+    if str(ROOT) not in sys.path:  # the checkout's schemas/ and jobs/, as for the commands run from it
+        sys.path.insert(0, str(ROOT))
     defn = load_pipeline(pipe, suites=False)
     atexit.register(stop_engine, defn)
     mk("run", pipe, "--engine", "auto", "--idle-timeout", "600")  # starts the engine (not measured)
