@@ -16,6 +16,7 @@ import pytest
 from minikafka import Source
 from tests.pipelines.helpers import ROOT
 from tests.pipelines.test_engine_cli import engine_env, engine_state, ingested, mk
+from tests.util.procscan import children_by_parent
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -25,23 +26,11 @@ def start(*args, env=None) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            tree.setdefault(ppid, []).append(int(entry.name))
-    return tree
-
-
 def stopped_descendant(pid: int, timeout: float = 240) -> int:
     """The pid of the process under ``pid`` that stopped itself at its freeze point."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        tree, todo = _children(), [pid]
+        tree, todo = children_by_parent(), [pid]
         while todo:
             for child in tree.get(todo.pop(), []):
                 try:

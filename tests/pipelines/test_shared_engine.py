@@ -19,19 +19,13 @@ from minikafka.spark import engines
 from minikafka.spark.engine import EngineState
 from tests.pipelines.helpers import generate, homelab_copy
 from tests.pipelines.test_engine_cli import engine_state, ingested, mk
+from tests.util.procscan import children_by_parent
 
 
 def engine_jvms(pid: int) -> list[int]:
     """The Java processes in the process tree under ``pid`` (the engine's supervisor): not every
     JVM of the machine, where other tests and CI run their own."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
+    children = children_by_parent()
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
