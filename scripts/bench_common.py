@@ -5,8 +5,10 @@ from __future__ import annotations
 import atexit
 import builtins
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -35,3 +37,15 @@ def exit_code(main) -> int:
     finally:
         builtins.print = original
     return 1 if missed else 0
+
+
+def timed_minikafka(root: Path, env: dict[str, str], *args, check: bool = True) -> float:
+    """Run `minikafka ARGS` as a new process from the checkout ``root``; return its wall time in
+    seconds (a failed command, when ``check``, stops the benchmark with its output)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "minikafka.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=root, env=env)
+    seconds = time.perf_counter() - t0
+    if check and proc.returncode != 0:
+        raise SystemExit(f"minikafka {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    return seconds

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_common import exit_code, scratch_dir
+from bench_common import exit_code, scratch_dir, timed_minikafka
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPICS = ("rss.items", "rss.youtube", "rss.articles", "rss.summaries", "rss.scored")
@@ -54,14 +54,7 @@ def verdict(ok: bool) -> str:
 
 def mk(*args, check: bool = True) -> float:
     """Run `minikafka ARGS` from the checkout; return its wall time in seconds."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "minikafka.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, env=env)
-    seconds = time.perf_counter() - t0
-    if check and proc.returncode != 0:
-        raise SystemExit(f"minikafka {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
-    return seconds
+    return timed_minikafka(ROOT, {**os.environ, "PYTHONPATH": str(ROOT)}, *args, check=check)
 
 
 def pipeline_copy(home: Path, ledger: Path) -> Path:

@@ -25,10 +25,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from bench_common import exit_code, scratch_dir
+from bench_common import exit_code, scratch_dir, timed_minikafka
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_ROWS = 50_000
@@ -50,13 +49,7 @@ ENV = environment()
 
 def mk(*args, check: bool = True) -> float:
     """Run `minikafka ARGS` as a new process; return its wall time in seconds."""
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "minikafka.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, env=ENV)
-    seconds = time.perf_counter() - t0
-    if check and proc.returncode != 0:
-        raise SystemExit(f"minikafka {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
-    return seconds
+    return timed_minikafka(ROOT, ENV, *args, check=check)
 
 
 def median_of(repeat: int, *args) -> float:
