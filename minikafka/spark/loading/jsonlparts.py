@@ -24,16 +24,18 @@ the CPU of pydantic-core's validator.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pydantic import BaseModel
 
-from ...ledger.topics import TopicLayout, row_hashes, write_row_file
+from ...ledger.topics import MAX_ATTACHED, TopicLayout, row_hashes, write_row_file
 from ...util.dumpfiles import fast_json_allowed, json_validator
 from ...util.gcpause import gc_paused
-from .parts import write_part
+from .parts import local_part, write_part
 
 _CHECKERS: dict = {}  # per Python worker: (model, topic, fields) -> RowChecker
 
@@ -235,29 +237,18 @@ class ChunkJobs:
         0, 1, 2..., each once its job is done. A downloaded copy lives until
         ``rowfiles.MAX_ATTACHED`` more parts were given (the commit holds that many
         attached at once: ``loadcommit.row_file_slices``) or the iteration ends."""
-        from collections import deque
-        from contextlib import ExitStack
-
-        from ...ledger.topics import MAX_ATTACHED
-        from .parts import local_part
-
-        copies: deque[ExitStack] = deque()
-        try:
-            for k, future in enumerate(self._futures):
-                if self.on_wait is not None and not future.done():
-                    self.on_wait()
-                reported = future.result()  # the job's own error is raised here
-                copy = ExitStack()
-                copies.append(copy)
-                path = copy.enter_context(local_part(self.fs, self.dir, k))
-                if len(copies) > MAX_ATTACHED:
-                    copies.popleft().close()
+        with closing(attached_parts(self.fs, self.dir, self._reports())) as parts:
+            for k, path, reported in parts:
                 self.rows += reported
                 self._given = k + 1
                 yield path, reported
-        finally:
-            while copies:
-                copies.pop().close()
+
+    def _reports(self) -> Iterator[tuple[int, int]]:
+        """(k, rows chunk k's task reported), in chunk order, each once its job is done."""
+        for k, future in enumerate(self._futures):
+            if self.on_wait is not None and not future.done():
+                self.on_wait()
+            yield k, future.result()  # the job's own error is raised here
 
     def last_running(self) -> bool:
         """Whether the next part is still being validated and is one of the last (all that
@@ -270,6 +261,24 @@ class ChunkJobs:
         if any(not f.done() for f in self._futures):
             self.spark.interruptTag(self.group)
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def attached_parts(fs, directory: str, reports: Iterator[tuple[int, int]]) -> Iterator[tuple[int, str, int]]:
+    """(k, local path of part k, rows reported) for each (k, rows) of ``reports``. A downloaded
+    copy lives until ``rowfiles.MAX_ATTACHED`` more parts were given (the commit holds that many
+    attached at once: ``loadcommit.row_file_slices``) or the iteration ends."""
+    copies: deque[ExitStack] = deque()
+    try:
+        for k, reported in reports:
+            copy = ExitStack()
+            copies.append(copy)
+            path = copy.enter_context(local_part(fs, directory, k))
+            if len(copies) > MAX_ATTACHED:
+                copies.popleft().close()
+            yield k, path, reported
+    finally:
+        while copies:
+            copies.pop().close()
 
 
 class LocalChunkJobs:
@@ -300,29 +309,19 @@ class LocalChunkJobs:
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         """As ``ChunkJobs.__iter__``: (local path of part k, rows it holds), chunk by chunk."""
-        from collections import deque
-        from contextlib import ExitStack
-
-        from ...ledger.topics import MAX_ATTACHED
-        from .parts import local_part
-
-        copies: deque[ExitStack] = deque()
-        try:
-            for k, chunk in enumerate(self.chunks):
-                t0 = time.perf_counter()
-                reported = ChunkTask({k: chunk}, self.model, self.layout, self.file_name, self.out_uri, self.already,
-                                     self.fast).run(k)
-                self.check_seconds += time.perf_counter() - t0
-                copy = ExitStack()
-                copies.append(copy)
-                path = copy.enter_context(local_part(self.fs, self.dir, k))
-                if len(copies) > MAX_ATTACHED:
-                    copies.popleft().close()
+        with closing(attached_parts(self.fs, self.dir, self._reports())) as parts:
+            for _k, path, reported in parts:
                 self.rows += reported
                 yield path, reported
-        finally:
-            while copies:
-                copies.pop().close()
+
+    def _reports(self) -> Iterator[tuple[int, int]]:
+        """(k, rows chunk k holds), validating each chunk here, in chunk order."""
+        for k, chunk in enumerate(self.chunks):
+            t0 = time.perf_counter()
+            reported = ChunkTask({k: chunk}, self.model, self.layout, self.file_name, self.out_uri, self.already,
+                                 self.fast).run(k)
+            self.check_seconds += time.perf_counter() - t0
+            yield k, reported
 
     def last_running(self) -> bool:
         return False  # nothing runs beside the commit: gathered rows wait for a full transaction
