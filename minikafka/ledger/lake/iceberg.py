@@ -50,7 +50,8 @@ from ..topics.identifiers import validate_field_name
 from ..topics.layout import TopicLayout
 from ..topics.table import TopicTable
 from . import delta, parquet, state
-from .rows import SyncResult, arrow_rows, arrow_schema
+from .datafiles import DataFileWriter
+from .rows import SyncResult, arrow_batches, arrow_schema, staged_arrow_batch
 
 CATALOG = "minikafka"  # the catalog name readers pass to pyiceberg's SqlCatalog
 NAMESPACE = "minikafka"
@@ -230,13 +231,109 @@ def _catalog_class():
     return LedgerCatalog
 
 
-# -- rows ------------------------------------------------------------------------------------
-
 # -- sync --------------------------------------------------------------------------------------
 
+class _Watched:
+    """The rows a stage's commit stored into a target's topic, written to data files as the
+    insert goes (``LakeFinisher.watch_output``): usable by the sync only when the commit
+    stored every staged row, in order, right above what the table holds."""
+
+    def __init__(self, conn: sqlite3.Connection, target: IcebergTarget, layout: TopicLayout):
+        self.conn, self.target, self.layout = conn, target, layout
+        self.schema = arrow_schema(layout)
+        self.first: int | None = None  # the id of the first row written
+        self.next: int | None = None  # the id the next batch must start at
+        self.writer: DataFileWriter | None = None
+        self.exact = True
+
+    def __call__(self, batch, first_id: int | None) -> None:
+        if not self.exact or batch.num_rows == 0:
+            return
+        try:
+            if first_id is None or (self.next is not None and first_id != self.next):
+                self.give_up()
+                return
+            rows = staged_arrow_batch(self.layout, self.schema, batch, first_id)
+            if rows is None:
+                self.give_up()
+                return
+            if self.writer is None and not self._start(first_id):
+                return
+            self.writer.add(rows)
+            self.next = first_id + batch.num_rows
+        except Exception:  # the sync reads the rows back, and names any error it meets there
+            self.give_up()
+
+    def _start(self, first_id: int) -> bool:
+        stored = state.declare_target_in_current_transaction(self.conn, self.target.row(), utc_now())
+        if first_id != stored.last_id + 1:  # the table lacks rows below these: the sync reads them all back
+            self.give_up()
+            return False
+        checkpoint("lake:before-data-files")
+        table = _load_or_create(self.conn, self.target, self.layout)
+        _check_rows_schema(table, self.schema)
+        self.writer = DataFileWriter(table, self.schema)
+        self.first = first_id
+        return True
+
+    def give_up(self) -> None:
+        self.exact = False
+        if self.writer is not None:
+            self.writer.discard()
+            self.writer = None
+
+    def data_files(self, after: int, upto: int) -> list | None:
+        """The data files of rows ``(after, upto]`` when this holds exactly those; else None
+        (and the files written, if any, are deleted)."""
+        if self.exact and self.writer is not None and self.first == after + 1 and self.next == upto + 1:
+            try:
+                return self.writer.finish()
+            except Exception:  # noqa: BLE001 - read back instead; an error of the rows is raised there
+                pass
+        self.give_up()
+        return None
+
+
+def _load_or_create(conn: sqlite3.Connection, target: IcebergTarget, layout: TopicLayout):
+    catalog = _catalog_class()(conn)
+    if state.read_pointer(conn, CATALOG, target.namespace, target.name) is None:
+        schema = iceberg_schema(layout)
+        catalog.create_in_current_transaction(target, schema, partition_spec(target, schema))
+    return catalog.load_table(target.identifier)
+
+
+def _check_rows_schema(table, schema) -> None:
+    """pyiceberg's check of an append's Arrow schema against the table's (as ``Table.append``)."""
+    pio = require("pyiceberg.io.pyarrow", "lake")
+    tables = require("pyiceberg.table", "lake")
+    config = require("pyiceberg.utils.config", "lake")
+    pio._check_pyarrow_schema_compatible(
+        table.metadata.schema(), provided_schema=schema,
+        downcast_ns_timestamp_to_us=config.Config().get_bool(tables.DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE) or False,
+        format_version=table.metadata.format_version)
+
+
+def _append(table, data_files: list, summary: dict[str, str]) -> None:
+    """One snapshot appending ``data_files``, committed through the table's catalog (the
+    ledger's: the pointer swap joins the caller's transaction), as ``Table.append`` does."""
+    tables = require("pyiceberg.table", "lake")
+    props = require("pyiceberg.utils.properties", "lake")
+    merge = props.property_as_bool(table.metadata.properties, tables.TableProperties.MANIFEST_MERGE_ENABLED,
+                                   tables.TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT)
+    with table.transaction() as tx:
+        update = tx.update_snapshot(snapshot_properties=summary)
+        with (update.merge_append() if merge else update.fast_append()) as append:
+            for data_file in data_files:
+                append.append_data_file(data_file)
+
+
 def sync_in_current_transaction(conn: sqlite3.Connection, target: IcebergTarget, run_id: str | None,
-                                now: str | None = None) -> SyncResult:
+                                now: str | None = None, *, watched: _Watched | None = None) -> SyncResult:
     """Append the topic's rows the table does not hold yet; commit with the caller's transaction.
+
+    ``watched``: the data files a stage's commit wrote from the rows it stored
+    (``LakeFinisher``); used when they are exactly the rows above what the table holds, else
+    deleted and the rows read back.
 
     Raises:
         LakeConfigError: the target's definition changed, or does not fit the topic's model.
@@ -246,27 +343,37 @@ def sync_in_current_transaction(conn: sqlite3.Connection, target: IcebergTarget,
     now = now or utc_now()
     stored = state.declare_target_in_current_transaction(conn, target.row(), now)
     layout = read_layout(conn, target.topic)
-    schema = iceberg_schema(layout)
-    catalog = _catalog_class()(conn)
-    checkpoint("lake:before-data-files")
+    schema = arrow_schema(layout)
+    upto = TopicTable(conn, layout).high_watermark()
+    data_files = watched.data_files(stored.last_id, upto) if watched is not None else None
+    read_back = data_files is None
+    if read_back:
+        checkpoint("lake:before-data-files")
+    writer = None
     try:
-        if state.read_pointer(conn, CATALOG, target.namespace, target.name) is None:
-            catalog.create_in_current_transaction(target, schema, partition_spec(target, schema))
-        table = catalog.load_table(target.identifier)
-        upto = TopicTable(conn, layout).high_watermark()
-        rows = arrow_rows(conn, layout, stored.last_id, upto, arrow_schema(layout)) if upto > stored.last_id \
-            else None
-        if rows is None or rows.num_rows == 0:
+        table = _load_or_create(conn, target, layout)
+        if read_back and upto > stored.last_id:
+            _check_rows_schema(table, schema)
+            writer = DataFileWriter(table, schema)
+            for batch in arrow_batches(conn, layout, stored.last_id, upto, schema):
+                writer.add(batch)
+            rows = writer.rows
+            data_files = writer.finish() if rows else []
+        else:
+            rows = upto - stored.last_id if data_files else 0
+        if not rows:
             state.record_sync_in_current_transaction(conn, target.name, max(upto, stored.last_id),
                                                      stored.snapshot_id, stored.run_id, now)
             return SyncResult(target.name, 0, None, max(upto, stored.last_id))
         summary = {"minikafka.topic": target.topic, "minikafka.last-id": str(upto)}
         if run_id:
             summary["minikafka.run-id"] = run_id
-        table.append(rows, snapshot_properties=summary)
+        _append(table, data_files, summary)
     except (LakeConfigError, state.ConcurrentRunError):
         raise
     except Exception as exc:  # pyiceberg's and the file system's errors, named once
+        if writer is not None:
+            writer.discard()
         if type(exc).__module__.startswith(("pyiceberg", "pyarrow")) or isinstance(exc, OSError | ValueError):
             raise LakeError(f"lake target {target.name!r}: {type(exc).__name__}: {exc}") from exc
         raise
@@ -274,7 +381,7 @@ def sync_in_current_transaction(conn: sqlite3.Connection, target: IcebergTarget,
     snapshot_id = snapshot.snapshot_id if snapshot else None
     files = int((snapshot.summary or {}).get("added-data-files", 0)) if snapshot else 0
     state.record_sync_in_current_transaction(conn, target.name, upto, snapshot_id, run_id, now)
-    return SyncResult(target.name, rows.num_rows, snapshot_id, upto, files)
+    return SyncResult(target.name, rows, snapshot_id, upto, files, read_back=read_back)
 
 
 def _sync_of(target) -> Callable:
@@ -286,22 +393,57 @@ def _sync_of(target) -> Callable:
     return sync_in_current_transaction
 
 
-def lake_finisher(targets: Iterable[Any]) -> Callable[[sqlite3.Connection, RunResult], None]:
-    """A callback for ``commit_stage(..., finishers=[...])``: sync each target (Iceberg or
-    Delta) inside the stage's commit and note what it wrote in the run's details (``lake``)."""
-    targets = list(targets)
+class LakeFinisher:
+    """A finisher for ``commit_stage(..., finishers=[...])``: syncs each target (Iceberg, Delta
+    or a Parquet export) inside the stage's commit and notes what it wrote in the run's
+    details (``lake``). It also watches the rows the commit stores into an Iceberg target's
+    topic (``watch_output``) and writes their data files while the insert goes on, so the
+    sync does not read them back (see ``_Watched``)."""
 
-    def finish(conn: sqlite3.Connection, run: RunResult) -> None:
+    def __init__(self, targets: Iterable[Any]):
+        self.targets = list(targets)
+        self._watched: dict[str, _Watched] = {}
+
+    def watch_output(self, conn: sqlite3.Connection, layout: TopicLayout) -> Callable | None:
+        watching = []
+        for target in self.targets:
+            if isinstance(target, IcebergTarget) and target.topic == layout.name:
+                if target.name in self._watched:  # a second output into the same topic: read back
+                    self._watched[target.name].give_up()
+                    continue
+                watching.append(self._watched.setdefault(target.name, _Watched(conn, target, layout)))
+        if not watching:
+            return None
+        return watching[0] if len(watching) == 1 else lambda batch, first_id: [w(batch, first_id) for w in watching]
+
+    def __call__(self, conn: sqlite3.Connection, run: RunResult) -> None:
         written = {}
-        for target in targets:
-            result = _sync_of(target)(conn, target, run.run_id)
+        for target in self.targets:
+            if isinstance(target, IcebergTarget):
+                result = sync_in_current_transaction(conn, target, run.run_id, watched=self._watched.pop(target.name,
+                                                                                                         None))
+            else:
+                result = _sync_of(target)(conn, target, run.run_id)
             written[target.name] = {"rows": result.rows, "snapshot_id": result.snapshot_id,
                                     "last_id": result.last_id}
+            if result.read_back is not None:
+                written[target.name]["read_back"] = result.read_back
         if run.details is None:
             run.details = {}
         run.details.setdefault("lake", {}).update(written)
 
-    return finish
+    def release(self) -> None:
+        """The commit is over: delete the data files of a watch its sync did not take (a
+        commit that failed before the finisher ran)."""
+        for watched in self._watched.values():
+            watched.give_up()
+        self._watched.clear()
+
+
+def lake_finisher(targets: Iterable[Any]) -> LakeFinisher:
+    """A callback for ``commit_stage(..., finishers=[...])``: sync each target (Iceberg or
+    Delta) inside the stage's commit and note what it wrote in the run's details (``lake``)."""
+    return LakeFinisher(targets)
 
 
 def sync(ledger, target: IcebergTarget, *, run: RunResult | None = None) -> SyncResult:

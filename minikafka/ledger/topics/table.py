@@ -173,6 +173,14 @@ class TopicTable:
             DuplicateMessageError, InvalidRecordError: a row cannot be stored; names it
                 (``row_offset``: rows of the same write before these); nothing of it is stored.
         """
+        return self._insert_params(params, lineage=lineage, ignore_duplicates=ignore_duplicates, after=after,
+                                   row_offset=row_offset, keyed=keyed)[0]
+
+    def _insert_params(self, params: list[tuple], *, lineage: bool, ignore_duplicates: bool, after: int | None,
+                       row_offset: int, keyed: bool) -> tuple[int, bool]:
+        """As :meth:`insert_params_in_current_transaction`; (rows stored, whether rows were
+        settled one by one after a hash collision, so their ids do not follow ``params``' order)."""
+        settled = False
         conn = self.conn
         layout = self.layout
         if after is None and (layout.partitions > 1 or layout.dedup):
@@ -196,6 +204,7 @@ class TopicTable:
                 raise self.explain(exc, params, existing_upto=after, row_offset=row_offset) from None
             keys.settle_in_current_transaction(conn, layout, layout.unkeyed(params, lineage=lineage) if keyed
                                                else params, lineage=lineage)
+            settled = True
         written = conn.total_changes - before
         if layout.dedup:
             top = self.high_watermark()
@@ -203,10 +212,11 @@ class TopicTable:
                 keys.settle_in_current_transaction(conn, layout, layout.unkeyed(params, lineage=lineage) if keyed
                                                    else params, lineage=lineage)
                 top = self.high_watermark()
+                settled = True
             written = top - after
         if written:
             counts.note_appended_in_current_transaction(conn, self.layout.name, partitions=self.layout.partitions)
-        return written
+        return written, settled
 
     def insert_rows_in_current_transaction(self, rows: list[tuple], now: str, *,
                                            lineage: Iterable[tuple] | tuple | None = None,
@@ -217,10 +227,17 @@ class TopicTable:
                                                          ignore_duplicates=ignore_duplicates)
 
     def insert_arrow_in_current_transaction(self, batches: Iterable[Any], now: str, run_id: str, *,
-                                            default_parent_topic: str | None = None) -> tuple[int, int]:
+                                            default_parent_topic: str | None = None,
+                                            stored_batch: Callable[[Any, int | None], None] | None = None,
+                                            ) -> tuple[int, int]:
         """Arrow record batches of storage values (the topic's fields, optionally
         ``_parent_id`` and ``_parent_topic``), inserted batch by batch in order, duplicates of
         the dedup key skipped; returns (rows stored, rows skipped as duplicates).
+
+        ``stored_batch(batch, first_id)``, when given, is called after each batch's insert:
+        ``first_id`` is the id of its first row when every row of the batch was stored, in
+        order, under consecutive ids (row i got ``first_id + i``); None when not (rows skipped
+        as duplicates, a row stored out of order after a hash collision).
 
         Raises:
             DuplicateMessageError, InvalidRecordError: a row cannot be stored (names it).
@@ -248,9 +265,14 @@ class TopicTable:
             params = insert_params_of_columns([batch.column(name).to_pylist() for name in names], n, now,
                                               (parents, parent_topics, repeat(run_id, n)),
                                               None if hashes is None else hashes.tolist())
-            stored += self.insert_params_in_current_transaction(params, lineage=True, ignore_duplicates=ignore,
-                                                                row_offset=offset, keyed=hashes is not None)
+            after = self.high_watermark()
+            written, settled = self._insert_params(params, lineage=True, ignore_duplicates=ignore, after=after,
+                                                   row_offset=offset, keyed=hashes is not None)
+            stored += written
             offset += n
+            if stored_batch is not None:  # every row stored, in order: ids after+1 .. after+n
+                stored_batch(batch, after + 1 if written == n and not settled and
+                             self.high_watermark() == after + n else None)
         return stored, offset - stored
 
     def insert_row_file_in_current_transaction(self, rows: Any, piece: Any, now: str, run_id: str) -> int:

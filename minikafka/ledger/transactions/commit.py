@@ -38,7 +38,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ...errors import ConcurrentRunError, InvalidRecordError
 from ...util.clock import utc_now
@@ -87,6 +87,8 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
 
     ``finishers`` run inside the transaction after the acks, before the run row (e.g. a lake
     table's pointer swap, ``ledger/lake``): what they write commits or rolls back with the rest.
+    A finisher may also watch the rows an output stores as they are inserted (``watch_output``,
+    see :class:`OutputWatcher`), and is told when the transaction is over (``release``).
 
     ``quarantine`` holds output rows that failed a row-level expectation or that the
     ledger refuses: (topic, parent id, JSON payload, reason); or a function returning
@@ -103,9 +105,15 @@ def commit_stage(ledger: Ledger, run: RunResult, *, consumer: str, inputs: list[
     by_topic = run.details.get(BY_TOPIC) if run.details else None
     try:
         with bulk.page_cache(ledger.conn, [o.layout.name for o in outputs]):  # the outputs' key indexes
-            _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
-                                   max_attempts=max_attempts, default_parent_topic=default_parent_topic,
-                                   quarantine=quarantine, finishers=finishers)
+            try:
+                _commit_in_transaction(ledger, run, now, consumer=consumer, inputs=inputs, outputs=outputs,
+                                       max_attempts=max_attempts, default_parent_topic=default_parent_topic,
+                                       quarantine=quarantine, finishers=finishers)
+            finally:
+                for finish in finishers:
+                    release = getattr(finish, "release", None)
+                    if release is not None:
+                        release()
     except BaseException:  # rolled back: the run's counts say what is committed, which is nothing of this
         run.rows_out, run.rows_duplicate, run.rows_quarantined, run.rows_failed = counts
         if run.details is not None:
@@ -147,7 +155,7 @@ def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer
                     f"{consumer!r} were acked by another run meanwhile; nothing was committed, re-run the stage"
                 )
         for output in outputs:
-            written, duplicates = _insert_output(conn, output, run, now, default_parent_topic)
+            written, duplicates = _insert_output(conn, output, run, now, default_parent_topic, finishers)
             counted = by_topic["outputs"][output.layout.name]
             counted["written"] += written
             counted["duplicate"] += duplicates
@@ -177,15 +185,43 @@ def _commit_in_transaction(ledger: Ledger, run: RunResult, now: str, *, consumer
         checkpoint("commit:before-commit")
 
 
+class OutputWatcher(Protocol):
+    """A finisher that also watches the rows an output stores, as the commit inserts them (a
+    lake table that writes its data files from them, ``ledger/lake``)."""
+
+    def watch_output(self, conn: sqlite3.Connection, layout: TopicLayout) -> Callable[[Any, int | None], None] | None:
+        """A callable taking each inserted batch of ``layout``'s output and the id of its first
+        row when all its rows were stored in order under consecutive ids, else None
+        (``TopicTable.insert_arrow_in_current_transaction``); None: not watched."""
+
+    def release(self) -> None:
+        """The transaction is over (committed or rolled back): let go of what was watched."""
+
+
+def _watchers(conn: sqlite3.Connection, layout: TopicLayout, finishers: Sequence[Callable]) -> Callable | None:
+    watching = [w for f in finishers if hasattr(f, "watch_output") and (w := f.watch_output(conn, layout))]
+    if not watching:
+        return None
+    if len(watching) == 1:
+        return watching[0]
+
+    def each(batch, first_id) -> None:
+        for watch in watching:
+            watch(batch, first_id)
+
+    return each
+
+
 def _insert_output(conn: sqlite3.Connection, output: StagedOutput, run: RunResult, now: str,
-                   default_parent_topic: str | None) -> tuple[int, int]:
+                   default_parent_topic: str | None, finishers: Sequence[Callable] = ()) -> tuple[int, int]:
     """Insert (or merge) one output's rows; count them into ``run``; return (written, duplicates)."""
     spec = keyed.table_spec(conn, output.layout.name)
     try:
         if spec is not None:
             return _merge_output(conn, output, spec, run, now, default_parent_topic)
         written, duplicates = TopicTable(conn, output.layout).insert_arrow_in_current_transaction(
-            output.batches, now, run.run_id, default_parent_topic=default_parent_topic)
+            output.batches, now, run.run_id, default_parent_topic=default_parent_topic,
+            stored_batch=_watchers(conn, output.layout, finishers))
     except InvalidRecordError as err:
         raise InvalidRecordError(f"{err} (output row of the stage; nothing was committed)") from None
     run.rows_out += written
