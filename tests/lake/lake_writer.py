@@ -1,6 +1,6 @@
 """A stage-like commit into a topic with an Iceberg target, as a process a test can kill.
 
-    python -m tests.lake.lake_writer LEDGER     # src rows pending for consumer 'copier' -> dst (+ its Iceberg table)
+    python -m tests.lake.lake_writer LEDGER [ROW_GROUP_ROWS]  # src rows pending for 'copier' -> dst (+ its table)
 
 Takes every ``src`` row pending for consumer ``copier`` and commits one ``dst`` row per input,
 its acks, its run row and the ``dst`` Iceberg target's new snapshot in one transaction
@@ -90,4 +90,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "race":
         append_and_sync(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
+        if len(sys.argv) > 2:  # rows per row group: files are written while the insert goes on
+            from minikafka.ledger.lake import datafiles
+
+            datafiles.ROW_GROUP_ROWS = int(sys.argv[2])
         print(copy_pending(sys.argv[1]))

@@ -141,6 +141,7 @@ def test_a_stage_commit_writes_its_outputs_to_the_iceberg_table_in_the_same_tran
         run = source.ledger.conn.execute("SELECT details FROM _minikafka_runs WHERE stage = 'copier' "
                                          "ORDER BY rowid DESC LIMIT 1").fetchone()[0]
     assert json.loads(run)["lake"]["dst"]["rows"] == 20
+    assert json.loads(run)["lake"]["dst"]["read_back"] is False  # written from the insert
 
 
 def test_a_rolled_back_commit_leaves_the_table_as_it_was_and_its_files_to_the_orphan_cleanup(tmp_path):
@@ -176,14 +177,17 @@ POINTS = ["lake:before-data-files", "lake:after-data-files", "lake:after-metadat
           "commit:after-commit"]
 
 
-def kill_at(ledger: str, point: str) -> None:
+def kill_at(ledger: str, point: str, *args: str, once=lambda: True) -> None:
+    """Run the lake writer frozen at ``point``; kill -9 it there (once ``once()`` holds)."""
     env = dict(os.environ, MINIKAFKA_FREEZE_AT=point, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.lake.lake_writer", ledger], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.lake.lake_writer", ledger, *args], cwd=REPO, env=env,
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     deadline = time.time() + 60
     for line in proc.stderr:
         if line.startswith("FROZEN") or time.time() > deadline:
             break
+    while not once() and time.time() < deadline:
+        time.sleep(0.01)  # another thread of the frozen process is still at work
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL

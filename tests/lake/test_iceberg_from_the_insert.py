@@ -14,7 +14,15 @@ pytest.importorskip("duckdb")
 
 from minikafka import InvalidRecordError, Source  # noqa: E402
 from minikafka.ledger.consuming import RunResult, new_run_id  # noqa: E402
-from minikafka.ledger.lake import IcebergTarget, declare, finishers_for, orphan_files, reader_catalog, sync  # noqa: E402
+from minikafka.ledger.lake import (  # noqa: E402
+    IcebergTarget,
+    declare,
+    finishers_for,
+    orphan_files,
+    reader_catalog,
+    remove_orphans,
+    sync,
+)
 from minikafka.ledger.transactions import StagedOutput, commit_stage  # noqa: E402
 
 from .readers import read_three_ways  # noqa: E402
@@ -150,3 +158,33 @@ def test_a_dated_row_keeps_its_microseconds_and_zone(tmp_path):
     assert at[1] == dt.datetime(2024, 1, 2, 12, 0, 0, 123457, tzinfo=dt.UTC)
     price = reader_catalog(ledger).load_table("minikafka.m").scan().to_arrow().sort_by("_id").column("price")
     assert price.to_pylist()[2] == decimal.Decimal("12345678901234567.000000000000000001") * 2
+
+
+@pytest.mark.slow
+def test_kill_9_while_data_files_are_written_beside_the_insert_then_a_rerun_leaves_the_lake_equal_to_the_ledger(
+        tmp_path):
+    """Killed once the outputs are inserted, the worker thread having written row groups of
+    data files not yet in any snapshot: the re-run commits the rows once, and the half-written
+    files are orphans that the cleanup finds."""
+    from .lake_writer import add_rows, copy_pending, make_ledger
+    from .test_iceberg_commit import dst_rows, kill_at, lake_rows
+
+    ledger, location = str(tmp_path / "l.db"), str(tmp_path / "lake" / "dst")
+    make_ledger(ledger, location, src_rows=40)
+    copy_pending(ledger)
+    with Source(ledger) as source:
+        add_rows(source, 40, 60)
+    data = Path(location) / "data"
+    committed = set(data.rglob("*.parquet"))
+    kill_at(ledger, "commit:outputs-inserted", "4",  # rows per row group: a file per partition is open
+            once=lambda: len(set(data.rglob("*.parquet")) - committed) == 3)
+    assert len(dst_rows(ledger)) == 40 and lake_rows(ledger) == dst_rows(ledger)
+    with Source(ledger) as source, source.ledger.atomic() as conn:
+        orphans = orphan_files(conn, "dst")
+    assert any(p.endswith(".parquet") for p in orphans)
+    assert copy_pending(ledger) == 60
+    assert [r[0] for r in lake_rows(ledger)] == list(range(1, 101)) and lake_rows(ledger) == dst_rows(ledger)
+    with Source(ledger) as source:
+        assert sorted(remove_orphans(source.ledger, "dst")) == sorted(orphans)
+    read = read_three_ways(ledger, "dst")
+    assert read["duckdb"] == read["polars"] == read["pyiceberg"] == (dst_rows(ledger), read["pyiceberg"][1])

@@ -5,16 +5,22 @@ topic, the table's location, a local directory or an object-store URI, and its p
 ``sync_in_current_transaction`` runs inside a ledger write transaction (a stage's commit,
 through ``lake_finisher``, or ``sync`` on its own) and
 
-1. reads the topic's rows above what the target holds (``last_id``) up to the topic's last
-   row, so the rows the same transaction just inserted are among them;
-2. writes their Parquet data files, manifests and manifest list (pyiceberg);
+1. takes the topic's rows above what the target holds (``last_id``) up to the topic's last
+   row, so the rows the same transaction just inserted are among them: from the stage's
+   insert itself when that stored every staged row, in order, right above ``last_id``
+   (``LakeFinisher`` watches the insert, converts each batch as ``rows.arrow_batches``
+   would read it back and writes the data files in a worker thread while SQLite inserts the
+   next batch: ``datafiles``), else read back from the topic, a batch at a time;
+2. writes their Parquet data files (``datafiles.DataFileWriter``, as pyiceberg's append
+   writes them), then the manifests and manifest list (pyiceberg);
 3. writes the table's next metadata file;
 4. swaps the catalog's pointer row (``iceberg_tables``, a conditional UPDATE) and moves
    ``last_id``, in the caller's transaction.
 
 Crash contract: before the transaction's COMMIT nothing points at the new files (the pointer
 row and ``last_id`` roll back with the stage's outputs and acks); a re-run writes the rows
-again into new files and the files of the attempt that died are orphans, which
+again into new files and the files of the attempt that died are orphans (those of a watch
+given up, or of a commit that failed before its snapshot, are deleted at once), which
 ``orphan_files``/``remove_orphans`` find and delete. After the COMMIT the table and the ledger
 hold the same rows, exactly once. The files are written while the transaction holds the
 ledger's write lock, so a file no snapshot refers to while the lock is held is an orphan:
@@ -245,6 +251,7 @@ class _Watched:
         self.next: int | None = None  # the id the next batch must start at
         self.writer: DataFileWriter | None = None
         self.exact = True
+        self.taken = False  # its files went into the sync's snapshot (committed or orphaned with it)
 
     def __call__(self, batch, first_id: int | None) -> None:
         if not self.exact or batch.num_rows == 0:
@@ -277,19 +284,23 @@ class _Watched:
         return True
 
     def give_up(self) -> None:
+        """Write no more; delete the files written unless a snapshot took them."""
         self.exact = False
-        if self.writer is not None:
+        if self.writer is not None and not self.taken:
             self.writer.discard()
-            self.writer = None
+        self.writer = None
 
     def data_files(self, after: int, upto: int) -> list | None:
         """The data files of rows ``(after, upto]`` when this holds exactly those; else None
         (and the files written, if any, are deleted)."""
         if self.exact and self.writer is not None and self.first == after + 1 and self.next == upto + 1:
             try:
-                return self.writer.finish()
+                files = self.writer.finish()
             except Exception:  # noqa: BLE001 - read back instead; an error of the rows is raised there
                 pass
+            else:
+                self.taken = True
+                return files
         self.give_up()
         return None
 
@@ -420,8 +431,7 @@ class LakeFinisher:
         written = {}
         for target in self.targets:
             if isinstance(target, IcebergTarget):
-                result = sync_in_current_transaction(conn, target, run.run_id, watched=self._watched.pop(target.name,
-                                                                                                         None))
+                result = sync_in_current_transaction(conn, target, run.run_id, watched=self._watched.get(target.name))
             else:
                 result = _sync_of(target)(conn, target, run.run_id)
             written[target.name] = {"rows": result.rows, "snapshot_id": result.snapshot_id,
@@ -433,8 +443,8 @@ class LakeFinisher:
         run.details.setdefault("lake", {}).update(written)
 
     def release(self) -> None:
-        """The commit is over: delete the data files of a watch its sync did not take (a
-        commit that failed before the finisher ran)."""
+        """The commit is over: delete the data files of a watch no sync took (a commit that
+        failed before its snapshot was made; the files of a snapshot rolled back are orphans)."""
         for watched in self._watched.values():
             watched.give_up()
         self._watched.clear()
