@@ -35,6 +35,7 @@ def test_the_example_pipeline_writes_rss_scored_to_its_iceberg_table_in_the_stag
     assert again.ok, again.table()
     score = {o.name: o.run for o in again.outcomes}["score"]
     assert score["details"]["lake"]["scored"]["rows"] == score["rows_out"] > 0
+    assert score["details"]["lake"]["scored"]["read_back"] is False  # written from the rows the commit stored
     with Source(str(defn.source)) as src:
         topic = src.topic("rss.scored", Scored, dedup=("url",))
         expected = sorted((r.id, r.data.url, r.data.published) for r in topic.iter_new(records=True))
