@@ -7,7 +7,6 @@ import decimal
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
 
 pytest.importorskip("pyiceberg")
 pytest.importorskip("duckdb")

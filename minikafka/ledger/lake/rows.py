@@ -10,8 +10,8 @@ one sync wrote (``SyncResult``). Crash contract: reads only.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ...util.optional import require
