@@ -11,9 +11,8 @@ takes, whenever Spark runs it:
   a merge committed after the plan changes nothing the read returns.
 
 What a version superseded after the plan needs is that it is still stored when Spark reads it:
-``minikafka compact`` deletes superseded versions every consumer has passed, and a lookup is no
-consumer; a compaction between a plan and its read could drop such a version from that one read
-(compact when no stage runs, as the docs say).
+a lookup is no consumer, so ``minikafka compact`` keeps every version superseded since the
+oldest stage run in progress started (``consuming/table_compaction.py``).
 
 ``(upto, rows)`` with the layout's fingerprint is what a cached copy of the lookup is keyed by
 (``spark/stages/lookup.py``): a topic whose rows up to ``upto`` change (retention, compaction) has
