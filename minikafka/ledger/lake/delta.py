@@ -27,11 +27,12 @@ deltalake is imported only here (extra ``lake``).
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from ...errors import LakeConfigError, LakeError
 from ...util.clock import utc_now
@@ -141,3 +142,64 @@ def sync_in_current_transaction(conn: sqlite3.Connection, target: DeltaTarget, r
         raise
     state.record_sync_in_current_transaction(conn, target.name, upto, version, run_id, now)
     return SyncResult(target.name, rows.num_rows, version, upto)
+
+
+# -- orphans ---------------------------------------------------------------------------------
+
+_FILE_ACTIONS = ("add", "remove", "cdc")
+
+
+def _logged_paths(log: Path) -> set[str]:
+    """Every file path an ``add``, ``remove`` or ``cdc`` action of the log names: in its JSON
+    commits (and JSON checkpoints) and its checkpoint parquet files (and their sidecars)."""
+    pq = require("pyarrow.parquet", "lake")
+    paths: set[str] = set()
+    for commit in log.rglob("*.json"):
+        with commit.open(encoding="utf-8") as lines:
+            for line in lines:
+                action = json.loads(line) if line.strip() else {}
+                for kind in _FILE_ACTIONS:
+                    if isinstance(action.get(kind), dict) and action[kind].get("path"):
+                        paths.add(action[kind]["path"])
+    for checkpoint_file in log.rglob("*.parquet"):
+        parquet_file = pq.ParquetFile(checkpoint_file)
+        names = set(parquet_file.schema_arrow.names)
+        for kind in (k for k in _FILE_ACTIONS if k in names):
+            column = parquet_file.read(columns=[kind]).column(kind)
+            paths.update(v["path"] for v in column.to_pylist() if v and v.get("path"))
+    return paths
+
+
+def _relative(root: Path, logged: str) -> str:
+    """A log path as a path under the table's root: relative paths are URL-encoded, absolute
+    ones are URIs (``file:///...``)."""
+    parsed = urlparse(logged)
+    if parsed.scheme and len(parsed.scheme) > 1:
+        path = Path(unquote(parsed.path))
+        return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    return unquote(logged)
+
+
+def orphan_files(location: str) -> list[str]:
+    """The Parquet data files under a Delta table's (local) location that no action of its log
+    names: files of attempts that never committed. A file committed and later removed is still
+    named by its ``remove`` action: time travel's, for ``DeltaTable.vacuum``, not an orphan.
+    Files under ``_delta_log/`` and other hidden (``_``/``.``) directories are never listed.
+
+    Call it holding the ledger's write lock: a sync writes its files and commits them holding it.
+    """
+    root = Path(location)
+    if not root.is_dir():
+        return []
+    log = root / "_delta_log"
+    keep = set()
+    if log.is_dir():
+        keep = {_relative(root, p) for p in _logged_paths(log)}
+    orphans = []
+    for path in root.rglob("*.parquet"):
+        relative = path.relative_to(root)
+        if any(part.startswith(("_", ".")) and "=" not in part for part in relative.parts[:-1]):
+            continue  # _delta_log, _change_data, .tmp directories: not data files of the table
+        if relative.as_posix() not in keep and path.is_file():
+            orphans.append(str(path))
+    return sorted(orphans)
