@@ -36,8 +36,8 @@ import re
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ...errors import LakeConfigError, LakeError
