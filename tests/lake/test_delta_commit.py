@@ -72,6 +72,16 @@ def test_kill_9_around_the_delta_commit_then_a_rerun_writes_every_row_once(tmp_p
         assert remove_orphans(source.ledger, "dst", dry_run=True) == []
 
 
+def test_a_delta_partition_on_a_bytes_column_is_refused_naming_it(tmp_path):
+    from .test_iceberg_commit import Wide
+
+    ledger = str(tmp_path / "l.db")
+    with Source(ledger) as source:
+        source.topic("wide", Wide, dedup=("url",))
+        with pytest.raises(LakeConfigError, match="partition column 'blob' holds bytes"):
+            declare(source.ledger, [DeltaTarget("w", "wide", str(tmp_path / "w"), partition_by=("blob",))])
+
+
 def test_a_delta_partition_transform_or_unknown_column_is_refused(tmp_path):
     with pytest.raises(LakeConfigError, match="names columns, not 'day\\(at\\)'"):
         DeltaTarget("d", "dst", str(tmp_path / "d"), partition_by=("day(at)",))

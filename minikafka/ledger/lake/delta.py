@@ -97,6 +97,9 @@ def check_partitions(target: DeltaTarget, layout: TopicLayout) -> None:
         if column not in layout.field_names:
             raise LakeConfigError(f"lake target {target.name!r}: partition column {column!r} is not a field of "
                                   f"topic {target.topic!r}")
+        if next(c for c in layout.columns if c.name == column).kind == "bytes":
+            raise LakeConfigError(f"lake target {target.name!r}: partition column {column!r} holds bytes, which a "
+                                  "Delta partition value (text in the log) does not keep")
 
 
 def _table(location: str):
@@ -109,6 +112,7 @@ def _table(location: str):
 
 # -- data files ----------------------------------------------------------------------------
 
+_FILE_ROWS = 1 << 24  # rows per data file at most, as a Parquet export's
 _STATS_TEXT = 32  # string stats longer than this are cut (min) or left out (max), as Delta writers do
 
 
@@ -190,7 +194,10 @@ def write_data_files(location: str, rows, partition_by: tuple[str, ...]) -> list
     pa_fs = require("pyarrow.fs", "lake")
     pq = require("pyarrow.parquet", "lake")
     transaction = require("deltalake.transaction", "lake")
-    filesystem, root = pa_fs.FileSystem.from_uri(location)
+    if urlparse(location).scheme and len(urlparse(location).scheme) > 1:
+        filesystem, root = pa_fs.FileSystem.from_uri(location)
+    else:
+        filesystem, root = pa_fs.LocalFileSystem(), Path(location).resolve().as_posix()
     parts = [(rows, {})]
     if partition_by:
         ordered = rows.sort_by([(c, "ascending") for c in partition_by])  # stable: _id order kept in a partition
@@ -201,6 +208,8 @@ def write_data_files(location: str, rows, partition_by: tuple[str, ...]) -> list
             values = {c: _partition_value(group[c]) for c in partition_by}
             parts.append((ordered.slice(offset, count).drop_columns(list(partition_by)), values))
             offset += count
+    parts = [(table.slice(first, _FILE_ROWS), values) for table, values in parts  # a file per 16M rows at most
+             for first in range(0, table.num_rows, _FILE_ROWS)]
     now = int(time.time() * 1000)
 
     def write(part) -> Any:
@@ -293,7 +302,7 @@ def _logged_paths(log: Path) -> set[str]:
         parquet_file = pq.ParquetFile(checkpoint_file)
         names = set(parquet_file.schema_arrow.names)
         for kind in (k for k in _FILE_ACTIONS if k in names):
-            column = parquet_file.read(columns=[kind]).column(kind)
+            column = parquet_file.read(columns=[f"{kind}.path"]).column(kind)  # not the stats beside it
             paths.update(v["path"] for v in column.to_pylist() if v and v.get("path"))
     return paths
 
