@@ -97,3 +97,24 @@ def test_lake_clean_of_a_parquet_export_keeps_the_committed_files_and_deletes_a_
     copy_pending(ledger)  # the re-run exports the rows the killed attempt did not commit, once
     assert parquet_read(location) == dst_rows(ledger) and len(dst_rows(ledger)) == 30
     assert clean(ledger, dry_run=True) == []
+
+
+@pytest.mark.slow
+def test_lake_clean_of_a_delta_table_deletes_the_data_files_of_an_attempt_killed_before_its_delta_commit(tmp_path):
+    ledger, location = str(tmp_path / "l.db"), str(tmp_path / "lake" / "dst")
+    make_ledger(ledger, location, src_rows=12, delta=True)
+    copy_pending(ledger)
+    committed = files_under(location)
+    with Source(ledger) as source:
+        add_rows(source, 12, 6)
+    kill_at(ledger, "lake:after-data-files")  # its Parquet files written, no Delta commit names them
+    attempt = files_under(location) - committed
+    assert len(attempt) == 3 and all(p.endswith(".parquet") for p in attempt)  # one per bucket
+    assert sorted(clean(ledger, dry_run=True)) == sorted(attempt)
+    assert files_under(location) == committed | attempt
+    assert sorted(clean(ledger, dry_run=False)) == sorted(attempt)
+    assert files_under(location) == committed
+    assert delta_read(location) == dst_rows(ledger) and len(dst_rows(ledger)) == 12
+    copy_pending(ledger)  # the re-run writes the rows once, in files of its own
+    assert delta_read(location) == dst_rows(ledger) and len(dst_rows(ledger)) == 18
+    assert clean(ledger, dry_run=True) == []
