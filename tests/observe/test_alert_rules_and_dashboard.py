@@ -105,3 +105,12 @@ def test_the_rules_the_docs_page_shows_are_the_shipped_rule_file():
     page = DOCS.parent / "how-to" / "metrics.md"
     saved = [b.text for b in blocks_of(page) if b.directives.get("save") == RULES.name]
     assert saved and saved[0].strip() == RULES.read_text().strip()
+
+
+def test_counters_and_only_counters_are_named_total():
+    kinds = {f.name: f.type for f in FAMILIES}
+    assert {"counter", "gauge"} <= set(kinds.values())
+    wrong = [name for name, kind in kinds.items() if name.endswith("_total") != (kind == "counter")]
+    assert not wrong, wrong
+    assert {"minikafka_stage_runs_total", "minikafka_topic_appended_rows_total",
+            "minikafka_quarantined_rows_total"} <= {n for n, k in kinds.items() if k == "counter"}
