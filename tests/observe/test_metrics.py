@@ -356,3 +356,18 @@ def test_counters_keep_their_value_when_retention_and_a_purge_lower_the_gauges_a
     # the run log keeps each stage's latest run: the counter falls to 1, a reset as its HELP says
     assert _value(after, "minikafka_stage_runs_total", stage="average", status="succeeded") == 1
     assert "Pruning the run log" in after["minikafka_stage_runs_total"].documentation
+
+
+def test_the_wal_size_is_the_wal_files_while_a_writer_holds_it_open(ledger):
+    writer = Ledger(str(ledger))
+    try:
+        with writer.atomic() as conn:  # the open connection keeps its -wal file from being checkpointed away
+            write_run_in_current_transaction(conn, RunResult("average-extra", "stage", stage="average",
+                                                             status="succeeded", started_at=format_timestamp(T0)))
+        fams = _families(exposition(ledger))
+        wal = ledger.with_name(ledger.name + "-wal")
+        assert wal.stat().st_size > 0
+        assert _value(fams, "minikafka_ledger_wal_bytes") == wal.stat().st_size
+        assert _value(fams, "minikafka_stage_runs_total", stage="average", status="succeeded") == 2
+    finally:
+        writer.close()
