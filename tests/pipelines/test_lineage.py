@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from minikafka import Source
 from minikafka.errors import PipelineDefinitionError
 from minikafka.ledger.consuming import lineage_log
+from minikafka.ledger.consuming.runlog import INTERRUPTED, TERMINATED, gone_error
 from minikafka.observe.lineage import KILLED, Dataset, StageJob, end_event
 from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.opening import open_source
@@ -241,8 +243,62 @@ def test_a_failed_runs_error_is_masked_in_its_fail_event():
     message = event["run"]["facets"]["errorMessage"]["message"]
     assert "s3cretpw" not in message and "abcdef123456" not in message
     assert event["eventType"] == "FAIL"
-    assert end_event(job, "s-1", "2026-11-28T00:00:00Z", {"status": "interrupted", "error": "Ctrl-C"})["eventType"] \
-        == "ABORT"
+
+
+
+@pytest.mark.parametrize(("error", "ending"), [
+    (INTERRUPTED, "ABORT"),
+    (TERMINATED, "ABORT"),
+    ("the stage's process was killed by SIGKILL (the OOM killer, kill -9)", "FAIL"),
+    (gone_error({"pid": 4242, "host": "box"}), "FAIL"),
+    (None, "FAIL"),
+])
+def test_a_run_stopped_on_purpose_is_an_abort_and_one_that_died_is_a_fail(error, ending):
+    job = StageJob("ns", "p", "s", "/l.sqlite", "id", (Dataset("a"),), (Dataset("b"),))
+    event = end_event(job, "s-1", "2026-11-28T00:00:00Z", {"status": "interrupted", "error": error})
+    check_events([event])
+    assert event["eventType"] == ending
+    assert event["run"]["facets"]["errorMessage"]["message"] == (error or KILLED)
+
+
+def test_a_launched_stage_process_sigkilled_while_the_runner_lives_gets_a_fail(tmp_path):
+    from minikafka.pipelines.launch.child import Children, run_child
+    from minikafka.pipelines.lineage import Lineage
+    from tests.pipelines.test_killed_runs import PIPELINE, ROOT as TREE, seed, stored_runs
+
+    (tmp_path / "data").mkdir()
+    night = tmp_path / "night.toml"
+    night.write_text(PIPELINE + f'\n[lineage]\nfile = "{tmp_path / "events.jsonl"}"\n')
+    seed(night)
+    defn = load_pipeline(night, check_jobs=False, suites=False)
+    sd = defn.stage("copy")
+    run_id = "copy-launched"
+    procs, outcomes = Children(), []
+    env = {**os.environ, ENV: "stage:started", "PYTHONPATH": str(TREE)}
+    cmd = [sys.executable, "-m", "tests.pipelines.killed_child", str(night), "copy", run_id]
+    cwd = os.getcwd()
+    os.chdir(TREE)
+    try:
+        with open_source(defn) as source:
+            lineage = Lineage.of(defn, source, echo=lambda m: None)
+            lineage.started(sd, run_id)  # as the runner does before it launches the stage
+            runner = threading.Thread(target=lambda: outcomes.append(
+                run_child(defn, sd, cmd, run_id, False, lambda *_: None, procs, False, None, env=env)))
+            runner.start()
+            deadline = time.monotonic() + 60
+            while not any(r["run_id"] == run_id for r in stored_runs(night)) or "copy" not in procs.running:
+                assert time.monotonic() < deadline, "the stage never wrote its running row"
+                time.sleep(0.05)
+            os.kill(procs.running["copy"].pid, signal.SIGKILL)  # the OOM killer picks the stage's process
+            runner.join(60)
+            lineage.ended(sd, run_id, outcomes[0])  # as the runner does once the stage is over
+    finally:
+        os.chdir(cwd)
+    assert next(r for r in stored_runs(night) if r["run_id"] == run_id)["status"] == "interrupted"
+    events = read_events(tmp_path)
+    check_events(events)
+    assert [e["eventType"] for e in events] == ["START", "FAIL"]
+    assert "killed by SIGKILL" in events[1]["run"]["facets"]["errorMessage"]["message"]
 
 
 @pytest.mark.spark
