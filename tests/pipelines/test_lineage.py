@@ -321,3 +321,60 @@ def test_the_example_pipelines_events_carry_row_counts_and_quality_assertions(sp
     checked = [e for e in events if any("dataQualityAssertions" in d["facets"] for d in e["outputs"])]
     suites = [sd for sd in defn.stages if sd.expectations]
     assert len(checked) == len(suites) and suites
+
+
+@pytest.mark.spark
+def test_every_stage_run_of_watch_sends_a_start_and_its_ending(spark, tmp_path):
+    from minikafka.connectors.ingest import ingest_jsonl
+    from minikafka.pipelines.watch import Watch
+
+    defn = load_pipeline(lineage_project(tmp_path))
+    with open_source(defn) as src:
+        ingest_jsonl(src._topics["rss.items"], generate(tmp_path, 60))
+    result = Watch(defn, spark=spark, until_idle=True, echo=lambda m: None).run()
+    assert result.ok and result.outcomes
+    events = read_events(tmp_path)
+    check_events(events)
+    runs = by_run(events)
+    assert len(runs) == len(result.outcomes)
+    assert all(kinds == ["START", "COMPLETE"] for kinds in runs.values()), runs
+    seen = {e["job"]["name"]: (sorted(d["name"] for d in e["inputs"]), sorted(d["name"] for d in e["outputs"]))
+            for e in events}
+    assert seen == {k: v for k, v in dag_datasets(defn).items() if k in seen}
+    assert {e["job"]["name"] for e in events} == {f"{defn.name}.{o.name}" for o in result.outcomes}
+    with Source(str(defn.source)) as source:
+        assert lineage_log.open_runs(source.ledger.conn, defn.name) == []
+
+
+def test_pruning_the_run_log_prunes_the_lineage_notes_of_the_runs_it_deletes(tmp_path):
+    from datetime import timedelta
+
+    from click.testing import CliRunner
+
+    from minikafka.cli import main
+    from minikafka.util.clock import ManualClock, now, use_clock
+
+    defn = load_pipeline(lineage_project(tmp_path))
+    with open_source(defn):
+        pass
+    clock = ManualClock(now() - timedelta(days=10))
+    with use_clock(clock):
+        assert run_pipeline(defn, in_process=True, echo=lambda m: None).ok  # nothing new: no JVM
+        clock.advance(3600)
+        assert run_pipeline(defn, in_process=True, echo=lambda m: None).ok
+    with Source(str(defn.source)) as source:
+        conn = source.ledger.conn
+        with source.ledger.atomic() as tx:  # a START whose ending was never sent stays until one is
+            lineage_log.note_start_in_current_transaction(tx, lineage_log.OpenRun(
+                "gone-run", defn.name, defn.stages[0].name, "2000-01-01T00:00:00.000000Z", this_process()))
+        noted = {r[0] for r in conn.execute("SELECT run_id FROM _minikafka_lineage")}
+    assert len(noted) == 2 * len(defn.stages) + 1
+
+    pruned = CliRunner().invoke(main, ["prune", "--runs-older-than", "1d", "--source", str(defn.source)])
+    assert pruned.exit_code == 0, pruned.output
+    with Source(str(defn.source)) as source:
+        conn = source.ledger.conn
+        runs = {r[0] for r in conn.execute("SELECT run_id FROM _minikafka_runs WHERE kind = 'stage'")}
+        left = {r[0] for r in conn.execute("SELECT run_id FROM _minikafka_lineage")}
+    assert len(runs) == len(defn.stages)  # each stage's latest run
+    assert left == runs | {"gone-run"}
