@@ -378,3 +378,15 @@ def test_pruning_the_run_log_prunes_the_lineage_notes_of_the_runs_it_deletes(tmp
         left = {r[0] for r in conn.execute("SELECT run_id FROM _minikafka_lineage")}
     assert len(runs) == len(defn.stages)  # each stage's latest run
     assert left == runs | {"gone-run"}
+
+
+@pytest.mark.parametrize(("field", "bad"), [("eventTime", "yesterday at noon"), ("eventTime", "2026-11-28 25:00"),
+                                            ("producer", "not a uri"), ("schemaURL", "::")])
+def test_the_schema_check_rejects_an_event_with_a_bad_time_or_uri(field, bad):
+    job = StageJob("ns", "p", "s", "/l.sqlite", "id", (Dataset("a"),), (Dataset("b"),))
+    event = end_event(job, "s-1", "2026-11-28T00:00:00Z", {"status": "succeeded"})
+    check_events([event])
+    assert not list(validator().iter_errors(event))
+    errors = list(validator().iter_errors({**event, field: bad}))
+    assert errors, f"{field}={bad!r} passed the schema check: are rfc3339-validator and rfc3986-validator installed?"
+    assert any(e.validator == "format" for e in errors), [e.message for e in errors]
