@@ -264,7 +264,7 @@ def test_a_run_stopped_on_purpose_is_an_abort_and_one_that_died_is_a_fail(error,
 def test_a_launched_stage_process_sigkilled_while_the_runner_lives_gets_a_fail(tmp_path):
     from minikafka.pipelines.launch.child import Children, run_child
     from minikafka.pipelines.lineage import Lineage
-    from tests.pipelines.test_killed_runs import PIPELINE, ROOT as TREE, seed, stored_runs
+    from tests.pipelines.test_killed_runs import PIPELINE, seed, stored_runs
 
     (tmp_path / "data").mkdir()
     night = tmp_path / "night.toml"
@@ -274,10 +274,10 @@ def test_a_launched_stage_process_sigkilled_while_the_runner_lives_gets_a_fail(t
     sd = defn.stage("copy")
     run_id = "copy-launched"
     procs, outcomes = Children(), []
-    env = {**os.environ, ENV: "stage:started", "PYTHONPATH": str(TREE)}
+    env = {**os.environ, ENV: "stage:started", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "tests.pipelines.killed_child", str(night), "copy", run_id]
     cwd = os.getcwd()
-    os.chdir(TREE)
+    os.chdir(ROOT)
     try:
         with open_source(defn) as source:
             lineage = Lineage.of(defn, source, echo=lambda m: None)

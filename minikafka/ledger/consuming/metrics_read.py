@@ -20,9 +20,8 @@ from pathlib import Path
 
 from ...util.clock import parse_timestamp
 from ..topics import counts
-from ..topics.catalog import topic_names
+from ..topics.catalog import read_layout, topic_names
 from ..topics.identifiers import quote_identifier
-from ..topics.catalog import read_layout
 from ..topics.table import TopicTable
 from . import queues
 from .quarantine import quarantined_ever
