@@ -1,8 +1,9 @@
 """OpenLineage run events (spec 2-0-2) of a stage's runs, built from what the ledger holds.
 
 A stage run is one OpenLineage run of the job ``<pipeline>.<stage>``: a START when it starts
-and one of COMPLETE (succeeded, partial), FAIL (failed, or killed: found by the next run) or
-ABORT (interrupted by Ctrl-C or SIGTERM) when it ends. Its inputs and outputs are topics of
+and one of COMPLETE (succeeded, partial), FAIL (the run failed, or its process died: killed by
+SIGKILL or the OOM killer, crashed, its host lost) or ABORT (stopped on purpose: Ctrl-C or
+SIGTERM) when it ends. Its inputs and outputs are topics of
 the ledger, named ``<topic>`` in the namespace ``sqlite:<ledger path>``, with the model's
 fields as their schema facet; outputs carry the rows committed and the quality assertions
 their suites checked; a FAIL carries the run's error, masked as the run log keeps it.
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ledger.consuming import INTERRUPTED, TERMINATED
 from ..util.redact import redact_and_cut
 
 SPEC = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
@@ -41,6 +43,7 @@ SCHEMA_URLS = {
     "documentation": FACETS + "1-1-0/DocumentationJobFacet.json#/$defs/DocumentationJobFacet",
 }
 ENDINGS = {"succeeded": "COMPLETE", "partial": "COMPLETE", "failed": "FAIL", "interrupted": "ABORT"}
+STOPPED_ON_PURPOSE = (INTERRUPTED, TERMINATED)  # the errors an 'interrupted' run stopped by a person carries
 KILLED = "the stage's process ended without finishing its run (killed: SIGKILL, the OOM killer, a lost host)"
 ERROR_CHARS = 2000
 
@@ -150,6 +153,8 @@ def end_event(job: StageJob, run_id: str, at: str, run: Mapping[str, Any] | None
     made_by = producer()
     status = (run or {}).get("status")
     state = ENDINGS.get(status or "", "FAIL")
+    if state == "ABORT" and (run or {}).get("error") not in STOPPED_ON_PURPOSE:
+        state = "FAIL"  # interrupted because its process died, not because someone stopped it
     facets: dict[str, Any] = {}
     if state != "COMPLETE":
         message = (run or {}).get("error") if status in ENDINGS else None

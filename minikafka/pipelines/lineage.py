@@ -9,7 +9,7 @@
     api_key_env = "LINEAGE_API_KEY"            # the variable holding a bearer token for url
     timeout = 5                                # seconds per POST
 
-The scheduler (``runner``) sends a stage run's START before the stage starts and its
+The scheduler (``runner``) and ``watch`` send a stage run's START before the stage starts and its
 COMPLETE, FAIL or ABORT once the run's row is in the run log, built from that row
 (``observe.lineage``). Each START is noted in the ledger first (``ledger.consuming.lineage_log``)
 with the process that sends it, so the next run of the pipeline sends the FAIL of a run whose

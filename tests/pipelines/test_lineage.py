@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from minikafka import Source
 from minikafka.errors import PipelineDefinitionError
 from minikafka.ledger.consuming import lineage_log
+from minikafka.ledger.consuming.runlog import INTERRUPTED, TERMINATED, gone_error
 from minikafka.observe.lineage import KILLED, Dataset, StageJob, end_event
 from minikafka.pipelines import load_pipeline
 from minikafka.pipelines.opening import open_source
@@ -241,8 +243,62 @@ def test_a_failed_runs_error_is_masked_in_its_fail_event():
     message = event["run"]["facets"]["errorMessage"]["message"]
     assert "s3cretpw" not in message and "abcdef123456" not in message
     assert event["eventType"] == "FAIL"
-    assert end_event(job, "s-1", "2026-11-28T00:00:00Z", {"status": "interrupted", "error": "Ctrl-C"})["eventType"] \
-        == "ABORT"
+
+
+
+@pytest.mark.parametrize(("error", "ending"), [
+    (INTERRUPTED, "ABORT"),
+    (TERMINATED, "ABORT"),
+    ("the stage's process was killed by SIGKILL (the OOM killer, kill -9)", "FAIL"),
+    (gone_error({"pid": 4242, "host": "box"}), "FAIL"),
+    (None, "FAIL"),
+])
+def test_a_run_stopped_on_purpose_is_an_abort_and_one_that_died_is_a_fail(error, ending):
+    job = StageJob("ns", "p", "s", "/l.sqlite", "id", (Dataset("a"),), (Dataset("b"),))
+    event = end_event(job, "s-1", "2026-11-28T00:00:00Z", {"status": "interrupted", "error": error})
+    check_events([event])
+    assert event["eventType"] == ending
+    assert event["run"]["facets"]["errorMessage"]["message"] == (error or KILLED)
+
+
+def test_a_launched_stage_process_sigkilled_while_the_runner_lives_gets_a_fail(tmp_path):
+    from minikafka.pipelines.launch.child import Children, run_child
+    from minikafka.pipelines.lineage import Lineage
+    from tests.pipelines.test_killed_runs import PIPELINE, seed, stored_runs
+
+    (tmp_path / "data").mkdir()
+    night = tmp_path / "night.toml"
+    night.write_text(PIPELINE + f'\n[lineage]\nfile = "{tmp_path / "events.jsonl"}"\n')
+    seed(night)
+    defn = load_pipeline(night, check_jobs=False, suites=False)
+    sd = defn.stage("copy")
+    run_id = "copy-launched"
+    procs, outcomes = Children(), []
+    env = {**os.environ, ENV: "stage:started", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "tests.pipelines.killed_child", str(night), "copy", run_id]
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with open_source(defn) as source:
+            lineage = Lineage.of(defn, source, echo=lambda m: None)
+            lineage.started(sd, run_id)  # as the runner does before it launches the stage
+            runner = threading.Thread(target=lambda: outcomes.append(
+                run_child(defn, sd, cmd, run_id, False, lambda *_: None, procs, False, None, env=env)))
+            runner.start()
+            deadline = time.monotonic() + 60
+            while not any(r["run_id"] == run_id for r in stored_runs(night)) or "copy" not in procs.running:
+                assert time.monotonic() < deadline, "the stage never wrote its running row"
+                time.sleep(0.05)
+            os.kill(procs.running["copy"].pid, signal.SIGKILL)  # the OOM killer picks the stage's process
+            runner.join(60)
+            lineage.ended(sd, run_id, outcomes[0])  # as the runner does once the stage is over
+    finally:
+        os.chdir(cwd)
+    assert next(r for r in stored_runs(night) if r["run_id"] == run_id)["status"] == "interrupted"
+    events = read_events(tmp_path)
+    check_events(events)
+    assert [e["eventType"] for e in events] == ["START", "FAIL"]
+    assert "killed by SIGKILL" in events[1]["run"]["facets"]["errorMessage"]["message"]
 
 
 @pytest.mark.spark
@@ -265,3 +321,72 @@ def test_the_example_pipelines_events_carry_row_counts_and_quality_assertions(sp
     checked = [e for e in events if any("dataQualityAssertions" in d["facets"] for d in e["outputs"])]
     suites = [sd for sd in defn.stages if sd.expectations]
     assert len(checked) == len(suites) and suites
+
+
+@pytest.mark.spark
+def test_every_stage_run_of_watch_sends_a_start_and_its_ending(spark, tmp_path):
+    from minikafka.connectors.ingest import ingest_jsonl
+    from minikafka.pipelines.watch import Watch
+
+    defn = load_pipeline(lineage_project(tmp_path))
+    with open_source(defn) as src:
+        ingest_jsonl(src._topics["rss.items"], generate(tmp_path, 60))
+    result = Watch(defn, spark=spark, until_idle=True, echo=lambda m: None).run()
+    assert result.ok and result.outcomes
+    events = read_events(tmp_path)
+    check_events(events)
+    runs = by_run(events)
+    assert len(runs) == len(result.outcomes)
+    assert all(kinds == ["START", "COMPLETE"] for kinds in runs.values()), runs
+    seen = {e["job"]["name"]: (sorted(d["name"] for d in e["inputs"]), sorted(d["name"] for d in e["outputs"]))
+            for e in events}
+    assert seen == {k: v for k, v in dag_datasets(defn).items() if k in seen}
+    assert {e["job"]["name"] for e in events} == {f"{defn.name}.{o.name}" for o in result.outcomes}
+    with Source(str(defn.source)) as source:
+        assert lineage_log.open_runs(source.ledger.conn, defn.name) == []
+
+
+def test_pruning_the_run_log_prunes_the_lineage_notes_of_the_runs_it_deletes(tmp_path):
+    from datetime import timedelta
+
+    from click.testing import CliRunner
+
+    from minikafka.cli import main
+    from minikafka.util.clock import ManualClock, now, use_clock
+
+    defn = load_pipeline(lineage_project(tmp_path))
+    with open_source(defn):
+        pass
+    clock = ManualClock(now() - timedelta(days=10))
+    with use_clock(clock):
+        assert run_pipeline(defn, in_process=True, echo=lambda m: None).ok  # nothing new: no JVM
+        clock.advance(3600)
+        assert run_pipeline(defn, in_process=True, echo=lambda m: None).ok
+    with Source(str(defn.source)) as source:
+        conn = source.ledger.conn
+        with source.ledger.atomic() as tx:  # a START whose ending was never sent stays until one is
+            lineage_log.note_start_in_current_transaction(tx, lineage_log.OpenRun(
+                "gone-run", defn.name, defn.stages[0].name, "2000-01-01T00:00:00.000000Z", this_process()))
+        noted = {r[0] for r in conn.execute("SELECT run_id FROM _minikafka_lineage")}
+    assert len(noted) == 2 * len(defn.stages) + 1
+
+    pruned = CliRunner().invoke(main, ["prune", "--runs-older-than", "1d", "--source", str(defn.source)])
+    assert pruned.exit_code == 0, pruned.output
+    with Source(str(defn.source)) as source:
+        conn = source.ledger.conn
+        runs = {r[0] for r in conn.execute("SELECT run_id FROM _minikafka_runs WHERE kind = 'stage'")}
+        left = {r[0] for r in conn.execute("SELECT run_id FROM _minikafka_lineage")}
+    assert len(runs) == len(defn.stages)  # each stage's latest run
+    assert left == runs | {"gone-run"}
+
+
+@pytest.mark.parametrize(("field", "bad"), [("eventTime", "yesterday at noon"), ("eventTime", "2026-11-28 25:00"),
+                                            ("producer", "not a uri"), ("schemaURL", "::")])
+def test_the_schema_check_rejects_an_event_with_a_bad_time_or_uri(field, bad):
+    job = StageJob("ns", "p", "s", "/l.sqlite", "id", (Dataset("a"),), (Dataset("b"),))
+    event = end_event(job, "s-1", "2026-11-28T00:00:00Z", {"status": "succeeded"})
+    check_events([event])
+    assert not list(validator().iter_errors(event))
+    errors = list(validator().iter_errors({**event, field: bad}))
+    assert errors, f"{field}={bad!r} passed the schema check: are rfc3339-validator and rfc3986-validator installed?"
+    assert any(e.validator == "format" for e in errors), [e.message for e in errors]
