@@ -136,7 +136,9 @@ def sample(fams: dict, name: str, **labels) -> float:
     return found[0]
 
 
-def test_a_stage_killed_by_sigkill_shows_as_interrupted_in_status_health_console_and_metrics(night):
+def test_a_stage_killed_by_sigkill_shows_as_interrupted_in_status_health_console_and_metrics(night, monkeypatch):
+    # the console process (started in the project's directory) imports the pipeline's model from this checkout
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     seed(night)
     before = good_run_before(night)
     run_id = kill_mid_run(night)
