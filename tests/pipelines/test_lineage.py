@@ -28,6 +28,7 @@ from minikafka.pipelines.runner import run_pipeline
 from minikafka.util.faults import ENV
 from minikafka.util.liveness import this_process
 from tests.pipelines.helpers import ROOT, generate, homelab_copy
+from tests.util.ports import unused_port
 
 SPEC_DIR = ROOT / "tests" / "data" / "openlineage"
 
@@ -228,6 +229,7 @@ def test_an_endpoint_that_does_not_answer_costs_a_warning_line_not_the_run(tmp_p
     ('file = "e.jsonl"\ntimeout = 0\n', "lineage.timeout"),
     ('file = "e.jsonl"\napi_key_env = "NOT A NAME"\n', "lineage.api_key_env"),
     ('file = "e.jsonl"\nbogus = 1\n', "lineage: unknown key 'bogus'"),
+    ('transport = "kafka"\n', "lineage.transport: 'kafka' is not one of openlineage"),
 ])
 def test_a_bad_lineage_table_is_an_error_naming_the_key(tmp_path, table, problem):
     path = homelab_copy(tmp_path, extra="\n[lineage]\n" + table)
@@ -390,3 +392,81 @@ def test_the_schema_check_rejects_an_event_with_a_bad_time_or_uri(field, bad):
     errors = list(validator().iter_errors({**event, field: bad}))
     assert errors, f"{field}={bad!r} passed the schema check: are rfc3339-validator and rfc3986-validator installed?"
     assert any(e.validator == "format" for e in errors), [e.message for e in errors]
+
+
+def test_the_lake_tables_a_stage_writes_are_outputs_of_its_events_named_by_their_location(tmp_path):
+    pytest.importorskip("pyiceberg")
+    lake = '\n[lake.scored]\nformat = "iceberg"\ntopic = "rss.scored"\nlocation = "lake/scored"\npartition_by = ["day(published)"]\n'
+    defn = load_pipeline(lineage_project(tmp_path, extra=lake))
+    with open_source(defn):
+        pass
+    assert run_pipeline(defn, in_process=True, echo=lambda m: None).ok  # nothing new: no JVM
+    events = read_events(tmp_path)
+    check_events(events)
+    score = [e for e in events if e["job"]["name"] == "homelab.score"]
+    assert [e["eventType"] for e in score] == ["START", "COMPLETE"]
+    for e in score:
+        named = sorted((d["namespace"], d["name"]) for d in e["outputs"])
+        assert named == sorted([(f"sqlite:{defn.source}", "rss.scored"), ("file", str(tmp_path / "lake" / "scored"))])
+        fields = {d["name"]: [f["name"] for f in d["facets"]["schema"]["fields"]] for d in e["outputs"]}
+        assert fields[str(tmp_path / "lake" / "scored")] == fields["rss.scored"]
+    others = [e for e in events if e["job"]["name"] != "homelab.score"]
+    assert all(d["namespace"] != "file" for e in others for d in e["outputs"])
+
+
+def test_location_datasets_follow_openlineages_naming_of_files_and_object_stores():
+    from minikafka.observe.lineage import location_dataset
+
+    assert (location_dataset("/srv/lake/scored").namespace, location_dataset("/srv/lake/scored").name) == (
+        "file", "/srv/lake/scored")
+    assert (location_dataset("file:///srv/lake/x").namespace, location_dataset("file:///srv/lake/x").name) == (
+        "file", "/srv/lake/x")
+    s3 = location_dataset("s3://bucket/warehouse/scored")
+    assert (s3.namespace, s3.name) == ("s3://bucket", "warehouse/scored")
+
+
+def test_transport_openlineage_hands_every_event_to_openlineage_pythons_configured_transport(tmp_path, monkeypatch):
+    pytest.importorskip("openlineage.client")
+    from minikafka.pipelines import lineage as sender
+
+    monkeypatch.setattr(sender, "_CLIENT", [])  # a client made from this test's configuration
+    out = tmp_path / "ol-events.jsonl"
+    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "file")
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__LOG_FILE_PATH", str(out))
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__APPEND", "true")
+    path = homelab_copy(tmp_path, extra='\n[lineage]\nnamespace = "homelab-test"\ntransport = "openlineage"\n')
+    defn = load_pipeline(path)
+    with open_source(defn):
+        pass
+    assert run_pipeline(defn, in_process=True, echo=lambda m: None).ok  # nothing new: no JVM
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    check_events(events)
+    assert len(events) == 2 * len(defn.stages)
+    seen = {e["job"]["name"]: (sorted(d["name"] for d in e["inputs"]), sorted(d["name"] for d in e["outputs"]))
+            for e in events}
+    assert seen == dag_datasets(defn)
+
+
+def test_transport_openlineage_to_an_endpoint_that_does_not_answer_costs_a_warning_line_and_never_shows_its_key(tmp_path, monkeypatch):
+    pytest.importorskip("openlineage.client")
+    from minikafka.pipelines import lineage as sender
+
+    monkeypatch.setattr(sender, "_CLIENT", [])
+    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "http")
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__URL", f"http://127.0.0.1:{unused_port()}")
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__AUTH__TYPE", "api_key")
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__AUTH__APIKEY", "ol-secret-key-123")
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__RETRY", '{"total": 0, "connect": 0, "read": 0}')  # its default retries 5x
+    monkeypatch.chdir(tmp_path)
+    path = homelab_copy(tmp_path, extra='\n[lineage]\ntransport = "openlineage"\n')
+    defn = load_pipeline(path)
+    with open_source(defn):
+        pass
+    said: list[str] = []
+    assert run_pipeline(defn, in_process=True, echo=said.append).ok
+    warnings = [line for line in said if line.startswith("lineage: openlineage-python could not send")]
+    assert warnings and all("ol-secret-key-123" not in line for line in said)
