@@ -15,14 +15,17 @@ copies of one ledger (the demo feed's items, ingested once), in this order:
 8. a second pipeline file (copy E, its own ledger) run with the default engine: it uses the
    running engine (no second JVM) and takes about the warm DAG's time; then the memory the idle
    engine's JVM holds (RSS), one JVM for both pipeline files;
-9. bench_staging's 1,000,000-row stage on the warm engine: >= 250,000 rows/s.
+9. bench_staging's 1,000,000-row stage on the warm engine: >= 250,000 rows/s, with keys numbered
+   in order and with keys in random order (URLs with a hash in the path, as real ones arrive).
+
+``--stage-only`` runs 3 (to start an engine) and 9 only.
 
 Engines are recorded in a scratch engine directory ($MINIKAFKA_ENGINE_DIR): the cold run never
 finds an engine of yours.
 
 The engine is stopped at the end (and if the script is interrupted): no JVM outlives it.
 Exit status 1 when a target is missed.
-Usage: python scripts/bench_engine.py [--items 5000] [--rows 1000000]
+Usage: python scripts/bench_engine.py [--items 5000] [--rows 1000000] [--stage-only]
 """
 
 from __future__ import annotations
@@ -101,6 +104,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=5000, help="demo feed items (default 5000: 4,843 stored)")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the bench_staging stage (0: skip)")
+    parser.add_argument("--stage-only", action="store_true",
+                        help="only start an engine (a cold run) and time the bench_staging stage on it")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     tmp = scratch_dir("mk-bench-engine-")
@@ -126,6 +131,15 @@ def main() -> None:
     engine_of_b = load_pipeline(b, suites=False)
     atexit.register(stop_engine, engine_of_b)
 
+    if args.stage_only:
+        mk("run", b, "--engine", "auto", "--idle-timeout", "600")
+        state = find_engine(engine_of_b)
+        if state is None:
+            raise SystemExit("the engine that run started is not running")
+        for line in staging_on_engine(state.url, tmp, args.rows or 1_000_000):
+            print(line)
+        stop_engine(engine_of_b)
+        return
     floor = floor_seconds(tmp)
     print(f"bare spark-submit floor (SparkSession, count one row)   {floor:7.2f} s")
     submit_dag = mk("run", a, "--engine", "submit")
@@ -162,7 +176,8 @@ def main() -> None:
         print(line)
 
     if args.rows:
-        print(staging_on_engine(state.url, tmp, args.rows))
+        for line in staging_on_engine(state.url, tmp, args.rows):
+            print(line)
     stop_engine(engine_of_b)
 
 
@@ -182,8 +197,9 @@ def second_pipeline(copy: Path, warm: float) -> list[str]:
             f"(before: one engine per pipeline file, 1.1-1.4 GB each)"]
 
 
-def staging_on_engine(url: str, tmp: Path, rows: int) -> str:
-    """bench_staging's stage (select + arithmetic, dedup on a string key) over ``rows`` rows, on the engine."""
+def staging_on_engine(url: str, tmp: Path, rows: int) -> list[str]:
+    """bench_staging's stage (select + arithmetic, dedup on a string key) over ``rows`` rows, on the
+    engine: once with keys numbered in order, once with keys in random order."""
     from bench_spark import fill, make_topics, stage
 
     from minikafka import Source
@@ -191,23 +207,27 @@ def staging_on_engine(url: str, tmp: Path, rows: int) -> str:
     from minikafka.spark.engine import connect
 
     spark = connect(url)
+    lines = []
     try:
-        for label, count in (("warm-up", 2000), ("measured", rows)):
+        for label, count, keys in (("warm-up", 2000, "sorted"), ("sorted", rows, "sorted"),
+                                   ("random", rows, "random")):
             path = str(tmp / f"staging-{label}.sqlite")
             with Source(path) as src:
                 make_topics(src)
-                fill(src, "items", 1, count, "new")
+                fill(src, "items", 1, count, "new", keys=keys)
                 t0 = time.perf_counter()
                 result = run_stage(spark, src, stage())
                 seconds = time.perf_counter() - t0
-            if label == "measured":
+            if label != "warm-up":
                 rate = rows / seconds
-                return (f"bench_staging's {rows:,}-row stage on the warm engine {seconds:7.2f} s {rate:10,.0f} rows/s  "
-                        f"(spark {result.details.get('spark_seconds', 0):.2f} s, commit "
-                        f"{result.details.get('commit_seconds', 0):.2f} s)  target >= 250,000  {verdict(rate >= 250_000)}")
+                order = "keys in order " if keys == "sorted" else "random keys   "
+                lines.append(f"bench_staging's {rows:,}-row stage, warm engine, {order}{seconds:6.2f} s "
+                             f"{rate:10,.0f} rows/s  (spark {result.details.get('spark_seconds', 0):.2f} s, commit "
+                             f"{result.details.get('commit_seconds', 0):.2f} s)  target >= 250,000  "
+                             f"{verdict(rate >= 250_000)}")
     finally:
         spark.stop()
-    return ""
+    return lines
 
 
 if __name__ == "__main__":

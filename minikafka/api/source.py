@@ -517,6 +517,7 @@ class Source:
         Raises:
             SchemaMismatchError: a name that is not a keyed table.
         """
+        from ..ledger.consuming import compact_table_in_current_transaction
         from ..ledger.topics import keyed
 
         tables = keyed.table_names(self._ledger.conn)
@@ -526,7 +527,7 @@ class Source:
         deleted = {}
         for name in (tables if names is None else list(names)):
             with self._ledger.atomic() as conn:
-                deleted[name] = keyed.compact_in_current_transaction(conn, catalog.read_layout(conn, name))
+                deleted[name] = compact_table_in_current_transaction(conn, catalog.read_layout(conn, name))
         return deleted
 
     def group(self, name: str, *, start: str = "earliest") -> ConsumerGroup:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import click
@@ -209,15 +210,24 @@ def export_format(path: str, fmt: str | None) -> str:
 
 @main.command()
 @click.argument("topic")
-@click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("path", type=click.Path(allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl", "json", "csv"]),
               help="Default: from PATH's suffix (.parquet .pq, .jsonl .ndjson, .json, .csv).")
-@click.option("--status", "which", type=click.Choice(["new", "handled", "all"]), default="all", show_default=True)
+@click.option("--status", "which", type=click.Choice(["new", "handled", "all"]), default=None,
+              help="Only rows of this status (default: all).")
 @click.option("--where", "where", multiple=True, metavar="'FIELD OP VALUE'",
               help="Only rows matching, as in 'show --where' ('score>=0.5', 'feed=hn', 'lang = null'); "
                    "repeat to AND several. Values are parameters, never SQL.")
-@with_source(read_only=True)
-def export(source: Source, topic: str, path: str, fmt: str | None, which: str, where: tuple[str, ...]) -> None:
+@click.option("--incremental", is_flag=True,
+              help="PATH is a directory of Parquet files that holds the topic's rows, each exported once: write "
+                   "only the rows above what it holds, and record the new last id in the ledger.")
+@click.option("--partition-by", "partition_by", multiple=True, metavar="FIELD",
+              help="With --incremental: hive-style partition directories (FIELD=value/); repeat for several.")
+@click.option("--name", "target_name", metavar="NAME",
+              help="With --incremental: the export's name in the ledger (default: the topic's name, with _ for . and -).")
+@with_source(read_only=lambda kw: not kw.get("incremental"))
+def export(source: Source, topic: str, path: str, fmt: str | None, which: str | None, where: tuple[str, ...],
+           incremental: bool, partition_by: tuple[str, ...], target_name: str | None) -> None:
     """Export a topic to Parquet, JSON lines, a JSON array or CSV, in pages of 50,000 rows.
 
     The format comes from PATH's suffix (x.parquet, x.jsonl, x.json, x.csv) unless
@@ -230,6 +240,13 @@ def export(source: Source, topic: str, path: str, fmt: str | None, which: str, w
     link's target is replaced (the link stays); a named pipe or a device such as
     /dev/null is written directly; a directory or a socket is refused.
 
+    --incremental keeps PATH, a directory, as a Parquet export of the topic recorded in
+    the ledger (a lake target of format parquet, see 'minikafka lake list'): each run
+    writes only the rows new since the last one, in files named by their id range, and
+    records how far it got in one transaction with a run row; a run that died leaves
+    files the next one deletes first. Stage commits that write the topic keep it up to
+    date too.
+
     Example: minikafka export rss.scored data/scored.csv --where 'score>=0.5' --source data/homelab.sqlite
     """
     import contextlib
@@ -238,6 +255,14 @@ def export(source: Source, topic: str, path: str, fmt: str | None, which: str, w
     from ..util.atomicfile import atomic_write
 
     layout = source.layout(topic)  # no such topic: nothing opened, nothing written
+    if incremental:
+        _export_incremental(source, topic, path, fmt, which, where, partition_by, target_name)
+        return
+    if partition_by or target_name:
+        raise click.UsageError("--partition-by and --name describe an incremental export: add --incremental")
+    if os.path.isdir(path):
+        raise click.BadParameter(f"{path!r} is a directory: give a file, or --incremental to keep a directory "
+                                 "of Parquet files", param_hint="PATH")
     fmt = export_format(path, fmt)
     rows = _rows(layout, which, where)
     to_stdout = path == "-" or _is_standard_output(path)
@@ -253,6 +278,39 @@ def export(source: Source, topic: str, path: str, fmt: str | None, which: str, w
         fh.flush()
     click.echo(f"exported {written} row(s) of {topic} to {'standard output' if path == '-' else path}",
                err=to_stdout)
+
+
+def _export_incremental(source: Source, topic: str, path: str, fmt: str | None, which: str | None,
+                        where: tuple[str, ...], partition_by: tuple[str, ...], target_name: str | None) -> None:
+    """``export --incremental``: declare (or find) the Parquet export of ``topic`` at ``path``, then bring it up to
+    the topic in one transaction with a run row."""
+    import re
+
+    from ..errors import LakeConfigError, LakeError
+    from ..ledger.lake import ParquetTarget, declare, read_target, sync
+
+    if fmt not in (None, "parquet"):
+        raise click.UsageError(f"--incremental writes Parquet files, not {fmt}")
+    if where or which:
+        raise click.UsageError("--incremental exports every row of the topic once: --where and --status do not apply")
+    if path == "-":
+        raise click.BadParameter("--incremental needs a directory, not standard output", param_hint="PATH")
+    name = target_name or re.sub(r"[^A-Za-z0-9_]", "_", topic)
+    try:
+        target = ParquetTarget(name, topic, path, partition_by=partition_by)
+        stored = read_target(source.ledger.conn, name)
+        if stored is not None and (stored.format, stored.topic, stored.location) != ("parquet", topic,
+                                                                                     target.location):
+            raise click.UsageError(f"the ledger's export {name!r} is the {stored.format} target of {stored.topic} at "
+                                   f"{stored.location}: give this one another name with --name")
+        declare(source.ledger, [target])
+        result = sync(source.ledger, target)
+    except (LakeConfigError, LakeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    parts = f" (partitioned by {', '.join(partition_by)})" if partition_by else ""
+    what = f"{result.rows} new row(s)" if result.rows else "nothing new"
+    click.echo(f"exported {what} of {topic} to {target.location}{parts}; the export holds the topic up to id "
+               f"{result.last_id}")
 
 
 def _rows(layout, which: str | None, where: tuple[str, ...]):

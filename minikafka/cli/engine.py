@@ -34,13 +34,17 @@ def _duration(value: str | None) -> float | None:
               help="Stop after this long without a stage (e.g. 10m); default: run until stopped.")
 @click.option("--stop", "stop", is_flag=True,
               help="Stop the engine --pipeline uses (on its master, or --master) instead of starting one.")
+@click.option("--metrics-port", "metrics_port", type=click.IntRange(0, 65535), metavar="PORT",
+              help="Also serve Prometheus text at http://HOST:PORT/metrics: the engine's own figures (up, start, "
+                   "idle timeout, pipelines served, JVM memory) and, with --pipeline, its ledger's as 'minikafka "
+                   "metrics' prints them (0: any free port, named in the ready line).")
 @click.option("--no-warm-up", "no_warm_up", is_flag=True,
               help="Say ready as soon as the engine answers, without first running a small stage's Spark work "
                    "(the first stages then pay it; 'run' starts its engine this way).")
 @verbose_option
 @pipeline_source_option
 def serve(pipeline: str | None, master: str | None, host: str | None, port: int | None, idle_timeout: str | None,
-          stop: bool, no_warm_up: bool, source_override: str | None) -> None:
+          stop: bool, no_warm_up: bool, metrics_port: int | None, source_override: str | None) -> None:
     """Run a warm engine (a Spark Connect server) in the foreground, for run, check and watch.
 
     Prints one line when clients can use it ("engine ready at sc://..."), then runs until
@@ -48,6 +52,8 @@ def serve(pipeline: str | None, master: str | None, host: str | None, port: int 
     already taken is one line naming it (exit 1). While it runs, 'minikafka run' of any
     pipeline of this user on the same master uses it (each stage a small client process,
     a Spark Connect session of its own), and 'minikafka engine stop' stops it.
+
+    With --metrics-port, Prometheus scrapes the engine at /metrics on that port.
 
     Example: minikafka serve --pipeline conf/homelab.toml --port 0 --idle-timeout 10m
     """
@@ -68,7 +74,7 @@ def serve(pipeline: str | None, master: str | None, host: str | None, port: int 
             click.echo(f"stopped the engine at {redact_url(url)}")
         return
     serve_engine(defn, master=master, host=host, port=port, idle_timeout=_duration(idle_timeout) or None,
-                 echo=click.echo, warm_up=not no_warm_up)
+                 echo=click.echo, warm_up=not no_warm_up, metrics_port=metrics_port)
 
 
 def echo_engine_section(defn=None) -> None:

@@ -96,9 +96,10 @@ def sync_(source: Source, name: str, as_json: bool) -> None:
 @json_option
 @with_source
 def clean(source: Source, name: str, dry_run: bool, as_json: bool) -> None:
-    """Delete the files of NAME's table that no snapshot refers to: what commits that rolled
-    back or were killed left behind. Runs under the ledger's write lock, so it is safe while
-    stages commit (every commit writes its files holding that lock).
+    """Delete the files of NAME's table that no commit holds: what commits that rolled back or
+    were killed left behind (Iceberg: no snapshot reaches them; Delta: no action of the log
+    names them; Parquet export: above the committed last id). Runs under the ledger's write
+    lock, so it is safe while stages commit (every commit writes its files holding that lock).
 
     Example: minikafka lake clean scored --dry-run -p conf/homelab-lake.toml
     """

@@ -87,14 +87,23 @@ def compact(source: Source, tables: tuple[str, ...], as_json: bool) -> None:
     """Compact keyed tables: delete superseded versions every consumer of the table has acked.
 
     With no TABLE, every keyed table of the ledger. A consumer that has not read a version
-    yet keeps it; the current row of a key is never deleted. --json prints {table: deleted}.
+    yet keeps it, and so does a stage run still in progress (what its snapshot may read); the
+    current row of a key is never deleted. --json prints {table: deleted}. Each compaction
+    leaves a run row (kind compact). 'minikafka nightly' compacts its pipeline's tables after
+    the run.
 
     Example: minikafka compact
     """
+    from ..ledger.consuming import RunResult, new_run_id, write_run_in_current_transaction
+
+    run = RunResult(new_run_id("compact"), "compact", stage="compact", inputs=list(tables))
     try:
         deleted = source.compact_tables(list(tables) or None)
     except SchemaMismatchError as exc:
         raise click.ClickException(str(exc)) from exc
+    run.outputs, run.rows_out, run.details = sorted(deleted), sum(deleted.values()), {"deleted": deleted}
+    with source.ledger.atomic() as conn:
+        write_run_in_current_transaction(conn, run.finish("succeeded"))
     if as_json:
         echo_json(deleted)
         return

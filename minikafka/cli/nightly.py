@@ -27,6 +27,8 @@ def nightly(pipeline: str, run_args: tuple[str, ...], log_dir: str | None, keep_
        every file not ingested before, one transaction each (a file is known by
        its content's hash, noted in the ledger with its rows and a run row);
     2. minikafka run PIPELINE [RUN OPTIONS] (e.g. --strategy best_effort);
+     then, when it declares [tables], minikafka compact of them (superseded
+     versions every consumer has read);
     3. minikafka health --pipeline PIPELINE [--notify URL];
     4. every line also goes to DIR/nightly-YYYY-MM-DD.log; older logs beyond
        --keep-logs are deleted. Two nights never overlap (a lock in DIR).

@@ -1,7 +1,8 @@
 """A pipeline's DAG as an SVG drawn on the server: topics and stages in columns, links on each node.
 
 Topics are rectangles coloured by the largest lag of their consumers; stages are rounded
-boxes coloured by the outcome of their last run. Columns follow the longest path from a
+boxes coloured by the outcome of their last run. A stage's lookups (read whole, never acked)
+are dashed edges from the looked-up topic or table to the stage. Columns follow the longest path from a
 source topic, so every edge points right. No JavaScript, no external file: the SVG sits
 inline in the page and each node is a link to its topic or its runs.
 """
@@ -38,7 +39,7 @@ def _columns(stages: list[dict]) -> dict[tuple[str, str], int]:
     def stage_col(name: str, seen: frozenset) -> int:
         key = ("stage", name)
         if key not in col:
-            ins = [topic_col(t, seen | {name}) for t in by_name[name]["inputs"]]
+            ins = [topic_col(t, seen | {name}) for t in _reads(by_name[name])]
             col[key] = max(ins) + 1 if ins else 1
         return col[key]
 
@@ -49,6 +50,11 @@ def _columns(stages: list[dict]) -> dict[tuple[str, str], int]:
     return col
 
 
+def _reads(stage: dict) -> list[str]:
+    """The topics a stage reads: its inputs, then its lookups."""
+    return [*stage["inputs"], *stage.get("lookups", ())]
+
+
 def _label(text: str, limit: int = 19) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -57,7 +63,7 @@ def draw(stages: list[dict], last: dict[str, dict], lag: dict[str, int]) -> str:
     """The SVG text of one pipeline.
 
     Args:
-        stages: ``[{name, inputs, outputs}]``.
+        stages: ``[{name, inputs, outputs, lookups}]`` (``lookups`` optional).
         last: the last run of each stage (its ``status``, ``rows_out``).
         lag: the largest consumer lag of each topic.
     """
@@ -80,6 +86,9 @@ def draw(stages: list[dict], last: dict[str, dict], lag: dict[str, int]) -> str:
         for t in s["inputs"]:
             tx, ty = pos[("topic", t)]
             parts.append(_edge(tx + NODE_W, ty + NODE_H // 2, sx, sy + NODE_H // 2))
+        for t in s.get("lookups", ()):
+            tx, ty = pos[("topic", t)]
+            parts.append(_edge(tx + NODE_W, ty + NODE_H // 2, sx, sy + NODE_H // 2, lookup=True))
         for t in s["outputs"]:
             tx, ty = pos[("topic", t)]
             parts.append(_edge(sx + NODE_W, sy + NODE_H // 2, tx, ty + NODE_H // 2))
@@ -105,10 +114,12 @@ def draw(stages: list[dict], last: dict[str, dict], lag: dict[str, int]) -> str:
     return "".join(parts)
 
 
-def _edge(x1: int, y1: int, x2: int, y2: int) -> str:
+def _edge(x1: int, y1: int, x2: int, y2: int, *, lookup: bool = False) -> str:
+    """A curve from (x1, y1) to (x2, y2) ending in an arrow; a lookup's is dashed."""
     mid = (x1 + x2) / 2
+    dashed = ' class="edge lookup" stroke-dasharray="5 4"' if lookup else ' class="edge"'
     return (f'<path d="M {x1} {y1} C {mid} {y1}, {mid} {y2}, {x2} {y2}" fill="none" stroke="#667" '
-            'stroke-width="1.4" marker-end="url(#arrow)"/>')
+            f'stroke-width="1.4"{dashed} marker-end="url(#arrow)"/>')
 
 
 def bars(runs: list[dict], value: str, *, width: int = 320, height: int = 60) -> str:

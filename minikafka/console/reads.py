@@ -49,16 +49,19 @@ def _ago(seconds: float) -> str:
 
 # -- the pipeline graph -------------------------------------------------------------------
 def pipeline_graphs(conn, defns) -> list[dict]:
-    """Each pipeline as ``{name, stages: [{name, inputs, outputs}]}``: the pipeline files' (``defns``),
-    else one graph drawn from the stages the run log knows (their latest run's inputs and outputs)."""
+    """Each pipeline as ``{name, stages: [{name, inputs, lookups, outputs}]}``: the pipeline files'
+    (``defns``), else one graph drawn from the stages the run log knows (their latest run's inputs
+    and outputs, and the lookups its details name)."""
     if defns:
-        return [{"name": d.name, "stages": [{"name": s.name, "inputs": list(s.inputs), "outputs": list(s.outputs)}
-                                            for s in d.stages]} for d in defns]
+        return [{"name": d.name, "stages": [{"name": s.name, "inputs": list(s.inputs), "lookups": list(s.lookups),
+                                             "outputs": list(s.outputs)} for s in d.stages]} for d in defns]
     stages = []
     for name in runlog.run_names(conn):
         last = runlog.find_runs(conn, stage=name, limit=1)
         if last and last[0]["kind"] == "stage" and (last[0]["inputs"] or last[0]["outputs"]):
-            stages.append({"name": name, "inputs": last[0]["inputs"] or [], "outputs": last[0]["outputs"] or []})
+            looked = (last[0].get("details") or {}).get("lookups") or {}
+            stages.append({"name": name, "inputs": last[0]["inputs"] or [], "outputs": last[0]["outputs"] or [],
+                           "lookups": sorted(looked) if isinstance(looked, dict) else []})
     return [{"name": "pipeline (from the run log)", "stages": stages}] if stages else []
 
 

@@ -1,11 +1,15 @@
 """OpenLineage run events (spec 2-0-2) of a stage's runs, built from what the ledger holds.
 
 A stage run is one OpenLineage run of the job ``<pipeline>.<stage>``: a START when it starts
-and one of COMPLETE (succeeded, partial), FAIL (failed, or killed: found by the next run) or
-ABORT (interrupted by Ctrl-C or SIGTERM) when it ends. Its inputs and outputs are topics of
+and one of COMPLETE (succeeded, partial), FAIL (the run failed, or its process died: killed by
+SIGKILL or the OOM killer, crashed, its host lost) or ABORT (stopped on purpose: Ctrl-C or
+SIGTERM) when it ends. Its inputs and outputs are topics of
 the ledger, named ``<topic>`` in the namespace ``sqlite:<ledger path>``, with the model's
 fields as their schema facet; outputs carry the rows committed and the quality assertions
-their suites checked; a FAIL carries the run's error, masked as the run log keeps it.
+their suites checked; the lake tables that mirror an output topic (``[lake.NAME]``, written in
+the same commit) are outputs too, named by their location as OpenLineage names files
+(namespace ``file`` and the absolute path, or ``s3://bucket`` and the key); a FAIL carries the
+run's error, masked as the run log keeps it.
 
 The run id is a UUID (the spec's format) derived from the ledger's id and the run log's run
 id, so every event of one run, sent by whichever process, carries the same one.
@@ -21,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ledger.consuming import INTERRUPTED, TERMINATED
 from ..util.redact import redact_and_cut
 
 SPEC = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
@@ -41,6 +46,7 @@ SCHEMA_URLS = {
     "documentation": FACETS + "1-1-0/DocumentationJobFacet.json#/$defs/DocumentationJobFacet",
 }
 ENDINGS = {"succeeded": "COMPLETE", "partial": "COMPLETE", "failed": "FAIL", "interrupted": "ABORT"}
+STOPPED_ON_PURPOSE = (INTERRUPTED, TERMINATED)  # the errors an 'interrupted' run stopped by a person carries
 KILLED = "the stage's process ended without finishing its run (killed: SIGKILL, the OOM killer, a lost host)"
 ERROR_CHARS = 2000
 
@@ -58,10 +64,23 @@ def producer() -> str:
 
 @dataclass(frozen=True)
 class Dataset:
-    """A topic as OpenLineage sees it: its name and its fields as (name, type)."""
+    """A topic (or a lake table) as OpenLineage sees it: its name and its fields as (name, type);
+    ``namespace`` None: the ledger's."""
 
     name: str
     fields: tuple[tuple[str, str], ...] = ()
+    namespace: str | None = None
+
+
+def location_dataset(location: str, fields: tuple[tuple[str, str], ...] = ()) -> Dataset:
+    """A lake table at ``location`` named as OpenLineage names files: a local path is
+    (``file``, the absolute path); ``scheme://authority/path`` is (``scheme://authority``, the path)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(location)
+    if parts.scheme in ("", "file") or len(parts.scheme) == 1:  # a path (a Windows drive letter too)
+        return Dataset(parts.path if parts.scheme == "file" else location, fields, "file")
+    return Dataset(parts.path.lstrip("/") or "/", fields, f"{parts.scheme}://{parts.netloc}")
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,7 @@ class StageJob:
     outputs: tuple[Dataset, ...]
     description: str | None = None
     lookups: tuple[Dataset, ...] = field(default=())
+    lake: tuple[Dataset, ...] = field(default=())  # lake tables mirroring an output, written in its commit
 
     @property
     def name(self) -> str:
@@ -99,7 +119,7 @@ def _facet(name: str, body: Mapping[str, Any], made_by: str) -> dict[str, Any]:
 def _dataset(job: StageJob, ds: Dataset, made_by: str, **extra: Any) -> dict[str, Any]:
     facets = {"schema": _facet("schema", {"fields": [{"name": n, "type": t, "ordinal_position": i}
                                                       for i, (n, t) in enumerate(ds.fields, 1)]}, made_by)}
-    out = {"namespace": job.dataset_namespace, "name": ds.name, "facets": facets}
+    out = {"namespace": ds.namespace or job.dataset_namespace, "name": ds.name, "facets": facets}
     for key, value in extra.items():
         if value:
             out[key] = value
@@ -140,7 +160,7 @@ def start_event(job: StageJob, run_id: str, at: str, *, logical_date: str | None
         "run": {"runId": run_uuid(job.ledger_id, run_id), "facets": facets},
         "job": _job(job, made_by),
         "inputs": [_dataset(job, d, made_by) for d in (*job.inputs, *job.lookups)],
-        "outputs": [_dataset(job, d, made_by) for d in job.outputs],
+        "outputs": [_dataset(job, d, made_by) for d in (*job.outputs, *job.lake)],
     }
 
 
@@ -150,6 +170,8 @@ def end_event(job: StageJob, run_id: str, at: str, run: Mapping[str, Any] | None
     made_by = producer()
     status = (run or {}).get("status")
     state = ENDINGS.get(status or "", "FAIL")
+    if state == "ABORT" and (run or {}).get("error") not in STOPPED_ON_PURPOSE:
+        state = "FAIL"  # interrupted because its process died, not because someone stopped it
     facets: dict[str, Any] = {}
     if state != "COMPLETE":
         message = (run or {}).get("error") if status in ENDINGS else None
@@ -170,6 +192,7 @@ def end_event(job: StageJob, run_id: str, at: str, run: Mapping[str, Any] | None
         if checks:
             ds["facets"]["dataQualityAssertions"] = _facet("dataQualityAssertions", {"assertions": checks}, made_by)
         outputs.append(ds)
+    outputs += [_dataset(job, d, made_by) for d in job.lake]
     return {
         "eventType": state, "eventTime": at, "producer": made_by, "schemaURL": RUN_EVENT,
         "run": {"runId": run_uuid(job.ledger_id, run_id), "facets": facets},

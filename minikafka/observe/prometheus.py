@@ -2,8 +2,12 @@
 
 Names follow Prometheus' conventions: a ``minikafka_`` prefix, base units in the name
 (``_seconds``, ``_bytes``; ``_rows`` and ``_jobs`` for counts of things), times as
-``_timestamp_seconds`` since the epoch (0: never), and only gauges: every figure is a
-state read from the ledger, and none only ever grows (retention and purges shrink them).
+``_timestamp_seconds`` since the epoch (0: never). Most figures are gauges: a state read
+from the ledger that retention, purges or the next run can lower. The few the ledger keeps
+as counts that only grow are counters named ``_total``: runs by final status (the run log;
+pruning it lowers them, which Prometheus' ``rate``/``increase`` take as a counter reset),
+rows ever appended to a topic (its highest id), rows ever quarantined (the quarantine's
+sequence).
 Labels are ``pipeline``, ``stage``, ``topic``, ``consumer``, ``queue``, ``state`` and
 ``status``: names the pipeline file or the ledger gives, bounded by what it defines. No
 run id, no error text, no path ever becomes a label (an error may quote a secret; a run
@@ -45,6 +49,9 @@ FAMILIES = [
     Family("minikafka_stage_last_run_failed_rows", "Input rows of the latest run that failed and stay pending.",
            STAGE),
     Family("minikafka_stage_last_run_quarantined_rows", "Rows the stage's latest run quarantined.", STAGE),
+    Family("minikafka_stage_runs_total", "Runs of the stage in the run log by final status (succeeded, failed, "
+           "partial, interrupted; a run whose process is gone counts as interrupted). Pruning the run log "
+           "lowers it, which Prometheus takes as a counter reset.", (*STAGE, "status"), "counter"),
     Family("minikafka_stage_last_success_timestamp_seconds", "When the stage's latest succeeded run ended "
            "(0: never).", STAGE),
     Family("minikafka_stage_last_failure_timestamp_seconds", "When the stage's latest failed or interrupted run "
@@ -52,12 +59,16 @@ FAMILIES = [
     Family("minikafka_stage_last_interrupted_timestamp_seconds", "When the stage's latest interrupted run ended "
            "(0: never).", STAGE),
     Family("minikafka_topic_rows", "Rows the topic holds.", ("topic",)),
+    Family("minikafka_topic_appended_rows_total", "Rows ever appended to the topic (its highest id; "
+           "retention does not lower it).", ("topic",), "counter"),
     Family("minikafka_topic_newest_row_timestamp_seconds", "When the topic's newest row was appended (0: empty).",
            ("topic",)),
     Family("minikafka_consumer_lag_rows", "Rows of the topic pending for the consumer.", ("topic", "consumer")),
     Family("minikafka_queue_jobs", "Jobs of the work queue by state (dead: in its dead letter).",
            ("queue", "topic", "consumer", "state")),
     Family("minikafka_quarantine_rows", "Rows in the topic's quarantine.", ("topic",)),
+    Family("minikafka_quarantined_rows_total", "Rows ever quarantined in the ledger, all topics (requeues "
+           "and purges do not lower it).", (), "counter"),
     Family("minikafka_ledger_file_bytes", "Size of the ledger file."),
     Family("minikafka_ledger_wal_bytes", "Size of the ledger's -wal file (0: none)."),
     Family("minikafka_backup_last_success_timestamp_seconds", "When the latest succeeded backup of the ledger "
@@ -107,11 +118,14 @@ def _samples(figures: LedgerFigures, pipeline_of: Mapping[str, str]) -> dict[str
             add("minikafka_stage_last_run_duplicate_rows", key, s.rows_duplicate)
             add("minikafka_stage_last_run_failed_rows", key, s.rows_failed)
             add("minikafka_stage_last_run_quarantined_rows", key, s.rows_quarantined)
+        for status, n in s.runs.items():
+            add("minikafka_stage_runs_total", (*key, status), n)
         add("minikafka_stage_last_success_timestamp_seconds", key, s.last_success or 0)
         add("minikafka_stage_last_failure_timestamp_seconds", key, s.last_failure or 0)
         add("minikafka_stage_last_interrupted_timestamp_seconds", key, s.last_interrupted or 0)
     for t in figures.topics:
         add("minikafka_topic_rows", (t.topic,), t.rows)
+        add("minikafka_topic_appended_rows_total", (t.topic,), t.appended)
         add("minikafka_topic_newest_row_timestamp_seconds", (t.topic,), t.newest_row or 0)
     for c in figures.consumers:
         add("minikafka_consumer_lag_rows", (c.topic, c.consumer), c.lag)
@@ -122,6 +136,7 @@ def _samples(figures: LedgerFigures, pipeline_of: Mapping[str, str]) -> dict[str
     quarantined = dict.fromkeys((t.topic for t in figures.topics), 0) | dict(figures.quarantined)
     for topic in sorted(quarantined):
         add("minikafka_quarantine_rows", (topic,), quarantined[topic])
+    add("minikafka_quarantined_rows_total", (), figures.quarantined_ever)
     add("minikafka_ledger_file_bytes", (), figures.file_bytes)
     add("minikafka_ledger_wal_bytes", (), figures.wal_bytes)
     add("minikafka_backup_last_success_timestamp_seconds", (), figures.last_backup or 0)

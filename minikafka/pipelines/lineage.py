@@ -8,8 +8,11 @@
     url = "http://127.0.0.1:5000/api/v1/lineage"  # POSTed one event at a time (Marquez, DataHub...)
     api_key_env = "LINEAGE_API_KEY"            # the variable holding a bearer token for url
     timeout = 5                                # seconds per POST
+    transport = "openlineage"                  # also hand each event to openlineage-python's client
+                                               # (extra lineage), configured the OpenLineage way:
+                                               # openlineage.yml or OPENLINEAGE_* variables
 
-The scheduler (``runner``) sends a stage run's START before the stage starts and its
+The scheduler (``runner``) and ``watch`` send a stage run's START before the stage starts and its
 COMPLETE, FAIL or ABORT once the run's row is in the run log, built from that row
 (``observe.lineage``). Each START is noted in the ledger first (``ledger.consuming.lineage_log``)
 with the process that sends it, so the next run of the pipeline sends the FAIL of a run whose
@@ -32,13 +35,14 @@ from typing import Any
 from ..errors import PipelineDefinitionError
 from ..ledger.consuming import lineage_log, read_runs
 from ..ledger.transactions import read_identity
-from ..observe.lineage import Dataset, StageJob, end_event, start_event
+from ..observe.lineage import Dataset, StageJob, end_event, location_dataset, start_event
 from ..util.clock import utc_now
 from ..util.faults import checkpoint
 from ..util.liveness import process_state, this_process
 from ..util.redact import redact_and_cut, redact_url
 
-LINEAGE_KEYS = ("namespace", "file", "url", "api_key_env", "timeout")
+LINEAGE_KEYS = ("namespace", "file", "url", "api_key_env", "timeout", "transport")
+TRANSPORTS = ("openlineage",)
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class LineageSettings:
     url: str | None = None
     api_key_env: str | None = None
     timeout: float = 5.0
+    transport: str | None = None  # "openlineage": openlineage-python's configured transport too
 
 
 def parse_lineage(path: Path, spec: dict[str, Any] | None) -> LineageSettings | None:
@@ -61,8 +66,18 @@ def parse_lineage(path: Path, spec: dict[str, Any] | None) -> LineageSettings | 
     if spec is None:
         return None
     where = f"{path}: lineage"
-    if not spec.get("file") and not spec.get("url"):
-        raise PipelineDefinitionError(f"{where}: give file = \"events.jsonl\" or url = \"http://host/api/v1/lineage\"")
+    transport = spec.get("transport")
+    if transport is not None and transport not in TRANSPORTS:
+        raise PipelineDefinitionError(f"{where}.transport: {transport!r} is not one of {', '.join(TRANSPORTS)}")
+    if transport == "openlineage":
+        import importlib.util
+
+        if importlib.util.find_spec("openlineage") is None:
+            raise PipelineDefinitionError(f"{where}.transport: 'openlineage' needs openlineage-python: "
+                                          "pip install 'minikafka-spark[lineage]'")
+    if not spec.get("file") and not spec.get("url") and transport is None:
+        raise PipelineDefinitionError(f"{where}: give file = \"events.jsonl\", url = \"http://host/api/v1/lineage\" "
+                                      "or transport = \"openlineage\"")
     url = spec.get("url")
     if url is not None and not str(url).startswith(("http://", "https://")):
         raise PipelineDefinitionError(f"{where}.url: an http:// or https:// URL, got {redact_url(url)!r}")
@@ -74,7 +89,7 @@ def parse_lineage(path: Path, spec: dict[str, Any] | None) -> LineageSettings | 
         raise PipelineDefinitionError(f"{where}.api_key_env: the name of an environment variable, got {env!r}")
     file = spec.get("file")
     return LineageSettings(namespace=spec.get("namespace"), file=(path.parent / file).resolve() if file else None,
-                           url=url, api_key_env=env, timeout=float(timeout))
+                           url=url, api_key_env=env, timeout=float(timeout), transport=transport)
 
 
 class Lineage:
@@ -100,12 +115,17 @@ class Lineage:
                     columns = ()
                 return Dataset(name, columns)
 
+            outputs = tuple(dataset(t) for t in sd.outputs)
+            fields = {d.name: d.fields for d in outputs}
+            lake = tuple(location_dataset(target.location, fields[target.topic])
+                         for _name, target in sorted((getattr(self.defn, "lake", None) or {}).items())
+                         if target.topic in fields)
             self._jobs[sd.name] = StageJob(
                 namespace=self.settings.namespace or self.defn.name, pipeline=self.defn.name, stage=sd.name,
                 ledger=str(Path(self.defn.source).resolve()), ledger_id=self.ledger_id,
-                inputs=tuple(dataset(t) for t in sd.inputs), outputs=tuple(dataset(t) for t in sd.outputs),
+                inputs=tuple(dataset(t) for t in sd.inputs), outputs=outputs,
                 description=getattr(sd, "description", None),
-                lookups=tuple(dataset(t) for t in getattr(sd, "lookups", None) or ()))
+                lookups=tuple(dataset(t) for t in getattr(sd, "lookups", None) or ()), lake=lake)
         return self._jobs[sd.name]
 
     def started(self, sd, run_id: str, logical_date: str | None = None) -> None:
@@ -166,6 +186,10 @@ class Lineage:
             problem = post(self.settings.url, line, self.settings.api_key_env, self.settings.timeout)
             if problem:
                 self.echo(f"lineage: {problem}")
+        if self.settings.transport == "openlineage":
+            problem = emit_with_openlineage(event)
+            if problem:
+                self.echo(f"lineage: {problem}")
 
 
 @dataclass(frozen=True)
@@ -203,3 +227,27 @@ def post(url: str, body: str, api_key_env: str | None, timeout: float) -> str | 
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
         return f"could not send to {redact_url(url)}: {redact_and_cut(reason, 200, [token])}"
+
+
+_CLIENT: list = []  # openlineage-python's client, made once per process from its own configuration
+
+
+def emit_with_openlineage(event: dict[str, Any]) -> str | None:
+    """Hand one event to openlineage-python's transport, configured as that library reads it
+    (``openlineage.yml``, ``$OPENLINEAGE_CONFIG``, ``OPENLINEAGE_URL``/``OPENLINEAGE__TRANSPORT__*``:
+    http, kafka, file, console, composite...). None when it took it, else what went wrong, masked.
+
+    The event is the one the file and url transports send (built from the ledger); it goes to
+    the client's transport as it is, without the client's own environment facets."""
+    try:
+        if not _CLIENT:
+            from openlineage.client import OpenLineageClient
+
+            _CLIENT.append(OpenLineageClient())
+        transport = _CLIENT[0].transport
+        if transport is None:
+            return "openlineage-python has no transport configured (openlineage.yml or OPENLINEAGE_URL)"
+        transport.emit(event)
+        return None
+    except Exception as exc:  # noqa: BLE001 - lineage never fails a run
+        return f"openlineage-python could not send the event: {type(exc).__name__}: {redact_and_cut(exc, 200)}"

@@ -9,6 +9,9 @@ directory: a second night exits 75 at once):
    dumps) in the same transaction as its rows and its run row, so a file ingested or backfilled
    before is skipped, and a crash mid-file leaves nothing of it;
 2. **run**: ``minikafka run PIPELINE`` (extra arguments go to it), its own process;
+   then, when the pipeline declares keyed tables (``[tables]``), ``minikafka compact`` of them:
+   superseded versions every consumer has read are deleted (``minikafka compact`` keeps what a
+   stage run still in progress may read), so a table does not grow with every night's changes;
 3. **health**: ``minikafka health --pipeline PIPELINE`` (``--notify`` URLs go to it);
 4. **logs**: everything printed goes to ``nightly-YYYY-MM-DD.log`` in the log directory too
    (appended: one file per night), and only the newest ``keep_logs`` such files are kept.
@@ -58,6 +61,7 @@ class Night:
     pipeline: str
     files: list[FileIngest] = field(default_factory=list)
     run_exit: int | None = None
+    compact_exit: int | None = None
     health_exit: int | None = None
     exit_code: int = 0
     log: Path | None = None
@@ -233,6 +237,10 @@ def _night(night: Night, pipeline, command, run_args, notify, say, stamp) -> Non
         return
     say(f"=== {stamp()} minikafka run {pipeline} {' '.join(run_args)}".rstrip())
     night.run_exit = _command(command, ["run", str(pipeline), *run_args], say)
+    tables = sorted(name for name, t in defn.topics.items() if t.is_table)
+    if night.run_exit != 2 and tables and Path(defn.source).is_file():
+        say(f"=== {stamp()} minikafka compact --pipeline {pipeline} {' '.join(tables)}")
+        night.compact_exit = _command(command, ["compact", "--pipeline", str(pipeline), *tables], say)
     if night.run_exit != 2:
         say(f"=== {stamp()} minikafka health --pipeline {pipeline}")
         notify_args = [a for url in notify for a in ("--notify", url)]
@@ -240,7 +248,7 @@ def _night(night: Night, pipeline, command, run_args, notify, say, stamp) -> Non
     failed_ingest = any(f.status == "failed" for f in night.files)
     if night.run_exit:
         night.exit_code = night.run_exit
-    elif failed_ingest:
+    elif failed_ingest or night.compact_exit:
         night.exit_code = 1
     elif night.health_exit:
         night.exit_code = HEALTH_FAILED
@@ -261,12 +269,14 @@ def _record(defn, night: Night) -> None:
                     rows_quarantined=sum(f.quarantined for f in done),
                     details={"pipeline": str(defn.path), "files_ingested": len(done),
                              "files_skipped": night.count("skipped"), "files_failed": night.count("failed"),
-                             "run_exit": night.run_exit, "health_exit": night.health_exit, "log": str(night.log)})
+                             "run_exit": night.run_exit, "compact_exit": night.compact_exit,
+                             "health_exit": night.health_exit, "log": str(night.log)})
     failed = night.exit_code not in (0,)
     why = None
     if failed:
         why = "; ".join(filter(None, [
             f"run exited {night.run_exit}" if night.run_exit else None,
+            f"compact exited {night.compact_exit}" if night.compact_exit else None,
             f"{night.count('failed')} file(s) failed to ingest" if night.count("failed") else None,
             "a health check fails" if night.health_exit else None]))
     run.finish("failed" if failed else "succeeded", why)

@@ -127,6 +127,7 @@ class LineageSpec(_Table):
     url: StrictStr | None = None
     api_key_env: StrictStr | None = None
     timeout: StrictInt | StrictFloat | None = None
+    transport: StrictStr | None = None
 
 
 class PipelineFile(_Table):
@@ -175,6 +176,7 @@ EXPECTED = {
     ("lineage", "url"): 'an OpenLineage HTTP endpoint, e.g. "http://127.0.0.1:5000/api/v1/lineage"',
     ("lineage", "api_key_env"): 'the name of the environment variable holding a bearer token, e.g. "LINEAGE_API_KEY"',
     ("lineage", "timeout"): "seconds each POST may take (a number)",
+    ("lineage", "transport"): '"openlineage": also hand each event to openlineage-python\'s configured transport',
     ("pipeline", "name"): "a name (a string)",
     ("pipeline", "source"): 'the SQLite ledger\'s path as a string, e.g. "../data/homelab.sqlite"',
     ("pipeline", "master"): 'a Spark master URL as a string, e.g. "local[2]" or "spark://host:7077"',

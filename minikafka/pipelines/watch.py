@@ -18,6 +18,9 @@ or SIGINT: the run in flight finishes (its commit included) and watch returns (t
 exits 0, or 130 after SIGINT); a second SIGINT stops the run in flight at once (its run
 is recorded as 'interrupted', nothing of it committed). With
 ``until_idle`` watch exits once no stage has work its trigger accepts (1 if a stage failed).
+With ``[lineage]`` in the pipeline file every stage run sends its OpenLineage START and its
+ending, as ``minikafka run`` does (``pipelines.lineage``), and watch first sends the endings
+of earlier runs whose process was killed.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..api.source import Source
+from ..ledger.consuming import new_run_id
 from ..ledger.topics import TopicTable, acks
 from ..util import clock
 from ..util.clock import format_timestamp, parse_timestamp
@@ -39,6 +43,7 @@ from ..util.redact import redact_and_cut
 from ..util.results import Result
 from .definition import PipelineDefinition, StageDefinition
 from .launch import run_in_process, watch_session
+from .lineage import Lineage
 from .opening import open_source
 from .results import StageOutcome
 
@@ -114,6 +119,7 @@ class Watch:
         self._stop = threading.Event()
         self._next_retention = 0.0
         self.interrupted = False
+        self.lineage: Lineage | None = None
 
     def stop(self) -> None:
         """Finish the run in flight, then return from ``run()``."""
@@ -138,6 +144,9 @@ class Watch:
             self.echo(f"watching {self.defn.name}: {len(self.states)} stage(s)"
                       + (" until idle" if self.until_idle else "; SIGTERM or Ctrl-C to stop"))
             with Source(str(self.defn.source)) as source:
+                self.lineage = Lineage.of(self.defn, source, self.echo)
+                if self.lineage is not None:
+                    self.lineage.recover()  # the endings of earlier runs whose process was killed
                 while not self._stop.is_set():
                     watcher = getattr(source, "watcher", None)  # wakes on commits where the ledger has one
                     mark = watcher.mark() if watcher is not None else None
@@ -228,10 +237,20 @@ class Watch:
 
     def _run(self, st: StageState, upto: dict[str, int] | None) -> StageOutcome:
         spark = self._session()
+        run_id = new_run_id(st.sd.name)  # the run's one id: its run-log row and its lineage events
+        if self.lineage is not None:
+            self.lineage.started(st.sd, run_id)
         try:
-            outcome = run_in_process(spark, self.defn, st.sd, False, staging=self.defn.staging, upto=upto)
+            outcome = run_in_process(spark, self.defn, st.sd, False, staging=self.defn.staging, upto=upto,
+                                     run_id=run_id)
+        except KeyboardInterrupt:  # the second Ctrl-C stopped the run in flight
+            if self.lineage is not None:
+                self.lineage.ended(st.sd, run_id)
+            raise
         except Exception as exc:  # a stage that cannot even start must not stop the others
             outcome = StageOutcome(st.sd.name, "failed", 0.0, None, f"{type(exc).__name__}: {exc}")
+        if self.lineage is not None:
+            self.lineage.ended(st.sd, run_id, outcome)
         st.runs += 1
         st.last_run = clock.now()
         if outcome.status == "failed":

@@ -222,3 +222,40 @@ def test_sigterm_stops_the_console_within_seconds_while_a_page_waits_on_the_ledg
     assert console.proc.returncode == 0
     assert gone - asked < READ_BUSY_S, f"the console stopped {gone - asked:.1f} s after the page was asked for"
     assert slow.get("status") != 503  # the page never finished waiting
+
+
+def test_a_stages_lookup_is_a_dashed_edge_from_its_topic_on_the_overview_graph(tmp_path):
+    import re
+    import warnings
+
+    from minikafka.console.app import create_app
+    from minikafka.pipelines.definition import load_pipeline
+
+    from ..pipelines.helpers import homelab_copy
+
+    conf = homelab_copy(tmp_path)
+    text = conf.read_text()
+    score = text.index('name = "score"')
+    end = text.index('outputs = ["rss.scored"]', score)
+    conf.write_text(text[:end] + 'lookups = ["rss.feed_day"]\n' + text[end:])
+    Source(tmp_path / "homelab.sqlite").close()
+    defn = load_pipeline(conf, suites=False)
+    assert defn.stage("score").lookups == ["rss.feed_day"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+    with TestClient(create_app(tmp_path / "homelab.sqlite", pipelines=[defn]), base_url="http://127.0.0.1") as c:
+        page = c.get("/").text
+    svg = page[page.index('<svg xmlns="http://www.w3.org/2000/svg" class="dag"'):]
+    svg = svg[: svg.index("</svg>")]
+    dashed = re.findall(r'<path d="M ([\d.]+) ([\d.]+) C [^"]*, ([\d.]+) ([\d.]+)"[^>]*class="edge lookup"', svg)
+    assert len(dashed) == 1, svg
+    node = {name: (int(x), int(y)) for name, x, y in re.findall(
+        r'data-name="([^"]+)"><rect x="(\d+)" y="(\d+)"', svg)}
+    x1, y1, x2, y2 = (float(v) for v in dashed[0])
+    # from the right side of the looked-up table to the left side of the stage that reads it
+    assert (x1, y1) == (node["rss.feed_day"][0] + 132, node["rss.feed_day"][1] + 22)
+    assert (x2, y2) == (node["score"][0], node["score"][1] + 22)
+    assert node["rss.feed_day"][0] < node["score"][0]
+    assert svg.count('class="edge lookup"') == 1 and svg.count('class="edge"') == sum(
+        len(s.inputs) + len(s.outputs) for s in defn.stages)

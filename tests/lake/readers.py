@@ -1,5 +1,6 @@
 """The same Iceberg table read three ways: pyiceberg, DuckDB (its iceberg extension, from the
-pinned extension wheel: nothing downloaded) and polars."""
+pinned extension wheel: nothing downloaded) and polars; a Delta table by deltalake, DuckDB
+(its delta extension, from its pinned wheel) and polars."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def duckdb_connection():
     con = duckdb.connect(config={"extension_directory": extension_directory(), "autoinstall_known_extensions": False,
                                  "autoload_known_extensions": True})
     con.load_extension("iceberg")
+    con.load_extension("delta")
     con.sql("SET TimeZone = 'UTC'")  # timestamptz columns come back as Arrow tz=UTC, as pyiceberg reads them
     return con
 
@@ -44,5 +46,23 @@ def read_three_ways(ledger: str, table: str, order_by: str = "_id") -> dict[str,
     out = {}
     for name, t in (("pyiceberg", by_pyiceberg), ("duckdb", by_duckdb), ("polars", by_polars)):
         t = t.sort_by(order_by)
+        out[name] = ([tuple(r.values()) for r in t.to_pylist()], [(f.name, logical(f.type)) for f in t.schema])
+    return out
+
+
+def read_delta_three_ways(location: str, order_by: str = "_id") -> dict[str, tuple[list, list]]:
+    """{reader: (rows as sorted tuples, [(column, Arrow type)])} of the Delta table at ``location``,
+    columns in the table's schema order (a partition column comes back last from some readers)."""
+    import polars as pl
+    from deltalake import DeltaTable
+
+    table = DeltaTable(location)
+    names = [f.name for f in table.schema().fields]
+    con = duckdb_connection()
+    by_duckdb = con.sql(f"SELECT * FROM delta_scan('{location}')").fetch_arrow_table()
+    out = {}
+    for name, t in (("deltalake", table.to_pyarrow_table()), ("duckdb", by_duckdb),
+                    ("polars", pl.read_delta(location).to_arrow())):
+        t = t.select(names).sort_by(order_by)
         out[name] = ([tuple(r.values()) for r in t.to_pylist()], [(f.name, logical(f.type)) for f in t.schema])
     return out

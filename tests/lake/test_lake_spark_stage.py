@@ -15,7 +15,6 @@ from schemas.homelab import Scored  # noqa: E402
 from tests.pipelines.helpers import generate, homelab_copy  # noqa: E402
 
 from .readers import read_three_ways  # noqa: E402
-from .test_lake_pipeline_file import LAKE  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -26,7 +25,10 @@ def ingest(defn, path):
 
 
 def test_the_example_pipeline_writes_rss_scored_to_its_iceberg_table_in_the_stage_commit(spark, tmp_path):
-    defn = load_pipeline(homelab_copy(tmp_path, extra=LAKE))
+    # the shipped conf/homelab-lake.toml itself, its ledger and lake directory moved under tmp_path
+    defn = load_pipeline(homelab_copy(tmp_path, conf="homelab-lake.toml", replace={
+        'location = "../lake/scored"': f'location = "{tmp_path / "lake" / "scored"}"'}))
+    assert defn.lake["scored"].location == str(tmp_path / "lake" / "scored")
     ingest(defn, generate(tmp_path, 120))
     result = run_pipeline(defn, in_process=True, echo=lambda m: None)
     assert result.ok, result.table()

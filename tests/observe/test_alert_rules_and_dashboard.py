@@ -105,3 +105,22 @@ def test_the_rules_the_docs_page_shows_are_the_shipped_rule_file():
     page = DOCS.parent / "how-to" / "metrics.md"
     saved = [b.text for b in blocks_of(page) if b.directives.get("save") == RULES.name]
     assert saved and saved[0].strip() == RULES.read_text().strip()
+
+
+def test_counters_and_only_counters_are_named_total():
+    kinds = {f.name: f.type for f in FAMILIES}
+    assert {"counter", "gauge"} <= set(kinds.values())
+    wrong = [name for name, kind in kinds.items() if name.endswith("_total") != (kind == "counter")]
+    assert not wrong, wrong
+    assert {"minikafka_stage_runs_total", "minikafka_topic_appended_rows_total",
+            "minikafka_quarantined_rows_total"} <= {n for n, k in kinds.items() if k == "counter"}
+
+
+def test_every_alert_rule_has_a_unit_test_that_fires_it_and_one_that_does_not():
+    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+    cases = [c for t in yaml.safe_load(RULE_TESTS.read_text())["tests"] for c in t.get("alert_rule_test", [])]
+    fires = {c["alertname"] for c in cases if c.get("exp_alerts")}
+    quiet = {c["alertname"] for c in cases if not c.get("exp_alerts")}
+    assert len(alerts) == 8
+    assert not alerts - fires, f"never fired by a unit test: {sorted(alerts - fires)}"
+    assert not alerts - quiet, f"never shown quiet by a unit test: {sorted(alerts - quiet)}"

@@ -71,7 +71,8 @@ def ledger(tmp_path) -> Path:
         job.fail(f"POST https://bot:{SECRET}@example.com/hook refused")
     _run(path, "average", "succeeded", T0, rows_in=7, rows_out=3, rows_duplicate=1)
     _run(path, "average", "failed", T0 + timedelta(hours=1),
-         error=f"connect to postgres://app:{SECRET}@db/prod failed", rows_in=2)
+         error=f"connect to postgres://app:{SECRET}@db/prod failed", rows_in=2, rows_out=1, rows_duplicate=1,
+         rows_failed=1)
     _run(path, "notify", "interrupted", T0 + timedelta(hours=2), error="stopped by SIGTERM", rows_in=4,
          rows_quarantined=2)
     led = Ledger(str(path))
@@ -86,12 +87,18 @@ def ledger(tmp_path) -> Path:
     return path
 
 
+def _exposed(family) -> str:
+    """The name a family is exposed under (the parser drops a counter's ``_total``)."""
+    return family.name + "_total" if family.type == "counter" else family.name
+
+
 def _families(text: str) -> dict:
-    return {f.name: f for f in parser.text_string_to_metric_families(text)}
+    return {_exposed(f): f for f in parser.text_string_to_metric_families(text)}
 
 
 def _value(families, name: str, **labels) -> float:
-    found = [s.value for s in families[name].samples if all(s.labels.get(k) == v for k, v in labels.items())]
+    found = [s.value for s in families[name].samples
+             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
     assert len(found) == 1, (name, labels, families[name].samples)
     return found[0]
 
@@ -104,9 +111,18 @@ def check_equals_ledger(text: str, ledger: Path, pipeline: str = "") -> None:
     """Every figure of ``text`` is what the ledger holds, read through other paths than the exposition's."""
     fams = _families(text)
     assert _value(fams, "minikafka_ledger_file_bytes") == ledger.stat().st_size  # before anything writes
+    wal = ledger.with_name(ledger.name + "-wal")
+    assert _value(fams, "minikafka_ledger_wal_bytes") == (wal.stat().st_size if wal.exists() else 0)
     led = Ledger(str(ledger), read_only=True)
     runs = read_runs(led.conn, limit=100)
+    newest = led.conn.execute('SELECT "_id", "_created_at" FROM "readings" ORDER BY "_id" DESC LIMIT 1').fetchone()
     led.close()
+    for name in ("average", "notify"):
+        for status in ("succeeded", "failed", "partial", "interrupted"):
+            stored = sum(1 for r in runs if r["stage"] == name and r["kind"] == "stage" and r["status"] == status)
+            labels = {"pipeline": pipeline if name == "average" else "", "stage": name, "status": status}
+            assert _value(fams, "minikafka_stage_runs_total", **labels) == stored
+    assert _value(fams, "minikafka_stage_runs_total", stage="average", status="failed") == 1
     stage = {"pipeline": pipeline, "stage": "average"}
     good = next(r for r in runs if r["stage"] == "average" and r["status"] == "succeeded")
     failed = next(r for r in runs if r["stage"] == "average" and r["status"] == "failed")
@@ -116,7 +132,9 @@ def check_equals_ledger(text: str, ledger: Path, pipeline: str = "") -> None:
     assert _value(fams, "minikafka_stage_last_success_timestamp_seconds", **stage) == _epoch(good["finished_at"])
     assert _value(fams, "minikafka_stage_last_failure_timestamp_seconds", **stage) == _epoch(failed["finished_at"])
     assert _value(fams, "minikafka_stage_last_run_timestamp_seconds", **stage) == _epoch(failed["started_at"])
-    assert _value(fams, "minikafka_stage_last_run_in_rows", **stage) == failed["rows_in"] == 2
+    for column in ("in", "out", "duplicate", "failed", "quarantined"):
+        assert _value(fams, f"minikafka_stage_last_run_{column}_rows", **stage) == failed[f"rows_{column}"]
+    assert failed["rows_in"] == 2 and failed["rows_out"] == failed["rows_duplicate"] == failed["rows_failed"] == 1
     assert _value(fams, "minikafka_stage_last_run_duration_seconds", **stage) == 60.0
     notify = {"stage": "notify"}
     assert _value(fams, "minikafka_stage_last_run_status", **notify, status="interrupted") == 1
@@ -127,9 +145,12 @@ def check_equals_ledger(text: str, ledger: Path, pipeline: str = "") -> None:
     with Source(str(ledger)) as source:  # opening the queue writes its settings
         readings = source.topic("readings", Reading, dedup=None)
         assert _value(fams, "minikafka_topic_rows", topic="readings") == readings.count() == 7
+        assert _value(fams, "minikafka_topic_appended_rows_total", topic="readings") == newest[0] == 7
+        assert _value(fams, "minikafka_topic_newest_row_timestamp_seconds", topic="readings") == _epoch(newest[1])
         quarantined = len(source.quarantined("readings", limit=None))
         stats = readings.queue("alerts").stats()
     assert _value(fams, "minikafka_quarantine_rows", topic="readings") == quarantined == 3  # 2 + the dead job
+    assert _value(fams, "minikafka_quarantined_rows_total") == quarantined  # nothing left the quarantine yet
     for state in ("pending", "processing", "dead"):
         assert _value(fams, "minikafka_queue_jobs", queue="readings:alerts", state=state) == stats[state]
     assert stats["dead"] == 1
@@ -147,16 +168,23 @@ def check_equals_ledger(text: str, ledger: Path, pipeline: str = "") -> None:
 def check_well_formed(text: str) -> None:
     """Names and types by convention; no secret, no error text, no run id anywhere in it."""
     known = {f.name: f for f in FAMILIES}
+    types = set()
     for family in parser.text_string_to_metric_families(text):
-        assert family.name in known, family.name
-        assert family.name.startswith("minikafka_")
-        assert family.type == known[family.name].type
-        assert family.name.endswith("_total") == (family.type == "counter")
-        if "timestamp" in family.name or "duration" in family.name:
-            assert family.name.endswith("_seconds")
+        name = _exposed(family)
+        assert name in known, name
+        assert name.startswith("minikafka_")
+        assert family.type == known[name].type
+        types.add(family.type)
+        if "timestamp" in name or "duration" in name:
+            assert name.endswith("_seconds")
         for sample in family.samples:
-            assert set(sample.labels) == set(known[family.name].labels), sample
+            assert sample.name == name, sample  # a counter's samples end in _total, a gauge's never do
+            assert sample.name.endswith("_total") == (family.type == "counter"), sample
+            assert set(sample.labels) == set(known[name].labels), sample
             assert sample.value == sample.value  # no NaN
+            if family.type == "counter":
+                assert sample.value >= 0 and sample.value == int(sample.value), sample
+    assert types == {"gauge", "counter"}, types  # both kinds are exposed, so the checks above bite
     assert SECRET not in text
     assert "postgres" not in text and "refused" not in text and "SIGTERM" not in text  # errors are never labels
     assert not re.search(r"-\d{6}-(succeeded|failed|interrupted)|backup-\d{8}T", text)  # no run id
@@ -286,3 +314,60 @@ def test_a_pipeline_with_a_backups_directory_counts_only_this_ledgers_snapshots(
     assert _value(fams, "minikafka_backup_newest_snapshot_timestamp_seconds") == mine[0].taken_at.timestamp()
     assert _value(fams, "minikafka_stage_last_run_status", pipeline="night", stage="average", status="failed") == 1
     check_well_formed(result.output)
+
+
+def test_counters_keep_their_value_when_retention_and_a_purge_lower_the_gauges_and_pruning_resets_runs(tmp_path):
+    from minikafka.util.clock import ManualClock, use_clock
+
+    path = tmp_path / "counters.sqlite"
+    long_ago = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    with use_clock(ManualClock(long_ago)), Source(str(path)) as source:
+        readings = source.topic("readings", Reading, dedup=None)
+        readings.extend([{"sensor": "s", "value": float(i)} for i in range(5)])
+        readings.consumer("all")
+        for record in readings.iter_new(records=True, consumer="all"):
+            record.ack()  # retention deletes only rows every consumer handled
+    led = Ledger(str(path))
+    with led.atomic() as conn:
+        quarantine_in_current_transaction(conn, [
+            Quarantined("readings", '{"sensor": "s9"}', "bad", "quality", format_timestamp(long_ago))] * 2)
+    led.close()
+    for hours in (0, 1, 2):
+        _run(path, "average", "succeeded", long_ago + timedelta(hours=hours))
+    before = _families(exposition(path))
+    assert _value(before, "minikafka_topic_appended_rows_total", topic="readings") == 5
+    assert _value(before, "minikafka_quarantined_rows_total") == 2
+    assert _value(before, "minikafka_stage_runs_total", stage="average", status="succeeded") == 3
+
+    with Source(str(path)) as source:
+        source.topic("readings", Reading, dedup=None).set_retention("1d")
+        assert source.apply_retention() == {"readings": 4}  # every row but the newest
+    cli = CliRunner()
+    purged = cli.invoke(main, ["quarantine", "readings", "purge", "--all", "--source", str(path)])
+    assert purged.exit_code == 0, purged.output
+    pruned = cli.invoke(main, ["prune", "--runs-older-than", "1d", "--source", str(path)])
+    assert pruned.exit_code == 0, pruned.output
+
+    after = _families(exposition(path))
+    assert _value(after, "minikafka_topic_rows", topic="readings") == 1
+    assert _value(after, "minikafka_topic_appended_rows_total", topic="readings") == 5
+    assert _value(after, "minikafka_quarantine_rows", topic="readings") == 0
+    assert _value(after, "minikafka_quarantined_rows_total") == 2
+    # the run log keeps each stage's latest run: the counter falls to 1, a reset as its HELP says
+    assert _value(after, "minikafka_stage_runs_total", stage="average", status="succeeded") == 1
+    assert "Pruning the run log" in after["minikafka_stage_runs_total"].documentation
+
+
+def test_the_wal_size_is_the_wal_files_while_a_writer_holds_it_open(ledger):
+    writer = Ledger(str(ledger))
+    try:
+        with writer.atomic() as conn:  # the open connection keeps its -wal file from being checkpointed away
+            write_run_in_current_transaction(conn, RunResult("average-extra", "stage", stage="average",
+                                                             status="succeeded", started_at=format_timestamp(T0)))
+        fams = _families(exposition(ledger))
+        wal = ledger.with_name(ledger.name + "-wal")
+        assert wal.stat().st_size > 0
+        assert _value(fams, "minikafka_ledger_wal_bytes") == wal.stat().st_size
+        assert _value(fams, "minikafka_stage_runs_total", stage="average", status="succeeded") == 2
+    finally:
+        writer.close()

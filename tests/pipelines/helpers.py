@@ -10,9 +10,12 @@ ROOT = Path(__file__).resolve().parents[2]
 HOMELAB = (ROOT / "conf" / "homelab.toml").read_text()
 
 
-def homelab_copy(tmp: Path, *, replace: dict[str, str] | None = None, extra: str = "") -> Path:
-    """conf/homelab.toml with its ledger in ``tmp`` (and optional text replacements)."""
-    text = HOMELAB.replace('source = "../data/homelab.sqlite"', f'source = "{tmp / "homelab.sqlite"}"')
+def homelab_copy(tmp: Path, *, replace: dict[str, str] | None = None, extra: str = "",
+                 conf: str = "homelab.toml") -> Path:
+    """conf/homelab.toml (or another shipped file of conf/, ``conf``) with its ledger in ``tmp``
+    (and optional text replacements)."""
+    base = HOMELAB if conf == "homelab.toml" else (ROOT / "conf" / conf).read_text()
+    text = base.replace('source = "../data/homelab.sqlite"', f'source = "{tmp / "homelab.sqlite"}"')
     for old, new in (replace or {}).items():
         assert old in text, old
         text = text.replace(old, new)

@@ -199,3 +199,82 @@ def test_watch_on_the_engine_until_idle_gives_the_same_ledger_as_one_application
     assert snapshot(tmp_path / "engine" / "homelab.sqlite") == snapshot(tmp_path / "reference" / "homelab.sqlite")
     again = mk("watch", on_engine, "--remote", engine_url, "--until-idle", "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["outcomes"] == []
+
+
+def test_serve_refuses_a_metrics_port_that_is_taken_in_one_line_before_any_jvm(tmp_path):
+    pipeline = homelab_copy(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        before = java_pids()
+        out = mk("serve", "--pipeline", pipeline, "--port", "0", "--metrics-port", port)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (f"Error: metrics port {port} on 127.0.0.1 cannot be used (Address already in use): "
+                                  "give another with --metrics-port N")
+    assert java_pids() <= before
+
+
+def _scrape(url: str) -> dict:
+    """{(name, labels): value} of every sample at ``url``, read with Prometheus' own parser."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=30) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = response.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_serve_with_a_metrics_port_answers_prometheus_with_the_engine_and_its_pipelines_ledger(tmp_path):
+    import urllib.error
+    import urllib.request
+
+    pipeline = ingested(tmp_path, 20)
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "serve", "--pipeline", str(pipeline), "--port", "0",
+                             "--metrics-port", "0", "--idle-timeout", "300", "--no-warm-up"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=engine_env())
+    try:
+        ready = proc.stdout.readline()
+        assert "metrics at http://127.0.0.1:" in ready, ready + proc.stderr.read()
+        url = ready.split("metrics at ")[1].split(")")[0]
+        state = engine_state()
+        master = (("master", "local[2]"),)
+        before = _scrape(url)
+        assert before[("minikafka_engine_up", master)] == 1
+        assert before[("minikafka_engine_start_timestamp_seconds", master)] == pytest.approx(state.started_at, abs=1)
+        assert before[("minikafka_engine_pipelines", master)] == 0
+        assert before[("minikafka_engine_jvm_resident_memory_bytes", master)] > 100 << 20
+        assert 0 < before[("minikafka_engine_stops_in_seconds", master)] <= 300
+        # the ledger's part is what 'minikafka metrics --pipeline' prints
+        printed = mk("metrics", "--pipeline", pipeline)
+        assert printed.returncode == 0, printed.stderr
+        from prometheus_client.parser import text_string_to_metric_families
+
+        cli = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(printed.stdout) for s in f.samples}
+        ledger_part = {k: v for k, v in before.items() if not k[0].startswith("minikafka_engine_")}
+        assert ledger_part.keys() == cli.keys()
+        assert ledger_part[("minikafka_topic_rows", (("topic", "rss.items"),))] == cli[
+            ("minikafka_topic_rows", (("topic", "rss.items"),))] > 0
+
+        out = mk("run", pipeline, "--remote", state.url, "--stage", "keep_articles")
+        assert out.returncode == 0, out.stderr
+        after = _scrape(url)
+        stage = (("pipeline", "homelab"), ("stage", "keep_articles"))
+        assert after[("minikafka_engine_pipelines", master)] == 1
+        assert after[("minikafka_stage_last_success_timestamp_seconds", stage)] > 0
+        with Source(str(tmp_path / "homelab.sqlite")) as src:
+            last = src.runs(stage="keep_articles")[0]
+        assert last["status"] == "succeeded" and after[("minikafka_stage_last_run_out_rows", stage)] == last["rows_out"]
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(url.replace("/metrics", "/other"), timeout=30)
+        assert missing.value.code == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert engine_state() is None

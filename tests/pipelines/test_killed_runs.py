@@ -136,7 +136,9 @@ def sample(fams: dict, name: str, **labels) -> float:
     return found[0]
 
 
-def test_a_stage_killed_by_sigkill_shows_as_interrupted_in_status_health_console_and_metrics(night):
+def test_a_stage_killed_by_sigkill_shows_as_interrupted_in_status_health_console_and_metrics(night, monkeypatch):
+    # the console process (started in the project's directory) imports the pipeline's model from this checkout
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     seed(night)
     before = good_run_before(night)
     run_id = kill_mid_run(night)
@@ -154,24 +156,40 @@ def test_a_stage_killed_by_sigkill_shows_as_interrupted_in_status_health_console
     assert "stage copy last run" in health.output and f"interrupted ({run_id}," in health.output
     assert "ago" in health.output.split(run_id, 1)[1].splitlines()[0]
 
-    fams = families(cli.invoke(main, ["metrics", "--pipeline", str(night)]).output)
-    stage = {"pipeline": "night", "stage": "copy"}
-    assert sample(fams, "minikafka_stage_last_run_status", **stage, status="interrupted") == 1
-    assert sample(fams, "minikafka_stage_last_run_status", **stage, status="running") == 0
-    started = next(r["started_at"] for r in stored_runs(night) if r["run_id"] == run_id)
-    assert sample(fams, "minikafka_stage_last_interrupted_timestamp_seconds", **stage) == \
-        parse_timestamp(started).timestamp()
-    assert sample(fams, "minikafka_stage_last_success_timestamp_seconds", **stage) == \
-        parse_timestamp(before.finished_at).timestamp()  # the old success kept
+    printed = cli.invoke(main, ["metrics", "--pipeline", str(night)])
+    assert printed.exit_code == 0, printed.output
+    textfile = night.parent / "textfile"
+    textfile.mkdir()
+    written = subprocess.run([sys.executable, "-m", "minikafka.cli", "metrics", "--pipeline", str(night),
+                              "--textfile", str(textfile)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert written.returncode == 0, written.stderr
 
-    console = Console(ledger_of(night))
+    console = Console(ledger_of(night), "--pipeline", str(night))
     try:
+        with urllib.request.urlopen(f"{console.url}/metrics", timeout=10) as response:
+            scraped = response.read().decode()
         with urllib.request.urlopen(f"{console.url}/runs?status=interrupted", timeout=10) as response:
             page = response.read().decode()
         with urllib.request.urlopen(f"{console.url}/runs/{run_id}", timeout=10) as response:
             detail = response.read().decode()
     finally:
         console.stop()
+    started = next(r["started_at"] for r in stored_runs(night) if r["run_id"] == run_id)
+    for where, text in (("command", printed.output), ("textfile", (textfile / "minikafka.prom").read_text()),
+                        ("console /metrics", scraped)):
+        fams = families(text)
+        stage = {"pipeline": "night", "stage": "copy"}
+        assert sample(fams, "minikafka_stage_last_run_status", **stage, status="interrupted") == 1, where
+        assert sample(fams, "minikafka_stage_last_run_status", **stage, status="running") == 0, where
+        assert sample(fams, "minikafka_stage_last_interrupted_timestamp_seconds", **stage) == \
+            parse_timestamp(started).timestamp(), where
+        assert sample(fams, "minikafka_stage_last_failure_timestamp_seconds", **stage) == \
+            parse_timestamp(started).timestamp(), where
+        assert sample(fams, "minikafka_stage_last_success_timestamp_seconds", **stage) == \
+            parse_timestamp(before.finished_at).timestamp(), where  # the old success kept
+        assert sample(fams, "minikafka_stage_runs_total", **stage, status="interrupted") == 1, where
+        assert sample(fams, "minikafka_stage_runs_total", **stage, status="succeeded") == 1, where
+        assert sample(fams, "minikafka_stage_last_run_in_rows", **stage) == 0, where  # nothing committed
     assert run_id in page
     assert "interrupted" in detail and "is gone" in detail
 

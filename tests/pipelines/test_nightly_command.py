@@ -32,6 +32,11 @@ class Ref(BaseModel):
     note: str | None = None
 
 
+class Daily(BaseModel):
+    day: date
+    events: int
+
+
 PIPELINE = """
 [pipeline]
 name = "night"
@@ -54,6 +59,10 @@ dedup = ["url"]
 [topics."rss.articles"]
 model = "schemas.homelab:RssItem"
 dedup = ["url"]
+
+[tables."daily"]
+model = "tests.pipelines.test_nightly_command:Daily"
+key = ["day"]
 
 [[stages]]
 name = "keep_articles"
@@ -207,3 +216,22 @@ def test_nightly_on_the_example_pipeline_ingests_runs_its_stages_and_passes_heal
     with Source(str(tmp_path / "homelab.sqlite"), read_only=True) as src:
         assert src.topic("rss.scored", src.model_of("rss.scored"), dedup=("url",)).count() > 0
         assert any(r["kind"] == "nightly" and r["status"] == "succeeded" for r in src.runs(limit=50))
+
+
+def test_nightly_compacts_the_pipelines_keyed_tables_after_the_run_and_records_it(tmp_path):
+    root = project(tmp_path)
+    assert nightly(root).exit_code == 0
+    with Source(ledger_of(root)) as src:  # a day counted, then corrected twice: two superseded versions
+        daily = src.table("daily", Daily, key=("day",))
+        for events in (3, 4, 5):
+            daily.upsert({"day": date(2026, 1, 1), "events": events})
+        assert daily.count() == 3
+    out = nightly(root)
+    assert out.exit_code == 0, out.output
+    assert "minikafka compact --pipeline" in out.output and "daily: 2 superseded version(s) deleted" in out.output
+    with Source(ledger_of(root), read_only=True) as src:
+        daily = src.table("daily", Daily, key=("day",))
+        assert daily.count() == 1 and daily.get(date(2026, 1, 1)).events == 5
+        compactions = src.runs(stage="compact")
+    assert [(r["kind"], r["status"], r["rows_out"], r["outputs"]) for r in compactions][0] == (
+        "compact", "succeeded", 2, ["daily"])

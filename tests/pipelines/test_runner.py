@@ -87,3 +87,51 @@ def test_dry_run_commits_nothing(spark, tmp_path):
     with Source(str(defn.source)) as src:
         assert src.runs(limit=100) == [] or all(r["rows_out"] == 0 for r in src.runs(limit=100))
     assert scored(defn) == {}
+
+
+def test_the_examples_feed_day_counts_a_late_item_into_its_day_and_a_replay_recomputes_the_same_counts(spark, tmp_path):
+    from collections import Counter
+    from datetime import UTC
+
+    from schemas.homelab import FeedDay, RssItem
+
+    defn = load_pipeline(homelab_copy(tmp_path))
+    ingest(defn, generate(tmp_path, 80))
+
+    def expected() -> dict:
+        with Source(str(defn.source)) as src:
+            items = src.topic("rss.items", RssItem, dedup=("url",)).read_since(0, limit=1_000_000)
+            return dict(Counter((r.data.feed, r.data.published.astimezone(UTC).date()) for r in items))
+
+    def stored() -> dict:
+        with Source(str(defn.source)) as src:
+            table = src.table("rss.feed_day", FeedDay, key=("feed", "day"))
+            return {(r.feed, r.day): r.items for r in table.iter_current()}
+
+    first = run_pipeline(defn, in_process=True, stage="feed_day", echo=lambda m: None)
+    assert first.ok, first.table()
+    before = stored()
+    assert before == expected() and len(before) > 1
+
+    # night 2: one item of an existing feed, published on a day already counted, arrives late
+    (feed, day), count = sorted(before.items())[0]
+    with Source(str(defn.source)) as src:
+        late = src.topic("rss.items", RssItem, dedup=("url",))
+        late.append({"url": "https://example.org/late-item", "feed": feed, "title": "late", "body": "late",
+                     "published": f"{day.isoformat()}T12:00:00+00:00"})
+    second = run_pipeline(defn, in_process=True, stage="feed_day", echo=lambda m: None)
+    assert second.ok and second.outcomes[0].run["rows_in"] == 1
+    assert second.outcomes[0].run["rows_out"] == 1  # one corrected version of that day, nothing else
+    after = stored()
+    assert after[(feed, day)] == count + 1
+    assert after == expected() and {k: v for k, v in after.items() if k != (feed, day)} == {
+        k: v for k, v in before.items() if k != (feed, day)}
+
+    # replay the whole input and run again: every touched group recomputed, the same counts, no version
+    with Source(str(defn.source)) as src:
+        replayed = src.topic("rss.items", RssItem, dedup=("url",)).replay("feed_day")
+    assert replayed == sum(after.values())
+    third = run_pipeline(defn, in_process=True, stage="feed_day", echo=lambda m: None)
+    assert third.ok and third.outcomes[0].run["rows_in"] == replayed
+    assert third.outcomes[0].run["rows_out"] == 0
+    assert stored() == after

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pydantic import BaseModel
 from pyspark.sql import functions as F
+from pyspark.storagelevel import StorageLevel
 
 from minikafka import Source
 from minikafka.errors import PipelineError
 from minikafka.ledger.topics import acks
 from minikafka.spark import Stage, run_stage
+from minikafka.spark.engine import connect, engine_of
 from minikafka.spark.stages import lookup as lookup_module
+from minikafka.spark.staging import choose_staging, filesystem
 
 pytestmark = pytest.mark.spark
 
@@ -123,34 +128,77 @@ def test_a_table_lookup_reads_the_current_version_of_each_key_as_of_the_plan(spa
         "rows": 2, "upto": 3, "table": True, "cached": False, "seconds": 0}
 
 
+def night(any_spark, ledger, **kw):
+    """One run of the stage as a warm engine runs it: on a Connect session of its own, released
+    when the stage ends (a stage client process); on the shared session when classic."""
+    url = engine_of(any_spark)
+    if url is None:
+        return run_stage(any_spark, ledger, stage(**kw))
+    session = connect(url, new=True, conf={"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"})
+    try:
+        return run_stage(session, ledger, stage(**kw))
+    finally:
+        session.stop()
+
+
+def copies(any_spark, ledger) -> tuple[str, list[str]]:
+    """(the airlines lookup's copy folder URI, the names of the copies in it)."""
+    ledger_id = ledger.ledger.conn.execute("SELECT value FROM _minikafka_meta WHERE key='ledger_id'").fetchone()[0]
+    folder = lookup_module.topic_cache_uri(choose_staging("local[1]", None, ledger.path), ledger_id, "airlines")
+    return folder, sorted(n for n in os.listdir(filesystem(folder)[1]) if not n.startswith("."))
+
+
+def in_memory(any_spark, uri: str) -> bool:
+    return any_spark.read.parquet(uri).storageLevel != StorageLevel.NONE
+
+
 def test_an_unchanged_lookup_is_read_from_its_cached_copy_and_a_changed_one_again(any_spark, ledger, monkeypatch):
     jdbc_reads = []
     real = lookup_module._read_ledger
     monkeypatch.setattr(lookup_module, "_read_ledger", lambda *a: jdbc_reads.append(a[2].name) or real(*a))
-    monkeypatch.setattr(lookup_module, "KEEP_UNUSED_SECONDS", 0.0)
+    on_engine = engine_of(any_spark) is not None
     airlines(ledger, [("AA", "American")])
     flights(ledger, [(1, "AA")])
-    first = run_stage(any_spark, ledger, stage())
+    first = night(any_spark, ledger)
     flights(ledger, [(2, "AA")])
-    second = run_stage(any_spark, ledger, stage())
+    second = night(any_spark, ledger)  # the lookup unchanged: on an engine, the copy the first run left in memory
     assert [first.details["lookups"]["airlines"]["cached"], second.details["lookups"]["airlines"]["cached"]] \
-        == [False, True]
+        == [False, "memory" if on_engine else "disk"]
     assert jdbc_reads == ["airlines"]
+    folder, [old] = copies(any_spark, ledger)
     airlines(ledger, [("UA", "United")])
     flights(ledger, [(3, "UA")])
-    third = run_stage(any_spark, ledger, stage())
+    third = night(any_spark, ledger)
     assert third.details["lookups"]["airlines"]["cached"] is False and jdbc_reads == ["airlines", "airlines"]
     assert enriched(ledger) == {1: "American", 2: "American", 3: "United"}
-    from minikafka.spark.staging import choose_staging, filesystem
+    _, names = copies(any_spark, ledger)
+    [new] = [n for n in names if n != old]
+    # the old copy is released from the engine's memory (still on disk for a concurrent run), the new one held
+    assert (in_memory(any_spark, f"{folder}/{old}"), in_memory(any_spark, f"{folder}/{new}")) == (False, on_engine)
+    monkeypatch.setattr(lookup_module, "KEEP_UNUSED_SECONDS", 0.0)
+    airlines(ledger, [("DL", "Delta")])
+    flights(ledger, [(4, "DL")])
+    assert night(any_spark, ledger).details["lookups"]["airlines"]["cached"] is False
+    assert enriched(ledger)[4] == "Delta"
+    assert copies(any_spark, ledger)[1] == [f"{lookup_module.CACHE_FORMAT}-3-3-"
+                                            f"{ledger.layout('airlines').fingerprint[:16]}"]  # the old copies removed
 
-    folder = lookup_module.topic_cache_uri(choose_staging("local[1]", None, ledger.path),
-                                           ledger.ledger.conn.execute(
-                                               "SELECT value FROM _minikafka_meta WHERE key='ledger_id'").fetchone()[0],
-                                           "airlines")
-    import os
 
-    assert os.listdir(filesystem(folder)[1]) == [f"{lookup_module.CACHE_FORMAT}-2-2-"
-                                                 f"{ledger.layout('airlines').fingerprint[:16]}"]  # the old copy removed
+def test_a_stage_on_an_engine_releases_what_its_transform_persisted_and_keeps_its_lookup(any_spark, ledger):
+    if engine_of(any_spark) is None:
+        pytest.skip("a classic session clears its own cache when a stage ends")
+    spark = any_spark
+    held = {}
+
+    def persisting(frames):
+        held["frame"] = frames["flights"].persist()
+        return enrich({**frames, "flights": held["frame"]})
+
+    airlines(ledger, [("AA", "American")])
+    flights(ledger, [(1, "AA")])
+    run_stage(spark, ledger, stage(transform=persisting))
+    folder, [copy] = copies(spark, ledger)
+    assert (held["frame"].storageLevel == StorageLevel.NONE, in_memory(spark, f"{folder}/{copy}")) == (True, True)
 
 
 def test_a_lookup_on_the_exchange_staging_path_joins_as_over_jdbc(spark, ledger, tmp_path):
@@ -163,7 +211,7 @@ def test_a_lookup_on_the_exchange_staging_path_joins_as_over_jdbc(spark, ledger,
     assert enriched(ledger) == {1: "American", 2: "United", 3: None}
     assert any((shared / lookup_module.CACHE_DIR).rglob("_SUCCESS"))  # the copy lives where every node sees it
     flights(ledger, [(4, "UA")])
-    assert run_stage(spark, ledger, stage(), staging=str(shared)).details["lookups"]["airlines"]["cached"] is True
+    assert run_stage(spark, ledger, stage(), staging=str(shared)).details["lookups"]["airlines"]["cached"] == "disk"
     assert enriched(ledger)[4] == "United"
 
 

@@ -381,13 +381,15 @@ def test_spark_submit_stages_get_the_context_with_todays_date_by_default(tmp_pat
 
 
 def test_in_process_with_another_source_reads_that_ledger_not_the_pipeline_files(spark, tmp_path, monkeypatch):
-    from pathlib import Path
+    from click.testing import CliRunner
 
-    from minikafka.pipelines.runner import run_pipeline
+    from minikafka.cli import main
 
-    defn = a_pipeline(tmp_path, monkeypatch, ledgers=("ledger.sqlite", "other.sqlite"))
-    defn.source = Path(tmp_path / "other.sqlite")  # what `run --in-process --source other.sqlite` does
-    assert run_pipeline(defn, in_process=True, echo=lambda m: None).ok
+    a_pipeline(tmp_path, monkeypatch, ledgers=("ledger.sqlite", "other.sqlite"))
+    # the command a user types: the pipeline file names ledger.sqlite, --source overrides it
+    result = CliRunner().invoke(main, ["run", "--pipeline", str(tmp_path / "pipeline.toml"), "--in-process",
+                                       "--source", str(tmp_path / "other.sqlite")])
+    assert result.exit_code == 0, result.output
     seen, _run = noted(tmp_path / "other.sqlite")
     assert seen["airlines"] == ["American of other.sqlite"]
     with Source(str(tmp_path / "ledger.sqlite")) as src:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ...errors import InvalidSettingError
+from ...ledger.consuming import compact_table_in_current_transaction
 from ...ledger.topics import PAGE, TopicLayout, acks, keyed
 from ...ledger.transactions import Event, Ledger
 from ...util.clock import utc_now
@@ -146,6 +147,6 @@ class KeyedRows(TopicRows[ModelT]):
         Emits: nothing (no row of the changelog a consumer still needs is touched).
         """
         with self.ledger.atomic() as conn:
-            deleted = keyed.compact_in_current_transaction(conn, self.layout)
+            deleted = compact_table_in_current_transaction(conn, self.layout)
             checkpoint("keyed:compacted")
         return deleted

@@ -4,7 +4,8 @@ Consumers' lag and activity (``consumers``), consumer-group reads (``groups``), 
 (``queues``) and their schedules (``schedules``), streaming windows (``windows``), HTTP
 delivery state (``deliveries``), notifications (``notifications``), the quarantine
 (``quarantine``), the run log (``runlog``), how a person reads it (``runview``: quiet runs
-folded, counts per topic) and its retention (``runlog_retention``), topic-row
+folded, counts per topic) and its retention (``runlog_retention``), compaction of keyed tables that
+spares what a running stage reads (``table_compaction``), topic-row
 retention (``retention``), backfill progress (``loads``), the figures of health checks
 (``vitals``), and the read models the CLI and the console show (``read_models``: a topic's
 overview, consumer positions, a page of rows from a parsed filter, a queue's jobs). Most modules are the statements of one table family, used as a namespace by
@@ -43,6 +44,7 @@ from .runlog import (
     INTERRUPTED,
     SHOWN_STATUSES,
     STATUSES,
+    TERMINATED,
     RunResult,
     dead_running_runs,
     decoded,
@@ -64,12 +66,14 @@ from .runlog import (
     write_run_in_current_transaction,
 )
 from .runlog_retention import cutoff
+from .table_compaction import compact_table_in_current_transaction
 from .vitals import stages_in_runlog
 from .windows import StoredWindow
 
 __all__ = [
     "Claim",
     "COLUMNS",
+    "compact_table_in_current_transaction",
     "consumer_info",
     "consumers",
     "cutoff",
@@ -121,6 +125,7 @@ __all__ = [
     "start_run_in_current_transaction",
     "STATUSES",
     "StoredWindow",
+    "TERMINATED",
     "vitals",
     "windows",
     "write_run_in_current_transaction",

@@ -55,3 +55,12 @@ def ending_of(conn: sqlite3.Connection, run_id: str) -> str | None:
     """The terminal event noted for ``run_id`` (None: none yet, or no START noted)."""
     row = conn.execute("SELECT ended FROM _minikafka_lineage WHERE run_id = ?", (run_id,)).fetchone()
     return row[0] if row else None
+
+
+def prune_in_current_transaction(conn: sqlite3.Connection, before: str) -> int:
+    """Delete the notes of runs started before ``before`` whose ending was sent and whose run-log
+    row is gone (pruned with the run log: ``runlog_retention``); returns how many. A START with
+    no ending stays until the next run of its pipeline sends one."""
+    return conn.execute(
+        "DELETE FROM _minikafka_lineage WHERE started_at < ? AND ended IS NOT NULL "
+        "AND run_id NOT IN (SELECT run_id FROM _minikafka_runs)", (before,)).rowcount

@@ -20,11 +20,13 @@ from pathlib import Path
 
 from ...util.clock import parse_timestamp
 from ..topics import counts
-from ..topics.catalog import topic_names
+from ..topics.catalog import read_layout, topic_names
 from ..topics.identifiers import quote_identifier
+from ..topics.table import TopicTable
 from . import queues
-from .runlog import COLUMNS, LIVE_RUNS, settled
-from .vitals import newest_row_time
+from .quarantine import quarantined_ever
+from .runlog import COLUMNS, LIVE_RUNS, settled, stage_run_counts
+from .vitals import CREATED_AT
 
 FAILURE_STATUSES = ("failed", "interrupted")  # a stage's last failure: either (partial is not one)
 
@@ -51,13 +53,18 @@ class StageFigures:
     last_success: float | None = None
     last_failure: float | None = None
     last_interrupted: float | None = None
+    runs: dict[str, int] = field(default_factory=dict)  # runs in the run log by final status
 
 
 @dataclass(frozen=True)
 class TopicFigures:
+    """A topic's rows now, when its newest row was appended, and how many rows were ever
+    appended (its highest id: ids are never reused and the newest row is never deleted)."""
+
     topic: str
     rows: int
     newest_row: float | None
+    appended: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,7 @@ class LedgerFigures:
     last_backup: float | None = None  # the latest succeeded backup run's end
     newest_snapshot: float | None = None  # the newest snapshot of this ledger in the backups directory
     snapshots: int | None = None  # snapshots of this ledger there (None: no backups directory given)
+    quarantined_ever: int = 0  # rows ever quarantined, all topics (never goes down)
 
 
 def _latest(conn: sqlite3.Connection, stage: str, statuses: tuple[str, ...] | None = None) -> dict | None:
@@ -121,13 +129,13 @@ def stage_figures(conn: sqlite3.Connection, stage: str) -> StageFigures:
     """The stage's latest run (status, start, duration, rows) and its last success and failure."""
     last = _latest(conn, stage)
     if last is None:
-        return StageFigures(stage)
+        return StageFigures(stage, runs=stage_run_counts(conn, stage))
     return StageFigures(
         stage, last["status"], epoch(last["started_at"]), last["duration_s"],
         int(last["rows_in"] or 0), int(last["rows_out"] or 0), int(last["rows_duplicate"] or 0),
         int(last["rows_failed"] or 0), int(last["rows_quarantined"] or 0),
         _ended(_latest(conn, stage, ("succeeded",))), _ended(_latest(conn, stage, FAILURE_STATUSES)),
-        _ended(_latest(conn, stage, ("interrupted",))))
+        _ended(_latest(conn, stage, ("interrupted",))), stage_run_counts(conn, stage))
 
 
 def _queue_figures(conn: sqlite3.Connection, topic: str, consumer: str, consumer_id: int, now_ms: int) -> QueueFigures:
@@ -167,12 +175,20 @@ def read_figures(conn: sqlite3.Connection, path: str | Path, stages: list[str], 
     return LedgerFigures(
         str(path), sizes[0], sizes[1],
         stages=[stage_figures(conn, s) for s in stages],
-        topics=[TopicFigures(t, counts.total_rows(conn, t), epoch(newest_row_time(conn, t))) for t in topics],
+        topics=[_topic_figures(conn, t) for t in topics],
         consumers=[ConsumerFigures(t, n, sum(counts.pending_counts(conn, t, cid).values()))
                    for cid, t, n in consumers],
         queues=queue_rows,
         quarantined=dict(conn.execute("SELECT topic, count(*) FROM _minikafka_quarantine GROUP BY topic")),
-        last_backup=epoch(backup[0]) if backup else None)
+        last_backup=epoch(backup[0]) if backup else None,
+        quarantined_ever=quarantined_ever(conn))
+
+
+def _topic_figures(conn: sqlite3.Connection, topic: str) -> TopicFigures:
+    table = TopicTable(conn, read_layout(conn, topic))
+    top = table.high_watermark()
+    newest = table.row(top) if top else None
+    return TopicFigures(topic, counts.total_rows(conn, topic), epoch(newest[CREATED_AT]) if newest else None, top)
 
 
 def file_sizes(path: str | Path) -> tuple[int, int]:

@@ -150,3 +150,10 @@ def quarantine_topics_and_origins(conn: sqlite3.Connection, since: str = "") -> 
         "WHEN origin GLOB '*:[0-9]*' THEN 'file' ELSE coalesce(origin, '') END, "
         "count(*), count(CASE WHEN created_at >= ? THEN 1 END) FROM _minikafka_quarantine GROUP BY 1, 2 ORDER BY 1, 2",
         (since,)).fetchall()
+
+
+def quarantined_ever(conn: sqlite3.Connection) -> int:
+    """Rows ever quarantined in the ledger, all topics (the quarantine's AUTOINCREMENT sequence:
+    it never goes down, whatever is requeued or purged; 0 before the first)."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = '_minikafka_quarantine'").fetchone()
+    return int(row[0]) if row else 0

@@ -184,6 +184,26 @@ def settled(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+FINAL_STATUSES = ("succeeded", "failed", "partial", "interrupted")  # how a run can end
+
+
+def stage_run_counts(conn: sqlite3.Connection, stage: str) -> dict[str, int]:
+    """How many of the stage's runs the run log holds by final status (every one of
+    ``FINAL_STATUSES``, 0 included). A 'running' row whose process is gone counts as interrupted
+    (``settled``); one still running, or of another host (unknown), counts nowhere yet. Reads the
+    stage's rows through the ``(stage, started_at)`` index; pruning the run log lowers them."""
+    counts = dict.fromkeys(FINAL_STATUSES, 0)
+    for status, n in conn.execute("SELECT status, count(*) FROM _minikafka_runs WHERE stage = ? AND kind = 'stage' "
+                                  "AND status != 'running' GROUP BY status", (stage,)):
+        counts[status] = counts.get(status, 0) + n
+    cur = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM _minikafka_runs WHERE stage = ? AND kind = 'stage' "
+                       "AND status = 'running'", (stage,))
+    for values in cur:
+        if settled(dict(zip(COLUMNS, values)))["status"] == "interrupted":
+            counts["interrupted"] += 1
+    return counts
+
+
 def dead_running_runs(conn: sqlite3.Connection, *, stage: str | None = None, kind: str | None = None,
                       holding_lock: bool = False) -> list[dict[str, Any]]:
     """The 'running' rows (of ``stage``, of ``kind``) whose process is gone, oldest first.

@@ -1,7 +1,8 @@
 """Retention of the run log and of the quality reports written beside the ledger.
 
 Topics are append-only and never pruned here; only the bookkeeping that grows with
-every run is: old rows of ``_minikafka_runs`` and old HTML reports. Ages are read with
+every run is: old rows of ``_minikafka_runs`` (with the OpenLineage notes of the runs
+deleted, ``lineage_log``) and old HTML reports. Ages are read with
 ``util.duration.parse_timedelta`` (the one duration grammar: 30d, 12h, 2w, 90m, ...).
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from ...util.clock import format_timestamp
 from ...util.results import Result
+from . import lineage_log
 from .runlog import dead_running_runs, mark_gone_in_current_transaction
 
 REPORT_DIR = "quality-reports"
@@ -45,6 +47,7 @@ def prune_runs_in_current_transaction(conn, before: str) -> tuple[int, list[str]
     Keeping each stage's latest run means ``status`` can still say when a stage last
     ran, however long ago. Runs still 'running' are never deleted; a 'running' row whose
     process is gone (``runlog.settled``) is first recorded as interrupted, then pruned like any.
+    The OpenLineage notes of the runs deleted go with them (``lineage_log.prune_in_current_transaction``).
     Returns (rows deleted, run ids kept only because they are a stage's latest).
     """
     gone = [r for r in dead_running_runs(conn) if r["started_at"] < before]
@@ -57,6 +60,7 @@ def prune_runs_in_current_transaction(conn, before: str) -> tuple[int, list[str]
         f"DELETE FROM _minikafka_runs WHERE started_at < ? AND status != 'running' AND run_id NOT IN ({latest})",
         (before,),
     ).rowcount
+    lineage_log.prune_in_current_transaction(conn, before)
     return deleted, kept
 
 

@@ -4,9 +4,10 @@ The Iceberg catalog's tables and each lake target's progress (``state``: the onl
 room) and the tables themselves, written inside the ledger's transaction (``iceberg``: the
 pointer swap joins the stage's commit; orphan files of rolled-back attempts, found and
 removed under the write lock; ``datafiles``: an Iceberg append's Parquet files, written in
-a worker thread beside the commit's insert; ``delta``: Delta tables, an app transaction
-checked before each write; ``parquet``: incremental, partitioned Parquet exports; ``rows``:
-the rows all three copy).
+a worker thread beside the commit's insert; ``delta``: Delta tables, data files then a
+commit carrying an app transaction checked before each write, and the data files no log
+action names; ``parquet``: incremental, partitioned Parquet exports and the files above
+their committed range; ``rows``: the rows all three copy).
 
 The top room: it imports the rooms below it; none imports it. pyiceberg is imported on use.
 """

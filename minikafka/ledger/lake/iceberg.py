@@ -503,7 +503,10 @@ def _local(uri: str) -> str:
 
 
 def orphan_files(conn: sqlite3.Connection, name: str) -> list[str]:
-    """Files under the table's location that its metadata does not reach (local locations).
+    """Files under the table's location that no commit holds (local locations), per format:
+    an Iceberg table's that its metadata does not reach, a Delta table's that its log does
+    not name (``delta.orphan_files``), a Parquet export's above its committed range
+    (``parquet.orphan_files``).
 
     Call it holding the write lock (``remove_orphans`` does): every commit writes its files
     while holding it, so no live attempt's file is counted.
@@ -517,6 +520,10 @@ def orphan_files(conn: sqlite3.Connection, name: str) -> list[str]:
     if urlparse(target.location).scheme not in ("", "file"):
         raise LakeError(f"lake target {name!r}: orphan cleanup lists local locations only, not {target.location}")
     root = Path(_local(target.location))
+    if target.format == "delta":
+        return delta.orphan_files(str(root))
+    if target.format == "parquet":
+        return parquet.orphan_files(str(root), target.last_id)
     if not root.is_dir():
         return []
     if state.read_pointer(conn, CATALOG, target.namespace, target.name) is None:

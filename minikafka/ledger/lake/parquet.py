@@ -88,6 +88,12 @@ def uncommitted_files(location: str, last_id: int) -> list[Path]:
     return sorted(p for p in root.rglob("part-*.parquet") if (m := _FILE.match(p.name)) and int(m.group(1)) > last_id)
 
 
+def orphan_files(location: str, last_id: int) -> list[str]:
+    """The export's files no committed sync wrote (``uncommitted_files``), as strings; the files
+    of committed ranges and any other file under the directory are never listed."""
+    return [str(p) for p in uncommitted_files(location, last_id)]
+
+
 def sync_in_current_transaction(conn: sqlite3.Connection, target: ParquetTarget, run_id: str | None,
                                 now: str | None = None) -> SyncResult:
     """Export the topic's rows above what the target holds; record it with the caller's transaction.

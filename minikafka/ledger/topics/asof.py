@@ -11,9 +11,9 @@ read as of high-water id ``S`` (:func:`where`, :func:`subquery`) holds
 
 Rows appended after the snapshot are never read, so every read of one stage sees the same
 ledger whatever commits meanwhile. A compaction (``minikafka compact``) removes only
-versions superseded and acked by every consumer; a version it removes between the snapshot
-and a read was superseded already, so ``"current"`` reads may miss a key whose newest version
-is above ``S`` only while a compaction runs during the stage: compact between runs.
+versions superseded and acked by every consumer, and keeps those superseded since the oldest
+stage run in progress started (``consuming/table_compaction.py``), so a ``"current"`` read of
+a running stage finds every version its snapshot holds.
 
 The conditions hold only integers the ledger produced and validated, quoted names: a reader
 that takes SQL text (Spark's JDBC source) gets them as a subquery. Nothing here writes.

@@ -16,7 +16,8 @@ Why a keyed table is a topic, and how its "current" state is kept:
 - **A superseded version is marked** in ``"<topic>__superseded"`` (its id, and the id of the
   version that replaced it), in the same transaction that appends its successor.
 - **Compaction** (:func:`compact_in_current_transaction`) deletes superseded versions once
-  every consumer registered on the table has acked them (or they were handled for everyone);
+  every consumer registered on the table has acked them (or they were handled for everyone),
+  and no stage run in progress may still read them as of its snapshot (``keep_from``);
   with no consumer registered, every superseded version goes. A consumer that has not read a
   version yet keeps it. The current version of a key is never deleted, and neither is the
   newest row (ids are offsets, never reused).
@@ -529,17 +530,25 @@ _ALL_PAST_OR_NONE = (f"({status.EXPLICIT} OR NOT EXISTS (SELECT 1 FROM _minikafk
                      f"AND NOT {status.PAST.replace('{C}', 'k.id')}))")
 
 
-def compact_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout) -> int:
+def compact_in_current_transaction(conn: sqlite3.Connection, layout: TopicLayout, *,
+                                   keep_from: str | None = None) -> int:
     """Delete the superseded versions every consumer of the table has acked (see the module
-    docstring); returns how many. The append-only trigger is lifted for this one statement
-    inside the transaction, as retention does; the table's row marks from the first deleted
-    row up are counted again (counts.py)."""
+    docstring); returns how many. ``keep_from`` (a ``_created_at`` timestamp): keep every
+    version whose successor was written at or after it (what a stage run in progress may still
+    read as of its snapshot: ``consuming/table_compaction.py``). The append-only trigger is
+    lifted for this one statement inside the transaction, as retention does; the table's row
+    marks from the first deleted row up are counted again (counts.py)."""
     table = layout.table
     superseded = quote_identifier(superseded_name(layout.name))
     done = status.render(_ALL_PAST_OR_NONE, layout.name, partition="0")
+    marks, params = f"SELECT id FROM {superseded}", ()
+    if keep_from is not None:
+        marks = (f'SELECT s.id FROM {superseded} s JOIN {table} b ON b."_id" = s."by" '
+                 'WHERE b."_created_at" < ?')
+        params = (keep_from,)
     conn.execute("DROP TABLE IF EXISTS temp.mk_compact")
     conn.execute(f'CREATE TABLE temp.mk_compact AS SELECT "_id" AS id FROM {table} '
-                 f'WHERE "_id" IN (SELECT id FROM {superseded}) AND {done}')
+                 f'WHERE "_id" IN ({marks}) AND {done}', params)
     first = conn.execute("SELECT min(id) FROM temp.mk_compact").fetchone()[0]
     if first is None:
         return 0

@@ -11,9 +11,8 @@ takes, whenever Spark runs it:
   a merge committed after the plan changes nothing the read returns.
 
 What a version superseded after the plan needs is that it is still stored when Spark reads it:
-``minikafka compact`` deletes superseded versions every consumer has passed, and a lookup is no
-consumer; a compaction between a plan and its read could drop such a version from that one read
-(compact when no stage runs, as the docs say).
+a lookup is no consumer, so ``minikafka compact`` keeps every version superseded since the
+oldest stage run in progress started (``consuming/table_compaction.py``).
 
 ``(upto, rows)`` with the layout's fingerprint is what a cached copy of the lookup is keyed by
 (``spark/stages/lookup.py``): a topic whose rows up to ``upto`` change (retention, compaction) has
@@ -50,7 +49,10 @@ def lookup_bounds(conn: sqlite3.Connection, layout: TopicLayout) -> LookupBounds
     if is_table:
         superseded = quote_identifier(keyed.superseded_name(layout.name))
         where += f' AND "_id" NOT IN (SELECT id FROM {superseded} WHERE by <= {upto})'
-    rows = int(conn.execute(f"SELECT count(*) FROM {layout.table} WHERE {where}").fetchone()[0])
+    # a topic's rows up to its highest id are all its rows, in this transaction: counted on its
+    # smallest index, not by walking the table's rows (1,000,000 rows: 7 ms against 50 ms)
+    counted = where if is_table else "1"
+    rows = int(conn.execute(f"SELECT count(*) FROM {layout.table} WHERE {counted}").fetchone()[0])
     return LookupBounds(layout.name, upto, rows, is_table, where)
 
 

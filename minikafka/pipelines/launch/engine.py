@@ -108,7 +108,8 @@ def find_engine(defn: PipelineDefinition | None, master: str | None = None):
 
 
 def serve(defn: PipelineDefinition | None, *, master: str | None = None, host: str | None = None,
-          port: int | None = None, idle_timeout: float | None = None, echo=print, warm_up: bool = True) -> str:
+          port: int | None = None, idle_timeout: float | None = None, echo=print, warm_up: bool = True,
+          metrics_port: int | None = None) -> str:
     """Run an engine in the foreground until SIGTERM, SIGINT or ``idle_timeout`` seconds unused.
 
     Prints ``engine ready at sc://HOST:PORT (...)`` once clients can use it (after a small
@@ -120,9 +121,12 @@ def serve(defn: PipelineDefinition | None, *, master: str | None = None, host: s
     stops), unless the pipeline sets ``spark.driver.extraJavaOptions``; once it answers, it
     runs below its clients' CPU priority (``EngineProcess.lower_priority``).
 
+    ``metrics_port``: also serve the engine's Prometheus text (and its pipeline's ledger's) at
+    ``http://HOST:PORT/metrics`` (``metrics_port.py``; 0: any free port), named in the ready line.
+
     Raises:
-        EngineError: the port is taken, another engine of this pipeline runs, or the JVM
-            exited before it was ready.
+        EngineError: the port (or the metrics port) is taken, another engine of this pipeline
+            runs, or the JVM exited before it was ready.
         SparkSetupError: no Java, or no SQLite JDBC jar.
     """
     from ...spark import engine as eng
@@ -141,7 +145,16 @@ def serve(defn: PipelineDefinition | None, *, master: str | None = None, host: s
     if port == 0:
         port = eng.free_port(host)
     with _serving(defn, master):
-        return _serve(defn, settings, master, host, port, idle_timeout, echo, warm_up, archive)
+        metrics = None
+        if metrics_port is not None:
+            from . import metrics_port as mp
+
+            metrics = mp.bind(host, metrics_port)
+        try:
+            return _serve(defn, settings, master, host, port, idle_timeout, echo, warm_up, archive, metrics)
+        finally:
+            if metrics is not None:
+                mp.stop(metrics)
 
 
 @contextmanager
@@ -168,7 +181,7 @@ def _serving(defn: PipelineDefinition | None, master: str):
 
 
 def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: str, host: str, port: int,
-           idle_timeout: float | None, echo, warm_up: bool, archive: Path | None = None) -> str:
+           idle_timeout: float | None, echo, warm_up: bool, archive: Path | None = None, metrics=None) -> str:
     from ...spark import engine as eng
 
     problem = eng.port_problem(host, port)
@@ -207,8 +220,13 @@ def _serve(defn: PipelineDefinition | None, settings: dict[str, str], master: st
                                 idle_timeout, str(log_path), engines.fingerprint(_fixed(defn)))
         state.write(path)
         idle = f", stops after {idle_timeout:g} s unused" if idle_timeout else ""
+        served_at = ""
+        if metrics is not None:
+            from . import metrics_port as mp
+
+            served_at = f", metrics at {mp.start(metrics, lambda: mp.engine_text(path, state, defn))}"
         echo(f"engine ready at {redact_url(url)} (master {redact_url(master)}, pid {os.getpid()}, started in "
-             f"{time.perf_counter() - t0:.1f} s{idle}); stop it with Ctrl-C or 'minikafka engine stop'")
+             f"{time.perf_counter() - t0:.1f} s{idle}{served_at}); stop it with Ctrl-C or 'minikafka engine stop'")
         while not stop.wait(0.5):
             if not jvm.running():
                 reason["why"] = "exited"

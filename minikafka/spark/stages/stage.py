@@ -39,6 +39,7 @@ from .conform import conform, refused_rows
 from .context import StageContext, takes_context
 from .follow import V2_COMMITTER, FollowedWrite
 from .lookup import read_lookups
+from .persisted import Persisted
 from .plan import plan_stage
 from .read import read_topic
 from .rowfn import ERROR, apply_row_function
@@ -369,6 +370,7 @@ class _Work:
     staged: dict[str, tuple[str, int]] = field(default_factory=dict)  # topic -> (uri, rows Spark wrote)
     followed: tuple[str, FollowedWrite] | None = None  # (topic, its write, read while it runs)
     failures: dict[int, str] = field(default_factory=dict)  # a row_fn's failing input rows
+    persisted: Persisted | None = None  # what the stage persists after its lookups, released once staged
 
     def uri(self, topic: str) -> str:
         from ..staging import join
@@ -399,7 +401,8 @@ def _run(spark, source: Source, stage: Stage, run: RunResult, area, run_uri: str
     t0 = time.perf_counter()
     if run.rows_in:
         frames = _read_inputs(spark, source, stage, plan.inputs, plan.bounds, area, run_uri, run)
-        frames.update(read_lookups(spark, source, plan, area, run_uri, run))
+        frames.update(read_lookups(spark, source, plan, area, run_uri, run))  # kept in memory by lookup.py
+        work.persisted = Persisted(spark)
         checkpoint("stage:read")  # the inputs are planned, Spark has run nothing yet
         if stage.row_fn is not None:
             _write_rows(work, frames, plan.inputs)
@@ -482,7 +485,7 @@ def _commit(work: _Work, plan, t0: float) -> None:
     outputs: list[StagedOutput] = []
     if work.followed is None:
         run.details["spark_seconds"] = round(time.perf_counter() - t0, 3)
-        _unpersist_all(work.spark if run.rows_in else None)
+        _unpersist_all(work)
         datasets = {dst: stg.open_staged(uri, rows) for dst, (uri, rows) in work.staged.items()}
         if not work.dry_run:
             checkpoint("stage:staged")
@@ -500,8 +503,7 @@ def _commit(work: _Work, plan, t0: float) -> None:
 
     if work.followed is not None:
         dst, write = work.followed
-        _commit_following(work.spark, run, commit, write, work.out_layouts[dst], dst, work.quarantined,
-                          work.batch_rows, t0)
+        _commit_following(work, commit, write, dst, t0)
     elif work.dry_run:  # the very commit, rolled back: the counts (duplicates included) are what a run would do
         def rehearsed() -> None:
             register_consumers(work.source, [stage])  # as the real run does first (its start rule), rolled back too
@@ -514,11 +516,12 @@ def _commit(work: _Work, plan, t0: float) -> None:
     run.details["commit_seconds"] = round(time.perf_counter() - t1, 3)
 
 
-def _commit_following(spark, run: RunResult, commit, write: FollowedWrite, layout: TopicLayout, dst: str,
-                      quarantined: list[tuple], batch_rows: int, t0: float) -> None:
+def _commit_following(work: _Work, commit, write: FollowedWrite, dst: str, t0: float) -> None:
     """Commit while Spark writes (``follow.py``); if the write outlasts what the commit may
     wait for holding the lock, roll back and commit after the write instead."""
     from ..staging import open_staged
+
+    run, layout, quarantined, batch_rows = work.run, work.out_layouts[dst], work.quarantined, work.batch_rows
 
     try:
         write.wait_first()  # no lock is held until the first task's output is there
@@ -536,7 +539,7 @@ def _commit_following(spark, run: RunResult, commit, write: FollowedWrite, layou
     finally:
         try:
             write.close()
-            _unpersist_all(spark)
+            _unpersist_all(work)
         except Exception:  # noqa: BLE001 - clean-up only: the commit's own outcome stands
             pass
         run.details["spark_seconds"] = round(write.spark_seconds + write.started - t0, 3)
@@ -686,9 +689,10 @@ def _apply_quality(work: _Work, frame, topic: str, parent_column: str, before_ch
     return keyed.join(F.broadcast(ids.select(ROW_KEY)), ROW_KEY, "left_anti").drop(ROW_KEY)
 
 
-def _unpersist_all(spark) -> None:
-    if spark is not None:
-        spark.catalog.clearCache()
+def _unpersist_all(work: _Work) -> None:
+    """Drop what the stage persisted (``persisted.py``): on an engine, not the lookups it keeps."""
+    if work.persisted is not None:
+        work.persisted.release()
 
 
 def _batches(dataset, batch_rows: int, uri: str, expected: int):
