@@ -98,6 +98,8 @@ CUT_ON_PURPOSE = {
     ("connectors/intake.py", "payload[:10000]"): "a quarantined payload: the data itself",
     ("connectors/ingest.py", "text.strip()[:PAYLOAD_CHARS]"): "a quarantined payload: the data itself",
     ("console/reads.py", "rows[:PAGE_ROWS]"): "a list of rows",
+    ("ledger/lake/delta.py", "value[:_STATS_TEXT]"): "a text column's min value in a Delta file's statistics: "
+                                                    "the data itself, which the table holds whole",
 }
 CUT = re.compile(r"\[:\s*(?:\d{3,}|[A-Z_]+)\s*\]")
 
