@@ -4,10 +4,8 @@ of the topic once, brought up to date by each run, recorded in the ledger with a
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from pydantic import BaseModel
 
 from minikafka import Source
 from minikafka.cli import main
+from tests.util.frozen import kill_when_frozen
 
 pytest.importorskip("pyarrow")
 
@@ -82,13 +81,7 @@ def test_an_export_killed_after_writing_its_files_leaves_them_to_the_next_run_wh
     proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "export", "weather.readings", str(out),
                              "--incremental", "--source", str(ledger)], cwd=REPO, env=env,
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    deadline = time.time() + 60
-    for line in proc.stderr:
-        if line.startswith("FROZEN") or time.time() > deadline:
-            break
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    kill_when_frozen(proc)
     assert len(list(out.rglob("part-000000000021-*"))) == 1  # the dead attempt's file is there...
     with Source(str(ledger)) as source:  # ...but nothing of it is in the ledger: its transaction never committed
         assert [r["rows_out"] for r in source.runs(stage="lake:weather_readings")] == [20]

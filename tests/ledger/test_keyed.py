@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from datetime import date
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from minikafka.ledger.topics import keyed, keys
 from minikafka.util.clock import utc_now
 from minikafka.util.faults import ENV
 from tests.ledger.test_types import Everything, sample
+from tests.util.frozen import kill_when_frozen
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -159,13 +158,7 @@ def run_child(path: str, point: str | None = None) -> None:
     env[ENV] = point
     proc = subprocess.Popen([sys.executable, "-c", CHILD, path], cwd=ROOT, env=env, stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True)
-    deadline = time.time() + 60
-    for line in proc.stderr:
-        if line.startswith("FROZEN") or time.time() > deadline:
-            break
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    kill_when_frozen(proc)
 
 
 def night(path: str, n: int) -> None:
